@@ -1,0 +1,54 @@
+# gmlake: two commands set everything up on a fresh machine: `make run` and `make test`.
+# Each target delegates to the folder that owns the work.
+GO      ?= go
+BIN     ?= bin
+TRACES  := $(wildcard testdata/traces/*.trace.gz)
+
+.PHONY: run test vet unit tla verify gpu capi fuzz bench clean
+
+## run: replay the bundled real training traces through every policy on the simulated H200
+run:
+	$(GO) run ./cmd/gmlake replay $(TRACES)
+
+## test: everything that needs no GPU (vet, unit and model-based tests, the Quint spec)
+test: vet unit tla
+
+vet:
+	$(GO) mod download
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -count=1 -timeout 20m ./...
+
+## tla: typecheck, test and simulate the Quint spec; check ITF conformance
+tla:
+	./tla/run.sh ci
+
+## verify: the long verification profile, for nightly use
+verify:
+	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 3h ./harness/... ./fuzz/...
+	./tla/run.sh long
+
+## gpu: build the GPU test and benchmark binaries into $(BIN)/ for a machine with a GPU and no Go
+gpu:
+	mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/gmlake ./cmd/gmlake
+	$(GO) test -c -o $(BIN)/cudavmm.test ./impl/cudavmm
+	$(GO) test -c -o $(BIN)/harness.test ./harness
+	$(GO) test -c -o $(BIN)/impl.test ./impl
+
+## capi: the PyTorch pluggable allocator library
+capi:
+	$(GO) build -buildmode=c-shared -o capi/libgmlake.so ./capi
+
+## fuzz: each go test -fuzz target for a short, fixed time
+fuzz:
+	./fuzz/run.sh
+
+## bench: the engine's hot-path benchmarks
+bench:
+	$(GO) test -run '^$$' -bench 'BenchmarkAllocFree' -benchmem ./impl
+
+clean:
+	rm -rf $(BIN) capi/libgmlake.so capi/libgmlake.h

@@ -1,0 +1,37 @@
+// Package vmm is the driver contract: everything the gmlake allocator may ask of a GPU, and nothing more.
+//
+// It owns the vocabulary shared by every layer above it:
+//   - named types for device pointers ([DevicePtr]), physical allocation handles ([Handle]), streams ([Stream])
+//     and events ([Event]), and the half-open virtual range [Range];
+//   - the [Driver] interface, a thin, faithful image of the CUDA driver's virtual memory management (VMM)
+//     calls (cuMemCreate, cuMemAddressReserve, cuMemMap, cuMemSetAccess, cuMemUnmap, cuMemRelease,
+//     cuMemAddressFree, cuMemGetInfo) plus the stream-ordered event calls a caching allocator needs, and
+//     memset/read-back for integrity checks;
+//   - errors that map CUDA results one to one ([Result], [CallError]) and work with [errors.Is]:
+//     errors.Is(err, vmm.ErrOutOfMemory) holds for every out-of-memory, whichever call or layer raised it;
+//   - a cost model ([CostModel]) giving the latency of each call kind by size, whose defaults are the
+//     H200 medians measured in notes/cuda-vmm.md, so a simulated device can report modeled driver time.
+//
+// # The rules every Driver enforces (measured on an H200, notes/cuda-vmm.md)
+//
+//  1. Sizes passed to Create, Reserve, Map, Unmap and SetAccess are whole multiples of Granularity()
+//     (2 MiB on the H200, never hard-coded: ask the driver). Otherwise: ErrInvalidValue.
+//  2. Map places a whole handle at offset 0: a non-zero offset is ErrNotSupported, and the mapped size must
+//     equal the handle's size (ErrInvalidValue).
+//  3. Map only onto addresses inside one reservation, none of them already mapped: ErrInvalidValue.
+//  4. Unmap covers whole mappings only (it may cover several adjacent ones): unmapping part of a mapping, or
+//     a range with unmapped holes, is ErrInvalidValue.
+//  5. SetAccess needs the whole range mapped (ErrInvalidValue); a fresh mapping has no access until it is set,
+//     and reading or writing it before is ErrIllegalAddress (the real GPU faults).
+//  6. FreeAddress takes the exact (ptr, size) that Reserve returned, with nothing still mapped in it:
+//     ErrInvalidValue otherwise.
+//  7. Release drops the caller's reference to a handle; the physical memory returns to the device only when
+//     the handle was released AND its last mapping unmapped. Any use of a released handle (Map, Release) is
+//     ErrInvalidHandle on the simulated device (undefined behaviour on the real driver).
+//  8. One handle may be mapped at several addresses at once (aliasing): bytes written through one mapping are
+//     read through every other.
+//  9. Unmap and Release do not wait for in-flight GPU work: callers unmap or release only after an event
+//     recorded after the last use has completed.
+//
+// A Driver is safe for concurrent use by several goroutines. A failed call changes nothing.
+package vmm
