@@ -29,17 +29,17 @@ type Mutation uint32
 // The seeded bugs. Each must be caught by at least one checker (rapid vs the contract, the spec invariants,
 // porcupine, the exhaustive explorer, the device's integrity checks).
 const (
-	MutSkipSetAccessStitched  Mutation = 1 << iota // a stitched range is mapped but SetAccess is skipped
-	MutMapChunkTwice                               // stitching may take a chunk that backs a live block
-	MutEarlyCrossStreamReuse                       // reuse on another stream without waiting for the free event
-	MutRefcountOffByOne                            // a chunk's reference count is one too high after a stitch
-	MutLeakOnStitchFailure                         // a driver failure mid-stitch leaks the mapped handles/range
-	MutWrongBestFit                                // best fit picks the largest fitting block instead of smallest
-	MutNoMerge                                     // freed blocks are not merged with free neighbours
-	MutStatsDoubleCount                            // allocated bytes are counted twice for stitched blocks
-	MutSpuriousOOM                                 // out of memory without releasing the cache and retrying
-	MutLeakOnClose                                 // Close forgets to release cached chunks
-	NumMutations                       = 10
+	MutSkipSetAccessStitched Mutation = 1 << iota // a stitched range is mapped but SetAccess is skipped
+	MutMapChunkTwice                              // stitching may take a chunk that backs a live block
+	MutEarlyCrossStreamReuse                      // reuse on another stream without waiting for the free event
+	MutRefcountOffByOne                           // a chunk's reference count is one too high after a stitch
+	MutLeakOnStitchFailure                        // a driver failure mid-stitch leaks the mapped handles/range
+	MutWrongBestFit                               // best fit picks the largest fitting block instead of smallest
+	MutNoMerge                                    // freed blocks are not merged with free neighbours
+	MutStatsDoubleCount                           // allocated bytes are counted twice for stitched blocks
+	MutSpuriousOOM                                // out of memory without releasing the cache and retrying
+	MutLeakOnClose                                // Close forgets to release cached chunks
+	NumMutations             = 10
 )
 
 var mutationNames = []string{
@@ -182,6 +182,7 @@ type BlockInfo struct {
 	Backing []Mapping
 	Parts   []uint64 // for an sBlock: the IDs of the pBlocks it stitches, in address order
 	Events  int      // events still outstanding before the block is reusable
+	HeldBy  uint64   // for a pBlock: the ID of the live sBlock that holds its chunk, 0 if none
 }
 
 // ChunkInfo describes one physical handle the allocator holds.
@@ -226,6 +227,26 @@ type CloseReport struct {
 type Config struct {
 	Policy string // one of Policies; "" means PolicyGMLake
 
+	// Knobs. Zero takes the policy's default (see policy.go and doc.go for each policy's values).
+
+	// StitchMin is the smallest rounded request that may be served by stitching (gmlake: 2 MiB;
+	// gmlake-paper: 512 MiB). Must be a multiple of 512.
+	StitchMin uint64
+	// ChunkSize is the physical chunk size of fixed segments in gmlake-paper (default 2 MiB), and the
+	// largest chunk an arena growth creates in gmlake (default: unlimited, one chunk per growth). A multiple
+	// of the driver's granularity.
+	ChunkSize uint64
+	// PageSizeSmall and PageSizeLarge are the expandable policy's page sizes (PyTorch: 2 MiB and 20 MiB).
+	PageSizeSmall, PageSizeLarge uint64
+	// SBlockCache is how many free stitched blocks stay cached before StitchFree tears down the least
+	// recently used (gmlake default 256, gmlake-paper 64). Negative: no limit.
+	SBlockCache int
+	// NoCrossStream turns off cross-stream stitching and reuse in the gmlake policy.
+	NoCrossStream bool
+
 	// TestOnlyMutations switches on seeded bugs (see Mutation). Only tests set it.
 	TestOnlyMutations Mutation
 }
+
+// BlockInfo.HeldBy: a pBlock whose chunk is viewed by a live sBlock is reported with State Live and
+// HeldBy set to that sBlock's ID; it is not in Snapshot.Live (the sBlock is).

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -95,9 +96,13 @@ func ReadFile(path string) (*Trace, error) {
 }
 
 // Read parses a trace from r (gzip or plain); file names the input in errors. It checks that every ID is
-// allocated once and freed at most once after its allocation.
+// allocated once and freed at most once after its allocation. A gzip stream that ends early is an error
+// naming the line where it ended, never a shorter trace.
 func Read(r io.Reader, file string) (*Trace, error) {
-	br := bufio.NewReaderSize(r, 1<<16)
+	br, ok := r.(*bufio.Reader)
+	if !ok || br.Size() < 1<<16 {
+		br = bufio.NewReaderSize(r, 1<<16)
+	}
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
@@ -107,92 +112,189 @@ func Read(r io.Reader, file string) (*Trace, error) {
 		br = bufio.NewReaderSize(zr, 1<<16)
 	}
 	t := &Trace{Name: Name(file)}
-	state := make(map[uint64]byte) // 'a' live, 'r' free requested, 'f' freed
-	sc := bufio.NewScanner(br)
-	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	var st idStates
 	line := 0
-	for sc.Scan() {
-		line++
-		text := sc.Bytes()
-		if len(bytes.TrimSpace(text)) == 0 || text[0] == '#' {
-			continue
+	for {
+		text, rerr := br.ReadSlice('\n')
+		if rerr == bufio.ErrBufferFull {
+			return nil, &ParseError{File: file, Line: line + 1, Text: string(text[:64]) + "...", Msg: "line longer than 64 KiB"}
 		}
-		ev, msg := parseLine(text)
-		if msg != "" {
-			return nil, &ParseError{File: file, Line: line, Text: string(text), Msg: msg}
+		if rerr != nil && rerr != io.EOF {
+			return nil, fmt.Errorf("%s:%d: %w (truncated or corrupt input)", file, line+1, rerr)
 		}
-		st, seen := state[ev.ID]
-		switch ev.Op {
-		case OpAlloc:
-			if seen {
-				return nil, &ParseError{File: file, Line: line, Text: string(text), Msg: "id allocated twice"}
+		if len(text) > 0 {
+			line++
+			if ev, ok, msg := parseLine(text); msg != "" {
+				return nil, &ParseError{File: file, Line: line, Text: string(bytes.TrimRight(text, "\r\n")), Msg: msg}
+			} else if ok {
+				if msg := st.apply(ev); msg != "" {
+					return nil, &ParseError{File: file, Line: line, Text: string(bytes.TrimRight(text, "\r\n")), Msg: msg}
+				}
+				if ev.Op == OpAlloc && ev.Stream+1 > t.Streams {
+					t.Streams = ev.Stream + 1
+				}
+				t.Events = append(t.Events, ev)
 			}
-			if ev.Stream+1 > t.Streams {
-				t.Streams = ev.Stream + 1
-			}
-			state[ev.ID] = 'a'
-		case OpFreeRequest:
-			if !seen || st != 'a' {
-				return nil, &ParseError{File: file, Line: line, Text: string(text), Msg: "free requested of an id that is not live"}
-			}
-			state[ev.ID] = 'r'
-		case OpFree:
-			if !seen || st == 'f' {
-				return nil, &ParseError{File: file, Line: line, Text: string(text), Msg: "free of an id that is not live"}
-			}
-			state[ev.ID] = 'f'
 		}
-		t.Events = append(t.Events, ev)
+		if rerr == io.EOF {
+			return t, nil
+		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s:%d: %w (truncated or corrupt input)", file, line+1, err)
-	}
-	return t, nil
 }
 
-func parseLine(text []byte) (Event, string) {
-	f := strings.Fields(string(text))
-	if len(f) == 0 || len(f[0]) != 1 {
-		return Event{}, "unknown event (want a, r or f)"
+// idStates tracks each ID's state while reading: a slice for the small dense IDs traces use, a map beyond.
+type idStates struct {
+	dense  []byte // indexed by ID < denseIDs: 0 never seen, 'a' live, 'r' free requested, 'f' freed
+	sparse map[uint64]byte
+}
+
+const denseIDs = 1 << 26
+
+func (s *idStates) get(id uint64) byte {
+	if id < denseIDs {
+		if id < uint64(len(s.dense)) {
+			return s.dense[id]
+		}
+		return 0
 	}
-	var ev Event
+	return s.sparse[id]
+}
+
+func (s *idStates) set(id uint64, v byte) {
+	if id < denseIDs {
+		if id >= uint64(len(s.dense)) {
+			s.dense = append(s.dense, make([]byte, int(id)+1-len(s.dense)+len(s.dense)/2)...)
+		}
+		s.dense[id] = v
+		return
+	}
+	if s.sparse == nil {
+		s.sparse = make(map[uint64]byte)
+	}
+	s.sparse[id] = v
+}
+
+// apply checks ev against the ID's state and records it; it returns a message when ev is illegal.
+func (s *idStates) apply(ev Event) string {
+	st := s.get(ev.ID)
+	switch ev.Op {
+	case OpAlloc:
+		if st != 0 {
+			return "id allocated twice"
+		}
+		s.set(ev.ID, 'a')
+	case OpFreeRequest:
+		if st != 'a' {
+			return "free requested of an id that is not live"
+		}
+		s.set(ev.ID, 'r')
+	case OpFree:
+		if st != 'a' && st != 'r' {
+			return "free of an id that is not live"
+		}
+		s.set(ev.ID, 'f')
+	}
+	return ""
+}
+
+// parseLine parses one line. ok is false for blank lines and comments; msg says what is wrong, if anything.
+func parseLine(text []byte) (ev Event, ok bool, msg string) {
+	var f [5][]byte
+	n := 0
+	for i := 0; i < len(text); {
+		for i < len(text) && isSpace(text[i]) {
+			i++
+		}
+		j := i
+		for j < len(text) && !isSpace(text[j]) {
+			j++
+		}
+		if j > i {
+			if n == len(f) {
+				n++ // too many fields; the arity check below reports it
+				break
+			}
+			f[n] = text[i:j]
+			n++
+		}
+		i = j
+	}
+	if n == 0 || f[0][0] == '#' {
+		return ev, false, ""
+	}
+	if len(f[0]) != 1 {
+		return ev, false, "unknown event (want a, r or f)"
+	}
 	switch f[0][0] {
 	case 'a':
-		if len(f) != 4 {
-			return ev, "alloc wants 'a ID SIZE STREAM'"
+		if n != 4 {
+			return ev, false, "alloc wants 'a ID SIZE STREAM'"
 		}
 	case 'r', 'f':
-		if len(f) != 2 {
-			return ev, "free wants '" + f[0] + " ID'"
+		if n != 2 {
+			return ev, false, "free wants '" + string(f[0]) + " ID'"
 		}
 	default:
-		return ev, "unknown event (want a, r or f)"
+		return ev, false, "unknown event (want a, r or f)"
 	}
 	ev.Op = Op(f[0][0])
-	id, err := strconv.ParseUint(f[1], 10, 64)
-	if err != nil {
-		return ev, "bad id"
+	id, good := parseUint(f[1])
+	if !good {
+		return ev, false, "bad id"
 	}
 	ev.ID = id
 	if ev.Op == OpAlloc {
-		size, err := strconv.ParseUint(f[2], 10, 64)
-		if err != nil || size == 0 {
-			return ev, "bad size (want a positive integer)"
+		size, good := parseUint(f[2])
+		if !good || size == 0 {
+			return ev, false, "bad size (want a positive integer)"
 		}
-		s, err := strconv.ParseUint(f[3], 10, 16)
-		if err != nil {
-			return ev, "bad stream (want 0..65535)"
+		s, good := parseUint(f[3])
+		if !good || s > 65535 {
+			return ev, false, "bad stream (want 0..65535)"
 		}
 		ev.Size, ev.Stream = size, int(s)
 	}
-	return ev, ""
+	return ev, true, ""
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+}
+
+// parseUint parses a decimal uint64 (no sign, no overflow).
+func parseUint(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if n > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
 }
 
 // Write writes events in the trace format (plain text).
 func Write(w io.Writer, events []Event) error {
-	bw := bufio.NewWriter(w)
+	bw := bufio.NewWriterSize(w, 1<<16)
+	line := make([]byte, 0, 64)
 	for _, e := range events {
-		if _, err := fmt.Fprintln(bw, e.String()); err != nil {
+		line = append(line[:0], byte(e.Op), ' ')
+		line = strconv.AppendUint(line, e.ID, 10)
+		if e.Op == OpAlloc {
+			line = append(line, ' ')
+			line = strconv.AppendUint(line, e.Size, 10)
+			line = append(line, ' ')
+			line = strconv.AppendInt(line, int64(e.Stream), 10)
+		}
+		line = append(line, '\n')
+		if _, err := bw.Write(line); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,488 @@
+// Command capi is libgmlake.so: the gmlake allocator as a C shared library with the ABI of PyTorch's
+// torch.cuda.memory.CUDAPluggableAllocator (see gmlake.h for the C functions and the environment variables).
+// Build it with `make capi`; python/gmlake_torch loads it into PyTorch.
+//
+// Layers: abi.c holds the C functions (void*, cudaStream_t) and casts to the integer-typed Go exports below
+// (gmlakeGo*); throw.cc adds gmlake_alloc_throw for C++ callers; this package keeps one engine per device
+// (gmlake.CEngine, created lazily from the environment on the first allocation), per-device counters, the
+// last error, and the allocation trace (trace.go). It imports only the root gmlake package.
+//
+// Failure rules: a Go panic never crosses into C (every export recovers, reports on stderr and in the last
+// error, and fails the call); after a panic inside an engine, that engine is disabled (its locks may be
+// held), so later allocations on the device fail with the panic's text and frees are ignored. An allocation
+// that fails returns NULL and records why (gmlake_last_error).
+package main
+
+/*
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include "gmlake.h"
+
+int gmlake_copy_out(const char *s, size_t n, char *buf, size_t len);
+void gmlake_set_thread_error(const char *msg, size_t n);
+void gmlake_register_exit_hook(void);
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/gmlake/gmlake"
+)
+
+func main() {}
+
+// registerExitHook makes the process flush and close an active trace when it exits.
+func registerExitHook() { C.gmlake_register_exit_hook() }
+
+// maxDevices bounds the device ordinals the library serves (CUDA machines have at most a few dozen).
+const maxDevices = 64
+
+// slot is the state of one device. Created once, under createMu; read without a lock after.
+type slot struct {
+	device int
+	eng    *gmlake.CEngine
+
+	// disabled holds the reason the engine may no longer be used (a panic inside it); nil while healthy.
+	disabled atomic.Pointer[string]
+
+	allocFailures atomic.Uint64 // allocations of nonzero size that returned NULL
+	badFrees      atomic.Uint64 // frees of unknown, interior or already freed pointers
+	panics        atomic.Uint64 // panics recovered in calls on this device
+	lastError     atomic.Pointer[string]
+}
+
+var (
+	// slots[d] is device d's slot once its engine started; read lock-free on the hot path.
+	slots [maxDevices]atomic.Pointer[slot]
+
+	createMu sync.Mutex // serialises engine creation and gmlake_close
+	// pendingFraction[d] is a memory fraction set before device d's engine started (0: none). Under createMu.
+	pendingFraction [maxDevices]float64
+
+	processLastError atomic.Pointer[string] // the most recent error of any thread
+	badFreeReports   atomic.Int64           // bad frees reported on stderr so far (the first few are)
+)
+
+const maxBadFreeReports = 10
+
+// setError records msg as the calling thread's and the process's last error (and the device's, if known).
+func setError(s *slot, msg string) {
+	processLastError.Store(&msg)
+	if s != nil {
+		s.lastError.Store(&msg)
+	}
+	if msg == "" {
+		C.gmlake_set_thread_error(nil, 0)
+		return
+	}
+	b := []byte(msg)
+	C.gmlake_set_thread_error((*C.char)(unsafe.Pointer(&b[0])), C.size_t(len(b)))
+}
+
+// copyOut writes s into a C buffer the snprintf way.
+func copyOut(s string, buf *C.char, n C.size_t) C.int {
+	if len(s) == 0 {
+		return C.gmlake_copy_out(nil, 0, buf, n)
+	}
+	b := []byte(s)
+	return C.gmlake_copy_out((*C.char)(unsafe.Pointer(&b[0])), C.size_t(len(b)), buf, n)
+}
+
+// recovered turns a panic into an error report; the caller's result stays the failure value.
+func recovered(s *slot, call string, r any) {
+	msg := fmt.Sprintf("gmlake: internal error in %s: %v (the engine of this device is now disabled; "+
+		"please report this with the stack on stderr)", call, r)
+	fmt.Fprintf(os.Stderr, "%s\n%s\n", msg, debug.Stack())
+	if s != nil {
+		s.panics.Add(1)
+		s.disabled.CompareAndSwap(nil, &msg)
+	}
+	setError(s, msg)
+}
+
+// getenv reads the live environment (the C one: Go's copy is taken when the library loads, before a host
+// such as Python may have set variables).
+func getenv(name string) string {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	v := C.getenv(cs)
+	if v == nil {
+		return ""
+	}
+	return C.GoString(v)
+}
+
+// reserved lists the GMLAKE_ variables that are not engine knobs.
+var reserved = map[string]bool{"POLICY": true, "DEVICE": true, "SIM_CAPACITY": true, "MEMORY_FRACTION": true,
+	"MEMORY_LIMIT": true, "TRACE": true, "VERBOSE": true, "PROFILE": true, "LIB": true, "SHIM": true,
+	"TEST_PANIC_SIZE": true}
+
+// testPanicSize, when nonzero, makes an allocation of exactly that many bytes panic inside the library
+// (GMLAKE_TEST_PANIC_SIZE), so that tests can check that a panic never crosses into C. Set when an engine
+// starts; read without a lock after.
+var testPanicSize atomic.Uint64
+
+var warnUnknownOnce sync.Once
+
+// engineConfig builds device's engine configuration from the environment.
+func engineConfig(device int) (gmlake.CEngineConfig, float64, error) {
+	cfg := gmlake.CEngineConfig{Device: device, Policy: getenv("GMLAKE_POLICY"), Driver: getenv("GMLAKE_DEVICE"),
+		Knobs: map[string]string{}}
+	var err error
+	if v := getenv("GMLAKE_SIM_CAPACITY"); v != "" {
+		if cfg.SimCapacity, err = gmlake.ParseBytes(v); err != nil {
+			return cfg, 0, fmt.Errorf("GMLAKE_SIM_CAPACITY: %w", err)
+		}
+	}
+	if v := getenv("GMLAKE_MEMORY_LIMIT"); v != "" {
+		if cfg.MemoryLimit, err = gmlake.ParseBytes(v); err != nil {
+			return cfg, 0, fmt.Errorf("GMLAKE_MEMORY_LIMIT: %w", err)
+		}
+	}
+	var fraction float64
+	if v := getenv("GMLAKE_MEMORY_FRACTION"); v != "" {
+		if fraction, err = strconv.ParseFloat(v, 64); err != nil || fraction <= 0 || fraction > 1 {
+			return cfg, 0, fmt.Errorf("GMLAKE_MEMORY_FRACTION=%q: want a number in (0, 1]", v)
+		}
+	}
+	knobs := map[string]bool{}
+	for _, k := range gmlake.KnobNames() {
+		knobs[k] = true
+		if v := getenv("GMLAKE_" + k); v != "" {
+			cfg.Knobs[k] = v
+		}
+	}
+	warnUnknownOnce.Do(func() {
+		for _, kv := range os.Environ() {
+			name, _, _ := strings.Cut(kv, "=")
+			if k, ok := strings.CutPrefix(name, "GMLAKE_"); ok && !reserved[k] && !knobs[k] {
+				fmt.Fprintf(os.Stderr, "gmlake: ignoring unknown environment variable %s (knobs: %v)\n",
+					name, gmlake.KnobNames())
+			}
+		}
+	})
+	return cfg, fraction, nil
+}
+
+// slotFor returns device's slot, starting its engine on first use.
+func slotFor(device int) (*slot, error) {
+	if device < 0 || device >= maxDevices {
+		return nil, fmt.Errorf("gmlake: device %d out of range [0, %d)", device, maxDevices)
+	}
+	if s := slots[device].Load(); s != nil {
+		return s, nil
+	}
+	createMu.Lock()
+	defer createMu.Unlock()
+	if s := slots[device].Load(); s != nil {
+		return s, nil
+	}
+	cfg, fraction, err := engineConfig(device)
+	if err != nil {
+		return nil, fmt.Errorf("gmlake: configuring device %d: %w", device, err)
+	}
+	if v := getenv("GMLAKE_TEST_PANIC_SIZE"); v != "" {
+		n, _ := strconv.ParseUint(v, 10, 64)
+		testPanicSize.Store(n)
+	}
+	if pendingFraction[device] > 0 {
+		fraction = pendingFraction[device]
+	}
+	eng, err := gmlake.NewCEngine(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if fraction > 0 && fraction < 1 {
+		eng.SetMemoryLimit(uint64(fraction * float64(eng.TotalMemory())))
+	}
+	s := &slot{device: device, eng: eng}
+	slots[device].Store(s)
+	if getenv("GMLAKE_VERBOSE") != "" {
+		fmt.Fprintf(os.Stderr, "gmlake: device %d: engine started: driver %s, policy %s, knobs %v, memory limit %d bytes\n",
+			device, cfg.Driver, eng.Policy(), cfg.Knobs, eng.MemoryLimit())
+	}
+	if p := getenv("GMLAKE_TRACE"); p != "" {
+		if err := startTrace(p); err != nil && err != errTraceActive {
+			fmt.Fprintf(os.Stderr, "gmlake: GMLAKE_TRACE: %v\n", err)
+		}
+	}
+	return s, nil
+}
+
+// usable returns an error if the slot's engine was disabled by a panic.
+func (s *slot) usable() error {
+	if why := s.disabled.Load(); why != nil {
+		return fmt.Errorf("gmlake: the engine of device %d is disabled after an internal error: %s", s.device, *why)
+	}
+	return nil
+}
+
+//export gmlakeGoAlloc
+func gmlakeGoAlloc(size C.size_t, device C.int, stream C.uintptr_t) (ret C.uintptr_t) {
+	var s *slot
+	defer func() {
+		if r := recover(); r != nil {
+			ret = 0
+			recovered(s, "gmlake_alloc", r)
+		}
+	}()
+	if size == 0 {
+		return 0
+	}
+	s, err := slotFor(int(device))
+	if err == nil {
+		err = s.usable()
+	}
+	if err != nil {
+		if s != nil {
+			s.allocFailures.Add(1)
+		}
+		setError(s, err.Error())
+		return 0
+	}
+	if uint64(size) == testPanicSize.Load() {
+		panic(fmt.Sprintf("seeded panic: GMLAKE_TEST_PANIC_SIZE=%d", uint64(size)))
+	}
+	p, err := s.eng.Alloc(uint64(size), uintptr(stream))
+	if err != nil {
+		s.allocFailures.Add(1)
+		setError(s, fmt.Sprintf("gmlake_alloc(%d bytes, device %d, stream %#x): %v", uint64(size), int(device), uintptr(stream), err))
+		return 0
+	}
+	if t := tracing.Load(); t != nil {
+		t.alloc(int(device), uintptr(stream), uint64(size), p)
+	}
+	return C.uintptr_t(p)
+}
+
+//export gmlakeGoFree
+func gmlakeGoFree(ptr C.uintptr_t, device C.int) {
+	var s *slot
+	defer func() {
+		if r := recover(); r != nil {
+			recovered(s, "gmlake_free", r)
+		}
+	}()
+	if ptr == 0 {
+		return
+	}
+	var err error
+	if device < 0 || device >= maxDevices || slots[device].Load() == nil {
+		err = fmt.Errorf("gmlake: no engine runs on device %d", int(device))
+	} else {
+		s = slots[device].Load()
+		if s.usable() != nil {
+			return // leak rather than touch a broken engine
+		}
+		if t := tracing.Load(); t != nil {
+			t.free(int(device), uintptr(ptr))
+		}
+		err = s.eng.Free(uintptr(ptr))
+	}
+	if err != nil {
+		if s != nil {
+			s.badFrees.Add(1)
+		}
+		msg := fmt.Sprintf("gmlake_free(%#x, device %d): %v", uintptr(ptr), int(device), err)
+		setError(s, msg)
+		if badFreeReports.Add(1) <= maxBadFreeReports {
+			fmt.Fprintf(os.Stderr, "%s (ignored)\n", msg)
+		}
+	}
+}
+
+//export gmlakeGoInit
+func gmlakeGoInit(deviceCount C.int) {}
+
+//export gmlakeGoEmptyCache
+func gmlakeGoEmptyCache() {
+	var s *slot
+	defer func() {
+		if r := recover(); r != nil {
+			recovered(s, "gmlake_empty_cache", r)
+		}
+	}()
+	for d := range slots {
+		if s = slots[d].Load(); s != nil && s.usable() == nil {
+			if err := s.eng.EmptyCache(); err != nil {
+				setError(s, fmt.Sprintf("gmlake_empty_cache(device %d): %v", d, err))
+			}
+		}
+	}
+}
+
+//export gmlakeGoSetMemoryFraction
+func gmlakeGoSetMemoryFraction(fraction C.double, device C.int) {
+	defer func() {
+		if r := recover(); r != nil {
+			recovered(nil, "gmlake_set_memory_fraction", r)
+		}
+	}()
+	f := float64(fraction)
+	if device < 0 || device >= maxDevices || !(f > 0 && f <= 1) {
+		setError(nil, fmt.Sprintf("gmlake_set_memory_fraction(%g, device %d): want a fraction in (0, 1] and a device in [0, %d)",
+			f, int(device), maxDevices))
+		return
+	}
+	createMu.Lock()
+	defer createMu.Unlock()
+	if s := slots[device].Load(); s != nil {
+		limit := uint64(0)
+		if f < 1 {
+			limit = uint64(f * float64(s.eng.TotalMemory()))
+		}
+		s.eng.SetMemoryLimit(limit)
+		return
+	}
+	pendingFraction[device] = f
+}
+
+//export gmlakeGoRecordStream
+func gmlakeGoRecordStream(ptr C.uintptr_t, stream C.uintptr_t) {
+	var s *slot
+	defer func() {
+		if r := recover(); r != nil {
+			recovered(s, "gmlake_record_stream", r)
+		}
+	}()
+	var err error = fmt.Errorf("gmlake: no engine holds this pointer")
+	for d := range slots {
+		if s = slots[d].Load(); s == nil || s.usable() != nil {
+			continue
+		}
+		if err = s.eng.RecordStream(uintptr(ptr), uintptr(stream)); err == nil || !gmlake.IsUnknownPointer(err) {
+			break
+		}
+	}
+	if err != nil {
+		setError(s, fmt.Sprintf("gmlake_record_stream(%#x, stream %#x): %v", uintptr(ptr), uintptr(stream), err))
+	}
+}
+
+//export gmlakeGoClose
+func gmlakeGoClose(device C.int) (ret C.int) {
+	var s *slot
+	defer func() {
+		if r := recover(); r != nil {
+			ret = -1
+			recovered(s, "gmlake_close", r)
+		}
+	}()
+	if device < 0 || device >= maxDevices {
+		setError(nil, fmt.Sprintf("gmlake_close: device %d out of range", int(device)))
+		return -1
+	}
+	createMu.Lock()
+	defer createMu.Unlock()
+	pendingFraction[device] = 0
+	s = slots[device].Swap(nil)
+	if s == nil {
+		return 0
+	}
+	if s.usable() != nil {
+		return 0 // a broken engine is abandoned, not closed
+	}
+	live, _, err := s.eng.Close()
+	if err == nil {
+		if leaks := s.eng.SimLeaks(); leaks != "" {
+			err = fmt.Errorf("the simulated device still holds memory after Close: %s", leaks)
+		}
+	}
+	if err != nil {
+		setError(s, fmt.Sprintf("gmlake_close(device %d): %v", int(device), err))
+		return -1
+	}
+	return C.int(live)
+}
+
+//export gmlakeGoStatsJSON
+func gmlakeGoStatsJSON(device C.int, buf *C.char, n C.size_t) (ret C.int) {
+	var s *slot
+	defer func() {
+		if r := recover(); r != nil {
+			ret = -1
+			recovered(s, "gmlake_stats_json", r)
+		}
+	}()
+	if device < 0 || device >= maxDevices {
+		setError(nil, fmt.Sprintf("gmlake_stats_json: device %d out of range", int(device)))
+		return -1
+	}
+	s = slots[device].Load()
+	if s == nil {
+		return copyOut(fmt.Sprintf(`{"device":%d,"initialized":false}`, int(device)), buf, n)
+	}
+	extra := map[string]any{
+		"alloc_failures": s.allocFailures.Load(), "bad_frees": s.badFrees.Load(), "panics": s.panics.Load(),
+		"disabled": s.disabled.Load() != nil, "tracing": tracing.Load() != nil,
+	}
+	if e := s.lastError.Load(); e != nil {
+		extra["last_error"] = *e
+	}
+	if s.usable() != nil {
+		return copyOut(fmt.Sprintf(`{"device":%d,"initialized":true,"disabled":true,"error":%q}`,
+			int(device), s.usable().Error()), buf, n)
+	}
+	return copyOut(string(s.eng.StatsJSON(extra)), buf, n)
+}
+
+//export gmlakeGoLastError
+func gmlakeGoLastError(buf *C.char, n C.size_t) C.int {
+	msg := ""
+	if e := processLastError.Load(); e != nil {
+		msg = *e
+	}
+	return copyOut(msg, buf, n)
+}
+
+//export gmlakeGoKnobs
+func gmlakeGoKnobs(buf *C.char, n C.size_t) C.int {
+	return copyOut(strings.Join(gmlake.KnobNames(), ","), buf, n)
+}
+
+//export gmlakeGoTraceStart
+func gmlakeGoTraceStart(path *C.char) (ret C.int) {
+	defer func() {
+		if r := recover(); r != nil {
+			ret = -1
+			recovered(nil, "gmlake_trace_start", r)
+		}
+	}()
+	if err := startTrace(C.GoString(path)); err != nil {
+		setError(nil, err.Error())
+		return -1
+	}
+	return 0
+}
+
+//export gmlakeGoTraceStop
+func gmlakeGoTraceStop() (ret C.int) {
+	defer func() {
+		if r := recover(); r != nil {
+			ret = -1
+			recovered(nil, "gmlake_trace_stop", r)
+		}
+	}()
+	if err := stopTrace(); err != nil {
+		setError(nil, err.Error())
+		return -1
+	}
+	return 0
+}
+
+//export gmlakeGoAtExit
+func gmlakeGoAtExit() {
+	defer func() { _ = recover() }()
+	if err := stopTrace(); err != nil && err != errNoTrace {
+		fmt.Fprintf(os.Stderr, "gmlake: closing the trace at exit: %v\n", err)
+	}
+}

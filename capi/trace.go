@@ -1,0 +1,185 @@
+package main
+
+// The allocation trace: while a trace is active, every successful allocation and every free of a pointer
+// allocated during the trace is written in the text format of testdata/traces/README.md, so that a user's
+// own training run can be replayed with `gmlake replay`:
+//
+//	a ID SIZE STREAM   (SIZE as requested; STREAM numbered 0, 1, 2 in order of first use)
+//	f ID
+//
+// A free is written when PyTorch frees the block, which is when the block becomes reusable on its
+// allocation stream; blocks used on other streams (RecordStream) are reused later by the engine, but the
+// trace records no separate completion for them. Pointers live when the trace starts are not traced; blocks
+// live when it stops have no f line. With several devices in one process, every device's events go to the
+// one file, streams numbered per (device, stream).
+//
+// Ordering: a free is written (under the tracer's lock) before the engine frees the block, and an allocation
+// after the engine returned it, so a pointer reused by another thread never has its lines out of order.
+
+import (
+	"bufio"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+var (
+	errTraceActive = errors.New("gmlake: a trace is already being written; stop it first")
+	errNoTrace     = errors.New("gmlake: no trace is being written")
+
+	tracing      atomic.Pointer[tracer] // the active trace, nil when none
+	traceMu      sync.Mutex             // serialises start and stop
+	exitHookOnce sync.Once
+)
+
+type streamKey struct {
+	device int
+	stream uintptr
+}
+
+type tracer struct {
+	path string
+
+	mu struct {
+		sync.Mutex
+		file    *os.File
+		gz      *gzip.Writer // nil unless the path ends in .gz
+		w       *bufio.Writer
+		nextID  uint64
+		ids     map[streamKeyPtr]uint64 // live traced allocations: (device, pointer) -> ID
+		streams map[streamKey]int       // stream numbers in order of first use
+		err     error                   // the first write error; later events are dropped
+		closed  bool
+		buf     []byte
+	}
+}
+
+type streamKeyPtr struct {
+	device int
+	ptr    uintptr
+}
+
+// expandTracePath substitutes {pid} and {rank} (env RANK, or 0) in a trace path.
+func expandTracePath(p string) string {
+	rank := getenv("RANK")
+	if rank == "" {
+		rank = "0"
+	}
+	r := strings.NewReplacer("{pid}", strconv.Itoa(os.Getpid()), "{rank}", rank)
+	return r.Replace(p)
+}
+
+func startTrace(path string) error {
+	if path == "" {
+		return fmt.Errorf("gmlake: trace path is empty")
+	}
+	traceMu.Lock()
+	defer traceMu.Unlock()
+	if tracing.Load() != nil {
+		return errTraceActive
+	}
+	path = expandTracePath(path)
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("gmlake: creating trace file: %w", err)
+	}
+	t := &tracer{path: path}
+	t.mu.file = f
+	var w io.Writer = f
+	if strings.HasSuffix(path, ".gz") {
+		t.mu.gz = gzip.NewWriter(f)
+		w = t.mu.gz
+	}
+	t.mu.w = bufio.NewWriterSize(w, 1<<20)
+	t.mu.ids = make(map[streamKeyPtr]uint64)
+	t.mu.streams = make(map[streamKey]int)
+	exitHookOnce.Do(registerExitHook)
+	tracing.Store(t)
+	return nil
+}
+
+func stopTrace() error {
+	traceMu.Lock()
+	defer traceMu.Unlock()
+	t := tracing.Swap(nil)
+	if t == nil {
+		return errNoTrace
+	}
+	return t.close()
+}
+
+func (t *tracer) alloc(device int, stream uintptr, size uint64, ptr uintptr) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.mu.closed || t.mu.err != nil {
+		return
+	}
+	sk := streamKey{device, stream}
+	sn, ok := t.mu.streams[sk]
+	if !ok {
+		sn = len(t.mu.streams)
+		t.mu.streams[sk] = sn
+	}
+	id := t.mu.nextID
+	t.mu.nextID++
+	t.mu.ids[streamKeyPtr{device, ptr}] = id
+	b := append(t.mu.buf[:0], 'a', ' ')
+	b = strconv.AppendUint(b, id, 10)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, size, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(sn), 10)
+	b = append(b, '\n')
+	t.mu.buf = b
+	_, t.mu.err = t.mu.w.Write(b)
+}
+
+func (t *tracer) free(device int, ptr uintptr) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.mu.closed || t.mu.err != nil {
+		return
+	}
+	k := streamKeyPtr{device, ptr}
+	id, ok := t.mu.ids[k]
+	if !ok {
+		return // allocated before the trace started, or a bad free
+	}
+	delete(t.mu.ids, k)
+	b := append(t.mu.buf[:0], 'f', ' ')
+	b = strconv.AppendUint(b, id, 10)
+	b = append(b, '\n')
+	t.mu.buf = b
+	_, t.mu.err = t.mu.w.Write(b)
+}
+
+func (t *tracer) close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.mu.closed {
+		return nil
+	}
+	t.mu.closed = true
+	err := t.mu.err
+	if e := t.mu.w.Flush(); err == nil {
+		err = e
+	}
+	if t.mu.gz != nil {
+		if e := t.mu.gz.Close(); err == nil {
+			err = e
+		}
+	}
+	if e := t.mu.file.Close(); err == nil {
+		err = e
+	}
+	if err != nil {
+		return fmt.Errorf("gmlake: writing trace %s: %w", t.path, err)
+	}
+	return nil
+}

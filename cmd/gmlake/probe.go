@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gmlake/gmlake/impl/cudavmm"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+func init() {
+	var device, reps, stitchReps int
+	var tol float64
+	cmd := &cobra.Command{
+		Use:   "probe",
+		Short: "Measure the CUDA VMM call costs on a real GPU and compare them with the cost model",
+		Long: `probe times every driver call kind (cuMemCreate, cuMemAddressReserve, cuMemMap, cuMemSetAccess,
+cuMemUnmap, cuMemRelease, cuMemAddressFree, and cuMemAlloc/cuMemFree for comparison) at 2 MiB, 20 MiB, 256 MiB
+and 1 GiB, and the stitching of 8, 64 and 512 granularity-sized handles into one range. It prints the median
+microseconds in the shape of the table in notes/cuda-vmm.md, then the measurements beside vmm.H200Costs(),
+marking each cell that differs by more than the tolerance. Needs a GPU with about 1.1 GiB free.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := cudavmm.New(device)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			free, total, err := d.MemInfo()
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "device %d: granularity %s, %s free of %s\n\n", device, vmm.FormatBytes(d.Granularity()),
+				vmm.FormatBytes(free), vmm.FormatBytes(total))
+			r, err := cudavmm.Probe(d, cudavmm.ProbeConfig{Reps: reps, StitchReps: stitchReps})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(out, r.Table())
+			cmp, devs := r.Compare(vmm.H200Costs(), tol)
+			fmt.Fprintln(out, cmp)
+			if len(devs) == 0 {
+				fmt.Fprintf(out, "every cell within %.0f%% of the cost model\n", tol*100)
+			} else {
+				fmt.Fprintf(out, "%d cells differ from the cost model by more than %.0f%%:\n", len(devs), tol*100)
+				for _, dv := range devs {
+					fmt.Fprintf(out, "  %s at %s: measured %v, model %v (x%.2f)\n", dv.Kind.Short(),
+						vmm.FormatBytes(dv.Size), dv.Measured, dv.Model, dv.Ratio)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&device, "device", 0, "CUDA device ordinal")
+	cmd.Flags().IntVar(&reps, "reps", 25, "repetitions per call kind and size (the median is printed)")
+	cmd.Flags().IntVar(&stitchReps, "stitch-reps", 5, "repetitions per stitched-range size")
+	cmd.Flags().Float64Var(&tol, "tolerance", 0.25, "relative difference from the cost model that is flagged")
+	rootCmd.AddCommand(cmd)
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/gmlake/gmlake/harness"
+	"github.com/gmlake/gmlake/harness/trace"
+	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/impl/cudavmm"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+type replayFlags struct {
+	policies []string
+	device   string
+	json     string
+	plot     string
+	peaks    string
+	points   int
+}
+
+func init() {
+	var f replayFlags
+	cmd := &cobra.Command{
+		Use:   "replay [flags] TRACE...",
+		Short: "Replay training allocation traces through allocator policies and compare their memory use",
+		Long: `replay drives each trace (the text format of testdata/traces/README.md, gzip or plain, or a PyTorch
+memory snapshot pickle from torch.cuda.memory._dump_snapshot) through each policy, on the simulated H200 or a
+real GPU, and prints one table: per trace and policy the peak live bytes (each request rounded up to 512 B),
+peak allocated and reserved bytes, fragmentation (1 - allocated/reserved, and 1 - live/reserved), driver calls
+by kind and the modeled driver time, beside PyTorch's own measured peak reserved from peaks.json
+(caching against the native allocator, every other policy against expandable_segments) and the modeled
+driver time as a share of the recorded training time.
+
+With --device cuda each pair is replayed on GPU 0 as well as on the simulated device: the table then has a row
+for each, and the GPU rows show the wall time measured inside driver calls beside the modeled time.`,
+		Example: `  gmlake replay testdata/traces/*.trace.gz
+  gmlake replay --policy caching,gmlake --json out.json --plot out.png testdata/traces/llama1b-ckpt.trace.gz
+  gmlake replay snapshot.pickle`,
+		Args:          cobra.MinimumNArgs(1),
+		SilenceErrors: true, // main prints the error once
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runReplay(cmd.Context(), f, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringSliceVar(&f.policies, "policy", harness.ReplayPolicies, "policies to replay, comma-separated (of "+strings.Join(impl.Policies, ", ")+")")
+	fl.StringVar(&f.device, "device", "sim", "sim (the simulated H200) or cuda (GPU 0, with a simulated replay beside it)")
+	fl.StringVar(&f.json, "json", "", "write the results as a JSON array to `FILE`")
+	fl.StringVar(&f.plot, "plot", "", "plot reserved and allocated memory over each trace to `FILE` (.png or .svg)")
+	fl.StringVar(&f.peaks, "peaks", "", "PyTorch's measured peaks (`FILE`); default: peaks.json beside the first trace, if any")
+	fl.IntVar(&f.points, "plot-points", 2000, "timeline samples per trace and policy for --plot")
+	rootCmd.AddCommand(cmd)
+}
+
+// openCUDA opens the real driver on GPU 0. It is the one place the replay command touches impl/cudavmm.
+func openCUDA() (vmm.Driver, func() error, error) {
+	d, err := cudavmm.New(0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, d.Close, nil
+}
+
+func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stderr io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	for _, p := range f.policies {
+		if !slices.Contains(impl.Policies, p) {
+			return fmt.Errorf("unknown policy %q: want one of %s", p, strings.Join(impl.Policies, ", "))
+		}
+	}
+	if f.device != "sim" && f.device != "cuda" {
+		return fmt.Errorf("unknown --device %q: want sim or cuda", f.device)
+	}
+	if f.plot != "" {
+		if ext := strings.ToLower(filepath.Ext(f.plot)); ext != ".png" && ext != ".svg" {
+			return fmt.Errorf("--plot %s: want a .png or .svg file name", f.plot)
+		}
+	}
+
+	var peaks harness.TorchPeaks
+	peaksPath := f.peaks
+	if peaksPath == "" {
+		if p := filepath.Join(filepath.Dir(paths[0]), "peaks.json"); fileExists(p) {
+			peaksPath = p
+		}
+	}
+	if peaksPath != "" {
+		var err error
+		if peaks, err = harness.LoadTorchPeaks(peaksPath); err != nil {
+			return err
+		}
+	}
+
+	traces := make([]*trace.Trace, 0, len(paths))
+	total := 0
+	for _, p := range paths {
+		t, err := harness.LoadTrace(p)
+		if err != nil {
+			return err
+		}
+		traces = append(traces, t)
+		total += len(t.Events) * len(f.policies)
+	}
+
+	var gpu *harness.TimingDriver
+	if f.device == "cuda" {
+		d, closeGPU, err := openCUDA()
+		if err != nil {
+			return fmt.Errorf("--device cuda: %w", err)
+		}
+		defer closeGPU()
+		gpu = harness.NewTimingDriver(d)
+		total *= 2
+	}
+
+	prog := newProgress(stderr, total)
+	var results []*harness.ReplayResult
+	for _, t := range traces {
+		sampleEvery := 0
+		if f.plot != "" && f.points > 0 {
+			sampleEvery = max(1, len(t.Events)/f.points)
+		}
+		for _, pol := range f.policies {
+			opts := harness.ReplayOptions{Policy: pol, SampleEvery: sampleEvery, Progress: prog.update}
+			sim, err := harness.Replay(ctx, t, opts)
+			if err != nil {
+				prog.clear()
+				return err
+			}
+			prog.finished(sim)
+			results = append(results, sim)
+			if gpu != nil {
+				opts.Driver = gpu
+				real, err := harness.Replay(ctx, t, opts)
+				if err != nil {
+					prog.clear()
+					return err
+				}
+				real.ModeledDriverTime = sim.ModeledDriverTime // what the cost model says the same calls cost
+				prog.finished(real)
+				results = append(results, real)
+			}
+		}
+	}
+	prog.clear()
+
+	if err := harness.WriteTable(stdout, results, peaks); err != nil {
+		return err
+	}
+	if f.json != "" {
+		if err := writeFile(f.json, func(w io.Writer) error { return harness.WriteJSON(w, results, peaks) }); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", f.json)
+	}
+	if f.plot != "" {
+		if err := harness.WritePlot(f.plot, results); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", f.plot)
+	}
+	return nil
+}
+
+// progress shows a bar on a terminal; elsewhere (CI, pipes) one line per finished (trace, policy).
+type progress struct {
+	w    io.Writer
+	bar  *progressbar.ProgressBar
+	base int // events of finished replays
+}
+
+func newProgress(w io.Writer, total int) *progress {
+	p := &progress{w: w}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription("replay"),
+			progressbar.OptionShowIts(), progressbar.OptionSetItsString("events"), progressbar.OptionThrottle(100e6),
+			progressbar.OptionClearOnFinish(), progressbar.OptionSetWidth(30))
+	}
+	return p
+}
+
+func (p *progress) update(done, total int) {
+	if p.bar != nil {
+		_ = p.bar.Set(p.base + done)
+	}
+}
+
+func (p *progress) finished(r *harness.ReplayResult) {
+	p.base += r.Events
+	if p.bar != nil {
+		p.bar.Describe(r.Trace + " " + r.Policy)
+		_ = p.bar.Set(p.base)
+		return
+	}
+	fmt.Fprintf(p.w, "replayed %s with %s on %s: %d events in %.3fs\n", r.Trace, r.Policy, r.Device, r.Events, r.ReplaySeconds)
+}
+
+func (p *progress) clear() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+		_ = p.bar.Clear()
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return errors.Join(fmt.Errorf("%s: close", path), err)
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package fuzz
+
+// The campaign's judge: at each lock-step pause the campaign calls checkState, which evaluates the spec's
+// state invariants (spec.Check) on the View of the allocator's snapshot and the device's state (built by
+// harness.ViewOf), and compares the allocator's live set with the one the workers tracked (what was
+// allocated and not freed is live, with its size and stream; nothing else is). The single-threaded
+// executor (exec.go) is judged by harness.Env instead, which also runs the contract and the history
+// invariants step by step.
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gmlake/gmlake/harness"
+	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/spec"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// liveAlloc is what the fuzzer knows of one allocation it holds.
+type liveAlloc struct {
+	id     uint64
+	ptr    vmm.DevicePtr
+	size   uint64 // requested
+	stream vmm.Stream
+	val    byte // the pattern written into it
+}
+
+// Violation is a broken invariant or a failed integrity check, with the INV name or the check's name.
+type Violation struct {
+	Inv string // spec INV name, or INTEGRITY, CONTRACT, ERROR, LEAK, PANIC
+	Msg string
+}
+
+func (v Violation) String() string { return v.Inv + ": " + v.Msg }
+
+// Names of the fuzzer's own checks (beside the spec's INV names).
+const (
+	CheckIntegrity = "INTEGRITY" // the pattern written into an allocation was not read back
+	CheckContract  = "CONTRACT"  // the allocator's live set differs from what was allocated and not freed
+	CheckError     = "ERROR"     // an operation failed that must not (or a misuse was accepted)
+	CheckLeak      = "LEAK"      // memory held after Close
+	CheckPanic     = "PANIC"     // the allocator (or a checker) panicked
+)
+
+// checkState returns the violations of the state (a, dev) given the live set the fuzzer tracked. It is the
+// one place the invariants are evaluated (swap point for the harness adapter).
+func checkState(snap impl.Snapshot, dev model.DeviceState, live []*liveAlloc) []Violation {
+	var out []Violation
+	for _, v := range spec.Check(harness.ViewOf(snap, dev)) {
+		out = append(out, Violation{Inv: v.Inv, Msg: v.Msg})
+	}
+	return append(out, checkContract(snap, live)...)
+}
+
+// checkContract compares the allocator's live set with the fuzzer's.
+func checkContract(snap impl.Snapshot, live []*liveAlloc) []Violation {
+	var out []Violation
+	byPtr := make(map[vmm.DevicePtr]*liveAlloc, len(live))
+	for _, l := range live {
+		byPtr[l.ptr] = l
+	}
+	seen := 0
+	for _, li := range snap.Live {
+		l := byPtr[li.Ptr]
+		if l == nil {
+			out = append(out, Violation{CheckContract, fmt.Sprintf("allocator reports live %v (%d B, stream %d) that was never allocated or was freed",
+				li.Ptr, li.Requested, li.Stream)})
+			continue
+		}
+		seen++
+		if li.Requested != l.size || li.Stream != l.stream {
+			out = append(out, Violation{CheckContract, fmt.Sprintf("allocation %d at %v: allocator says %d B on stream %d, was %d B on stream %d",
+				l.id, l.ptr, li.Requested, li.Stream, l.size, l.stream)})
+		}
+		if li.Size < l.size {
+			out = append(out, Violation{CheckContract, fmt.Sprintf("allocation %d at %v: block of %d B is smaller than the %d B requested",
+				l.id, l.ptr, li.Size, l.size)})
+		}
+	}
+	if seen != len(live) {
+		var missing []string
+		snapPtrs := make(map[vmm.DevicePtr]bool, len(snap.Live))
+		for _, li := range snap.Live {
+			snapPtrs[li.Ptr] = true
+		}
+		for _, l := range live {
+			if !snapPtrs[l.ptr] {
+				missing = append(missing, fmt.Sprintf("%d at %v (%d B)", l.id, l.ptr, l.size))
+			}
+		}
+		sort.Strings(missing)
+		out = append(out, Violation{CheckContract, "allocations missing from the allocator's live set: " + strings.Join(missing, ", ")})
+	}
+	return out
+}

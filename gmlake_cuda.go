@@ -1,0 +1,453 @@
+package gmlake
+
+// This file is the door the C library (capi/, the PyTorch pluggable allocator) goes through: it opens a
+// driver by name (the real GPU or the simulated H200), applies knobs given as text (environment variables),
+// caps the physical memory an engine may hold (PyTorch's memory fraction), and wraps one engine in methods
+// on plain integers, so that capi, which speaks C and may import only this package, needs no project types.
+// It is owned together with capi/; the Go facade proper lives in gmlake.go.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+
+	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/impl/cudavmm"
+	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// Driver kinds accepted by OpenDriver and CEngineConfig.Driver.
+const (
+	DriverCUDA = "cuda" // the real GPU through impl/cudavmm (libcuda.so.1 loaded at run time)
+	DriverSim  = "sim"  // the simulated H200 of package model, streams completing at once
+)
+
+// ErrBadKnob is wrapped by every error about a knob: unknown name, or a value that does not parse.
+var ErrBadKnob = errors.New("gmlake: bad knob")
+
+// OpenDriver opens device ordinal `device` of the given kind. For DriverSim, simCapacity is the simulated
+// device's memory in bytes (0: an H200's) and every simulated device is independent.
+func OpenDriver(kind string, device int, simCapacity uint64) (vmm.Driver, error) {
+	switch kind {
+	case DriverCUDA, "":
+		d, err := cudavmm.New(device)
+		if err != nil {
+			return nil, fmt.Errorf("gmlake: opening CUDA device %d: %w", device, err)
+		}
+		return d, nil
+	case DriverSim:
+		return model.NewDevice(model.DeviceConfig{Capacity: simCapacity, SyncStreams: true}), nil
+	}
+	return nil, fmt.Errorf("gmlake: unknown driver %q: use %q or %q", kind, DriverCUDA, DriverSim)
+}
+
+// CEngineConfig configures one engine of the C library.
+type CEngineConfig struct {
+	Driver      string // DriverCUDA (default) or DriverSim
+	Device      int    // device ordinal
+	Policy      string // one of impl.Policies; "" is the default policy
+	SimCapacity uint64 // DriverSim only: bytes of the simulated device, 0 for an H200
+	// Knobs set fields of impl.Config by name, as text: the Go field name ("ChunkSize") or its
+	// environment spelling without the prefix ("CHUNK_SIZE"). Sizes accept KiB/MiB/GiB (or K/M/G) suffixes.
+	Knobs map[string]string
+	// MemoryLimit caps the physical bytes the engine may hold (0: no cap). See SetMemoryLimit.
+	MemoryLimit uint64
+
+	_ struct{}
+}
+
+// KnobNames lists the environment spellings (without the GMLAKE_ prefix) of the settable impl.Config fields.
+func KnobNames() []string {
+	var out []string
+	t := reflect.TypeOf(impl.Config{})
+	for i := 0; i < t.NumField(); i++ {
+		if f := t.Field(i); settableKnob(f) {
+			out = append(out, envName(f.Name))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func settableKnob(f reflect.StructField) bool {
+	if !f.IsExported() || f.Name == "Policy" || f.Name == "TestOnlyMutations" {
+		return false
+	}
+	switch f.Type.Kind() {
+	case reflect.Bool, reflect.String, reflect.Float32, reflect.Float64,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+// envName spells a Go field name the environment way: ChunkSize -> CHUNK_SIZE, SBlockCache -> SBLOCK_CACHE,
+// HTTPServer -> HTTP_SERVER. A word break is a lower-to-upper step, or the end of a run of at least two
+// capitals followed by a lower-case letter (a one-letter prefix such as the S of SBlock stays attached).
+func envName(field string) string {
+	var b strings.Builder
+	rs := []rune(field)
+	run := 0 // capitals immediately before position i
+	for i, r := range rs {
+		if i > 0 && unicode.IsUpper(r) {
+			lowerBefore := unicode.IsLower(rs[i-1])
+			acronymEnd := run >= 2 && i+1 < len(rs) && unicode.IsLower(rs[i+1])
+			if lowerBefore || acronymEnd {
+				b.WriteByte('_')
+			}
+		}
+		if unicode.IsUpper(r) {
+			run++
+		} else {
+			run = 0
+		}
+		b.WriteRune(unicode.ToUpper(r))
+	}
+	return b.String()
+}
+
+// ParseBytes parses a byte count: "1048576", "512KiB", "2MiB", "1.5GiB", "2M", "1G" (binary units).
+func ParseBytes(s string) (uint64, error) {
+	t := strings.TrimSpace(s)
+	mult := uint64(1)
+	for _, u := range []struct {
+		suf string
+		m   uint64
+	}{{"KiB", vmm.KiB}, {"MiB", vmm.MiB}, {"GiB", vmm.GiB}, {"KB", vmm.KiB}, {"MB", vmm.MiB}, {"GB", vmm.GiB},
+		{"K", vmm.KiB}, {"M", vmm.MiB}, {"G", vmm.GiB}, {"B", 1}} {
+		if strings.HasSuffix(strings.ToUpper(t), strings.ToUpper(u.suf)) {
+			t, mult = strings.TrimSpace(t[:len(t)-len(u.suf)]), u.m
+			break
+		}
+	}
+	if n, err := strconv.ParseUint(t, 10, 64); err == nil {
+		return n * mult, nil
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("%w: %q is not a byte count (examples: 1048576, 2MiB, 1.5GiB)", ErrBadKnob, s)
+	}
+	return uint64(f * float64(mult)), nil
+}
+
+// applyKnobs sets cfg's fields from knobs. Every knob must name a settable field.
+func applyKnobs(cfg *impl.Config, knobs map[string]string) error {
+	v := reflect.ValueOf(cfg).Elem()
+	t := v.Type()
+	byName := map[string]int{}
+	for i := 0; i < t.NumField(); i++ {
+		if settableKnob(t.Field(i)) {
+			byName[t.Field(i).Name] = i
+			byName[envName(t.Field(i).Name)] = i
+		}
+	}
+	keys := make([]string, 0, len(knobs))
+	for k := range knobs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		s := knobs[k]
+		i, ok := byName[k]
+		if !ok {
+			return fmt.Errorf("%w: unknown knob %q; settable knobs: %v", ErrBadKnob, k, KnobNames())
+		}
+		f := v.Field(i)
+		bad := func(err error) error {
+			return fmt.Errorf("%w: %s=%q: %v", ErrBadKnob, k, s, err)
+		}
+		switch f.Kind() {
+		case reflect.Bool:
+			b, err := strconv.ParseBool(strings.TrimSpace(s))
+			if err != nil {
+				return bad(err)
+			}
+			f.SetBool(b)
+		case reflect.String:
+			f.SetString(s)
+		case reflect.Float32, reflect.Float64:
+			x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			if err != nil {
+				return bad(err)
+			}
+			f.SetFloat(x)
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			if f.Type() == reflect.TypeOf(time.Duration(0)) {
+				d, err := time.ParseDuration(strings.TrimSpace(s))
+				if err != nil {
+					return bad(err)
+				}
+				f.SetInt(int64(d))
+				break
+			}
+			x, err := strconv.ParseInt(strings.TrimSpace(s), 0, 64)
+			if err != nil {
+				return bad(err)
+			}
+			if f.OverflowInt(x) {
+				return bad(fmt.Errorf("out of range"))
+			}
+			f.SetInt(x)
+		default: // unsigned: a count or a size
+			x, err := ParseBytes(s)
+			if err != nil {
+				return bad(err)
+			}
+			if f.OverflowUint(x) {
+				return bad(fmt.Errorf("out of range"))
+			}
+			f.SetUint(x)
+		}
+	}
+	return nil
+}
+
+// limitDriver is the driver an engine of the C library runs on: the real or simulated driver, with an
+// optional cap on the physical bytes created through it (PyTorch's set_per_process_memory_fraction).
+// Creating beyond the cap fails with CUDA_ERROR_OUT_OF_MEMORY, exactly as a smaller GPU would, so the engine
+// takes its ordinary out-of-memory path (stitch, release the cache, retry) before giving up.
+type limitDriver struct {
+	vmm.Driver
+	limit atomic.Uint64 // 0: no cap. Written by SetMemoryLimit, read by Create and MemInfo.
+
+	mu struct {
+		sync.Mutex
+		used  uint64                // Invariant: the sum of sizes of handles created and not yet released.
+		sizes map[vmm.Handle]uint64 // size of each unreleased handle created through this driver
+	}
+}
+
+func newLimitDriver(d vmm.Driver, limit uint64) *limitDriver {
+	l := &limitDriver{Driver: d}
+	l.limit.Store(limit)
+	l.mu.sizes = make(map[vmm.Handle]uint64)
+	return l
+}
+
+func (l *limitDriver) Create(size uint64) (vmm.Handle, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lim := l.limit.Load(); lim != 0 && l.mu.used+size > lim {
+		return 0, vmm.Errorf(vmm.CallCreate, vmm.OutOfMemory,
+			"memory limit: %s held + %s asked > limit %s (set by the memory fraction)",
+			vmm.FormatBytes(l.mu.used), vmm.FormatBytes(size), vmm.FormatBytes(lim))
+	}
+	h, err := l.Driver.Create(size)
+	if err == nil {
+		l.mu.used += size
+		l.mu.sizes[h] = size
+	}
+	return h, err
+}
+
+func (l *limitDriver) Release(h vmm.Handle) error {
+	err := l.Driver.Release(h)
+	if err == nil {
+		l.mu.Lock()
+		l.mu.used -= l.mu.sizes[h]
+		delete(l.mu.sizes, h)
+		l.mu.Unlock()
+	}
+	return err
+}
+
+func (l *limitDriver) MemInfo() (free, total uint64, err error) {
+	free, total, err = l.Driver.MemInfo()
+	if lim := l.limit.Load(); err == nil && lim != 0 {
+		l.mu.Lock()
+		used := l.mu.used
+		l.mu.Unlock()
+		capFree := uint64(0)
+		if lim > used {
+			capFree = lim - used
+		}
+		free, total = min(free, capFree), min(total, lim)
+	}
+	return free, total, err
+}
+
+// CEngine is one engine of the C library: an impl.Allocator on one device, addressed with plain integers
+// (pointers and CUDA streams as uintptr). Safe for concurrent use (the engine is; the stream table of the
+// simulated device has its own lock).
+type CEngine struct {
+	cfg   CEngineConfig
+	a     *impl.Allocator
+	drv   *limitDriver
+	sim   *model.Device // non-nil for DriverSim
+	total uint64        // the device's total memory at open
+
+	// simStreams maps a C stream value to a simulated stream (DriverSim only): the simulated device knows
+	// only streams it created, so each new C stream gets one. Guarded by simMu.
+	simMu      sync.Mutex
+	simStreams map[uintptr]vmm.Stream
+}
+
+// NewCEngine opens the driver and starts an engine on it.
+func NewCEngine(cfg CEngineConfig) (*CEngine, error) {
+	if cfg.Driver == "" {
+		cfg.Driver = DriverCUDA
+	}
+	icfg := impl.Config{Policy: cfg.Policy}
+	if err := applyKnobs(&icfg, cfg.Knobs); err != nil {
+		return nil, err
+	}
+	d, err := OpenDriver(cfg.Driver, cfg.Device, cfg.SimCapacity)
+	if err != nil {
+		return nil, err
+	}
+	e := &CEngine{cfg: cfg, drv: newLimitDriver(d, cfg.MemoryLimit)}
+	if s, ok := d.(*model.Device); ok {
+		e.sim = s
+		e.simStreams = map[uintptr]vmm.Stream{0: vmm.DefaultStream}
+	}
+	if _, total, err := d.MemInfo(); err == nil {
+		e.total = total
+	}
+	a, err := impl.New(e.drv, icfg)
+	if err != nil {
+		if c, ok := d.(interface{ Close() error }); ok {
+			_ = c.Close()
+		}
+		return nil, fmt.Errorf("gmlake: starting policy %q on %s device %d: %w", cfg.Policy, cfg.Driver, cfg.Device, err)
+	}
+	e.a = a
+	return e, nil
+}
+
+// stream turns a C stream into the driver's stream. On the real GPU a cudaStream_t is the CUstream itself.
+func (e *CEngine) stream(s uintptr) (vmm.Stream, error) {
+	if e.sim == nil {
+		return vmm.Stream(s), nil
+	}
+	e.simMu.Lock()
+	defer e.simMu.Unlock()
+	if v, ok := e.simStreams[s]; ok {
+		return v, nil
+	}
+	v, err := e.sim.CreateStream()
+	if err != nil {
+		return 0, err
+	}
+	e.simStreams[s] = v
+	return v, nil
+}
+
+// Alloc allocates size bytes for use on stream and returns the device address.
+func (e *CEngine) Alloc(size uint64, stream uintptr) (uintptr, error) {
+	s, err := e.stream(stream)
+	if err != nil {
+		return 0, err
+	}
+	p, err := e.a.Alloc(size, s)
+	return uintptr(p), err
+}
+
+// Free frees ptr, stream-ordered on its allocation stream.
+func (e *CEngine) Free(ptr uintptr) error { return e.a.Free(vmm.DevicePtr(ptr)) }
+
+// RecordStream marks ptr as used on stream too: its memory is reused only after that stream's work
+// submitted before the free has completed.
+func (e *CEngine) RecordStream(ptr, stream uintptr) error {
+	s, err := e.stream(stream)
+	if err != nil {
+		return err
+	}
+	return e.a.RecordStream(vmm.DevicePtr(ptr), s)
+}
+
+// EmptyCache returns every cached (free) byte to the device.
+func (e *CEngine) EmptyCache() error { return e.a.EmptyCache() }
+
+// Policy returns the engine's policy name.
+func (e *CEngine) Policy() string { return e.a.Policy() }
+
+// TotalMemory returns the device's total memory in bytes, as the driver reported it at open.
+func (e *CEngine) TotalMemory() uint64 { return e.total }
+
+// SetMemoryLimit caps the physical bytes the engine may hold (0 removes the cap). Memory already held
+// beyond a new cap stays until it is freed and released (EmptyCache).
+func (e *CEngine) SetMemoryLimit(bytes uint64) { e.drv.limit.Store(bytes) }
+
+// MemoryLimit returns the cap set by SetMemoryLimit (0: none).
+func (e *CEngine) MemoryLimit() uint64 { return e.drv.limit.Load() }
+
+// IsUnknownPointer reports whether err says a pointer was not allocated by the engine.
+func IsUnknownPointer(err error) bool { return errors.Is(err, impl.ErrUnknownPointer) }
+
+// IsOutOfMemory reports whether err says the device (or the memory limit) could not serve a request.
+func IsOutOfMemory(err error) bool { return errors.Is(err, vmm.ErrOutOfMemory) }
+
+// Stats returns the engine's statistics as a JSON-ready map: byte counters and their peaks, fragmentation
+// (1 - peak allocated / peak reserved, and the same against peak requested bytes), counters, and driver
+// calls by kind. extra entries are merged in (the C library adds its own counters).
+func (e *CEngine) Stats(extra map[string]any) map[string]any {
+	s := e.a.Stats()
+	frag := func(used, reserved uint64) float64 {
+		if reserved == 0 {
+			return 0
+		}
+		return 1 - float64(used)/float64(reserved)
+	}
+	m := map[string]any{
+		"device": e.cfg.Device, "driver": e.cfg.Driver, "policy": e.a.Policy(), "initialized": true,
+		"requested_bytes": s.RequestedBytes, "peak_requested_bytes": s.PeakRequestedBytes,
+		"allocated_bytes": s.AllocatedBytes, "peak_allocated_bytes": s.PeakAllocatedBytes,
+		"reserved_bytes": s.ReservedBytes, "peak_reserved_bytes": s.PeakReservedBytes,
+		"mapped_bytes":            s.MappedBytes,
+		"fragmentation":           frag(s.PeakAllocatedBytes, s.PeakReservedBytes),
+		"fragmentation_requested": frag(s.PeakRequestedBytes, s.PeakReservedBytes),
+		"num_live":                s.NumLive, "num_allocs": s.NumAllocs, "num_frees": s.NumFrees,
+		"num_stitches": s.NumStitches, "num_stitch_reuses": s.NumStitchReuses, "num_stitch_frees": s.NumStitchFrees,
+		"num_ooms": s.NumOOMs, "num_cache_flushes": s.NumCacheFlushes,
+		"driver_calls": s.DriverCalls.Map(), "driver_calls_total": s.DriverCalls.Total(),
+		"memory_limit_bytes": e.drv.limit.Load(), "device_total_bytes": e.total,
+	}
+	if e.sim != nil {
+		m["modeled_driver_seconds"] = e.sim.ModeledTime().Seconds()
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m
+}
+
+// StatsJSON is Stats as JSON.
+func (e *CEngine) StatsJSON(extra map[string]any) []byte {
+	b, err := json.Marshal(e.Stats(extra))
+	if err != nil { // only plain numbers and strings above: cannot happen
+		return []byte(fmt.Sprintf(`{"error":%q}`, err.Error()))
+	}
+	return b
+}
+
+// Close releases everything the engine holds and closes the driver. It returns how many allocations were
+// still live (released anyway) and how many physical bytes went back to the device.
+func (e *CEngine) Close() (live int, released uint64, err error) {
+	rep, err := e.a.Close()
+	live, released = len(rep.Live), rep.ReleasedBytes
+	if c, ok := e.drv.Driver.(interface{ Close() error }); ok {
+		err = errors.Join(err, c.Close())
+	}
+	return live, released, err
+}
+
+// SimLeaks describes what the simulated device still holds (empty for the real GPU or nothing leaked).
+func (e *CEngine) SimLeaks() string {
+	if e.sim == nil {
+		return ""
+	}
+	if l := e.sim.Leaks(); !l.Empty() {
+		return l.String()
+	}
+	return ""
+}

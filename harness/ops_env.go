@@ -1,0 +1,333 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/spec"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// EnvConfig configures an Env: the device, the engine and the checkers that judge it.
+type EnvConfig struct {
+	Policy      string        // one of impl.Policies; "" is the default policy
+	Capacity    uint64        // device bytes; 0: 8 GiB
+	Granularity uint64        // 0: 2 MiB
+	Streams     int           // streams in the environment, the default stream included; 0: 2
+	SyncStreams bool          // stream work completes at once (no Launch/Complete needed)
+	Mutations   impl.Mutation // seeded bugs to switch on (TestMutationsCaught only)
+	Seed        int64         // the device's seed (FailProb)
+	// NoChecks skips the spec predicates after each step (the contract still runs); for throughput runs.
+	NoChecks bool
+	_        struct{}
+}
+
+// Env runs operations (ops.go) through the engine on the reference device, step by step, and judges each
+// step three ways: the allocator contract (model.ContractState: was the answer legal?), the state
+// invariants of the spec (spec.Check on the View after the step), and the history invariants
+// (spec.History: INV-STREAM, INV-RELEASESAFE, INV-NOSPURIOUSOOM). It is not safe for concurrent use.
+type Env struct {
+	Cfg      EnvConfig
+	Dev      *model.Device
+	A        *impl.Allocator
+	Streams  []vmm.Stream // index -> device stream; Streams[0] is the default stream
+	Contract model.ContractState
+	Hist     *spec.History
+	Rule     spec.OOMRule
+
+	ptrs   map[int]vmm.DevicePtr // allocation id -> pointer (live or freed)
+	live   map[int]bool
+	faulty bool
+	closed bool
+	Ops    []Op // executed, in order: the reproducer
+	Steps  int
+	last   spec.View // the View after the last checked step, valid while lastOK
+	lastOK bool
+}
+
+// viewBefore returns the View now, reusing the one taken after the previous step when nothing can have
+// changed since (the previous step was checked and ran through Step).
+func (e *Env) viewBefore() spec.View {
+	if e.lastOK {
+		return e.last
+	}
+	return e.View()
+}
+
+// StepResult is what one op did and what the checkers found.
+type StepResult struct {
+	Op         Op
+	Ptr        vmm.DevicePtr
+	Err        error
+	Violations []spec.Violation
+}
+
+// ContractErrors are the engine's error kinds, for the contract.
+var ContractErrors = model.ContractErrors{
+	InvalidSize: impl.ErrInvalidSize, UnknownPointer: impl.ErrUnknownPointer, InteriorPtr: impl.ErrInteriorPtr,
+	DoubleFree: impl.ErrDoubleFree, UnknownStream: impl.ErrUnknownStream, Closed: impl.ErrClosed,
+}
+
+// PolicyOOMRule returns INV-NOSPURIOUSOOM's rule for a policy (see SPEC.md): stitching policies need
+// their request rounded to the granularity (gmlake-paper, which stitches only huge requests and releases
+// whole free segments, may count only chunks of wholly free segments as usable); PyTorch's caching allocator a 2 MiB segment for requests up to
+// 1 MiB, a 20 MiB one below 10 MiB, the request rounded to 2 MiB above; expandable segments whole 20 MiB
+// pages above 1 MiB.
+func PolicyOOMRule(policy string, gran uint64) spec.OOMRule {
+	switch policy {
+	case impl.PolicyCaching:
+		return spec.SegmentNeed(vmm.MiB, 2*vmm.MiB, 10*vmm.MiB, 20*vmm.MiB, 2*vmm.MiB)
+	case impl.PolicyExpandable:
+		return spec.SegmentNeed(vmm.MiB, 2*vmm.MiB, vmm.MiB+1, 0, 20*vmm.MiB)
+	case impl.PolicyGMLakePaper:
+		r := spec.GranularNeed(gran)
+		r.WholeSegments = true
+		return r
+	}
+	return spec.GranularNeed(gran)
+}
+
+// NewEnv makes a device, creates the streams, and opens the engine on it.
+func NewEnv(cfg EnvConfig) (*Env, error) {
+	if cfg.Capacity == 0 {
+		cfg.Capacity = 8 * vmm.GiB
+	}
+	if cfg.Granularity == 0 {
+		cfg.Granularity = 2 * vmm.MiB
+	}
+	if cfg.Streams <= 0 {
+		cfg.Streams = 2
+	}
+	if cfg.Policy == "" {
+		cfg.Policy = impl.PolicyGMLake
+	}
+	dev := model.NewDevice(model.DeviceConfig{Capacity: cfg.Capacity, Granularity: cfg.Granularity,
+		SyncStreams: cfg.SyncStreams, Seed: cfg.Seed})
+	streams := []vmm.Stream{vmm.DefaultStream}
+	for len(streams) < cfg.Streams {
+		s, err := dev.CreateStream()
+		if err != nil {
+			return nil, fmt.Errorf("harness: creating stream: %w", err)
+		}
+		streams = append(streams, s)
+	}
+	a, err := impl.New(dev, impl.Config{Policy: cfg.Policy, TestOnlyMutations: cfg.Mutations})
+	if err != nil {
+		return nil, fmt.Errorf("harness: opening policy %q: %w", cfg.Policy, err)
+	}
+	rule := PolicyOOMRule(cfg.Policy, cfg.Granularity)
+	ccfg := &model.ContractConfig{Capacity: dev.Capacity(), Granularity: cfg.Granularity, Streams: streams[1:],
+		Errors: ContractErrors, Footprint: rule.Need}
+	return &Env{Cfg: cfg, Dev: dev, A: a, Streams: streams, Contract: model.NewContract(ccfg),
+		Hist: spec.NewHistory(), Rule: rule, ptrs: map[int]vmm.DevicePtr{}, live: map[int]bool{}}, nil
+}
+
+// View returns the judge's picture now.
+func (e *Env) View() spec.View { return ViewOf(e.A.Snapshot(), e.Dev.State()) }
+
+// LiveIDs returns the ids of the live allocations, in pointer order.
+func (e *Env) LiveIDs() []int {
+	ids := make([]int, 0, len(e.live))
+	for id := range e.live {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return e.ptrs[ids[i]] < e.ptrs[ids[j]] })
+	return ids
+}
+
+// FreedIDs returns ids that were allocated and are no longer live (for double frees), sorted.
+func (e *Env) FreedIDs() []int {
+	var ids []int
+	for id := range e.ptrs {
+		if !e.live[id] {
+			ids = append(ids, id)
+		}
+	}
+	sort.Ints(ids)
+	return ids
+}
+
+// NextID returns an id no op has bound yet.
+func (e *Env) NextID() int {
+	n := 0
+	for id := range e.ptrs {
+		n = max(n, id+1)
+	}
+	for _, o := range e.Ops {
+		if o.Kind == OpAlloc {
+			n = max(n, o.ID+1)
+		}
+	}
+	return n
+}
+
+// Faulty reports whether an injected driver fault may still be pending.
+func (e *Env) Faulty() bool { return e.faulty }
+
+// Closed reports whether Close ran.
+func (e *Env) Closed() bool { return e.closed }
+
+// ptrOf returns the pointer bound to id, or a pointer that was never allocated.
+func (e *Env) ptrOf(id int) vmm.DevicePtr {
+	if p, ok := e.ptrs[id]; ok {
+		return p
+	}
+	return vmm.DevicePtr(0xdead_0000_0000 + uint64(id)*4096)
+}
+
+func (e *Env) stream(i int) vmm.Stream {
+	if i >= 0 && i < len(e.Streams) {
+		return e.Streams[i]
+	}
+	return vmm.Stream(1 << 40) // unknown to the device: the engine must refuse it
+}
+
+// Step runs one op and judges it.
+func (e *Env) Step(op Op) StepResult {
+	e.Steps++
+	defer func() { e.lastOK = !e.Cfg.NoChecks }()
+	e.lastOK = e.lastOK && !e.Cfg.NoChecks
+	e.Ops = append(e.Ops, op)
+	res := StepResult{Op: op}
+	var in model.ContractInput
+	var before spec.View
+	var haveBefore bool
+	switch op.Kind {
+	case OpAlloc:
+		before, haveBefore = e.viewBefore(), true
+		in = model.ContractInput{Op: model.COpAlloc, Size: op.Size, Stream: e.stream(op.Stream)}
+		res.Ptr, res.Err = e.A.Alloc(op.Size, in.Stream)
+		if res.Err == nil {
+			e.ptrs[op.ID] = res.Ptr
+			e.live[op.ID] = true
+		}
+	case OpFree, OpFreeInterior:
+		before, haveBefore = e.viewBefore(), true
+		p := e.ptrOf(op.ID)
+		if op.Kind == OpFreeInterior {
+			p = p.Add(op.Offset)
+		}
+		in = model.ContractInput{Op: model.COpFree, Ptr: p}
+		res.Err = e.A.Free(p)
+		if res.Err == nil {
+			e.Hist.OnFree(before, p)
+			if op.Kind == OpFree {
+				delete(e.live, op.ID)
+			}
+		}
+	case OpRecord:
+		in = model.ContractInput{Op: model.COpRecordStream, Ptr: e.ptrOf(op.ID), Stream: e.stream(op.Stream)}
+		res.Err = e.A.RecordStream(in.Ptr, in.Stream)
+	case OpLaunch:
+		in = model.ContractInput{Op: model.COpLaunch, Stream: e.stream(op.Stream)}
+		if !e.Cfg.SyncStreams {
+			e.Dev.Launch(in.Stream)
+			e.Hist.Launch(in.Stream)
+		} else {
+			in.Op = model.COpCompleteAll // a no-op for the contract
+		}
+	case OpComplete:
+		in = model.ContractInput{Op: model.COpComplete, Stream: e.stream(op.Stream)}
+		e.Dev.Complete(in.Stream)
+		e.Hist.Completed(in.Stream)
+	case OpCompleteAll:
+		in = model.ContractInput{Op: model.COpCompleteAll}
+		e.Dev.CompleteAll()
+		e.Hist.CompletedAll()
+	case OpEmptyCache:
+		in = model.ContractInput{Op: model.COpEmptyCache}
+		res.Err = e.A.EmptyCache()
+	case OpFail:
+		in = model.ContractInput{Op: model.COpInjectFault}
+		e.Dev.FailNth(op.Call, max(op.N, 1), op.Result)
+		e.faulty = true
+	case OpClearFaults:
+		in = model.ContractInput{Op: model.COpClearFaults}
+		e.Dev.ClearFaults()
+		e.faulty = false
+	case OpClose:
+		in = model.ContractInput{Op: model.COpClose}
+		_, res.Err = e.A.Close()
+		e.closed = true
+		if res.Err == nil || !e.faulty {
+			e.live = map[int]bool{}
+		}
+	}
+	// The contract: was the answer legal?
+	ok, next, why := e.Contract.Explain(in, model.ContractOutput{Ptr: res.Ptr, Err: res.Err})
+	if !ok {
+		res.Violations = append(res.Violations, spec.Violation{Inv: spec.InvContract, Msg: why})
+	} else {
+		e.Contract = next
+	}
+	if e.Cfg.NoChecks {
+		// Light mode (replays of explored prefixes): keep the history, skip the predicates.
+		if op.Kind == OpAlloc && res.Err == nil {
+			e.Hist.OnAlloc(e.View(), res.Ptr, in.Stream)
+		}
+		return res
+	}
+	after := e.View()
+	res.Violations = append(res.Violations, spec.Check(after)...)
+	if op.Kind == OpAlloc && res.Err == nil {
+		res.Violations = append(res.Violations, e.Hist.OnAlloc(after, res.Ptr, in.Stream)...)
+	}
+	if op.Kind == OpAlloc && haveBefore && errors.Is(res.Err, vmm.ErrOutOfMemory) && !e.faulty &&
+		!errors.Is(res.Err, impl.ErrInvalidSize) {
+		res.Violations = append(res.Violations, spec.CheckNoSpuriousOOM(before, e.Hist, e.Rule, op.Size, in.Stream)...)
+	}
+	res.Violations = append(res.Violations, e.Hist.CheckRelease(after)...)
+	e.last = after
+	return res
+}
+
+// Finish completes all stream work, closes the engine and checks INV-NOLEAK on the view and on the
+// device's own leak report.
+func (e *Env) Finish() []spec.Violation {
+	var out []spec.Violation
+	if !e.closed {
+		e.Step(Op{Kind: OpClearFaults})
+		r := e.Step(Op{Kind: OpCompleteAll})
+		out = append(out, r.Violations...)
+		r = e.Step(Op{Kind: OpClose})
+		out = append(out, r.Violations...)
+		if r.Err != nil {
+			out = append(out, spec.Violation{Inv: spec.InvNoLeak, Msg: "Close failed: " + r.Err.Error()})
+		}
+	}
+	if l := e.Dev.Leaks(); !l.Empty() {
+		out = append(out, spec.Violation{Inv: spec.InvNoLeak, Msg: "device leak report after Close: " + l.String()})
+	}
+	return out
+}
+
+// Describe returns the ops run so far (the reproducer) and the configuration, for failure reports.
+func (e *Env) Describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# policy=%s capacity=%d granularity=%d streams=%d sync=%v mutations=%v\n",
+		e.Cfg.Policy, e.Cfg.Capacity, e.Cfg.Granularity, e.Cfg.Streams, e.Cfg.SyncStreams, e.Cfg.Mutations)
+	b.WriteString(FormatOps(e.Ops))
+	return b.String()
+}
+
+// RunOps runs ops in a fresh Env and returns the first step with a violation (index -1 if none), and the
+// Env. Finish runs at the end when no step failed (so INV-NOLEAK is judged too).
+func RunOps(cfg EnvConfig, ops []Op) (int, []spec.Violation, *Env, error) {
+	e, err := NewEnv(cfg)
+	if err != nil {
+		return -1, nil, nil, err
+	}
+	for i, o := range ops {
+		if r := e.Step(o); len(r.Violations) > 0 {
+			return i, r.Violations, e, nil
+		}
+	}
+	if v := e.Finish(); len(v) > 0 {
+		return len(ops), v, e, nil
+	}
+	return -1, nil, e, nil
+}

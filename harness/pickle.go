@@ -1,0 +1,375 @@
+package harness
+
+// This file reads PyTorch memory snapshots: the pickle that torch.cuda.memory._dump_snapshot writes after
+// torch.cuda.memory._record_memory_history. The snapshot is a dict:
+//
+//	{"segments": [...],                      # the allocator's segments at dump time (not needed here)
+//	 "device_traces": [[entry, ...], ...],   # one list per device, oldest entry first
+//	 ...}
+//	entry = {"action": "alloc" | "free_requested" | "free_completed" | "segment_alloc" | "segment_free" |
+//	                   "segment_map" | "segment_unmap" | "snapshot" | "oom" | ...,
+//	         "addr": int, "size": int, "stream": int, "time_us": int, "frames": [...], ...}
+//
+// For "alloc" the size is the requested size (PyTorch records orig_size), as it is for the free actions
+// (block->requested_size). Conversion to a trace.Trace keeps the allocation events of one device:
+//
+//   - alloc            -> a ID SIZE STREAM (a fresh ID per allocation; streams numbered 0, 1, 2 in order of first
+//     use, whatever cudaStream_t value PyTorch recorded)
+//   - free_requested   -> r ID, unless the entry right after it is the free_completed of the same address, in
+//     which case the pair becomes a single f ID (no other stream held the block)
+//   - free_completed   -> f ID ("free", the single free action of older PyTorch versions, likewise)
+//   - everything else (segment and snapshot actions, oom, user annotations) is skipped.
+//
+// The trace is a ring buffer: blocks allocated before its window show up only as frees. Those blocks were
+// live from the start of the window, so each becomes an allocation (of the size its free records) placed
+// before the first event, in the order their frees appear.
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nlpodyssey/gopickle/pickle"
+	"github.com/nlpodyssey/gopickle/types"
+
+	"github.com/gmlake/gmlake/harness/trace"
+)
+
+// ErrSnapshot is wrapped by every error about a malformed or unusable snapshot.
+var ErrSnapshot = errors.New("bad PyTorch memory snapshot")
+
+// SnapshotError says where a snapshot is bad: the byte offset for a pickle that does not decode, or the
+// entry (device_traces[Device][Entry]) for one that decodes to something unexpected.
+type SnapshotError struct {
+	File   string
+	Offset int64 // byte offset reached when decoding failed; -1 when the pickle decoded
+	Device int   // device index in device_traces; -1 when not about an entry
+	Entry  int   // entry index in that device's list; -1 when not about an entry
+	Msg    string
+	Err    error // the decoder's error, if any
+}
+
+func (e *SnapshotError) Error() string {
+	var where string
+	switch {
+	case e.Offset >= 0:
+		where = fmt.Sprintf("%s: offset %d", e.File, e.Offset)
+	case e.Entry >= 0:
+		where = fmt.Sprintf("%s: device_traces[%d][%d]", e.File, e.Device, e.Entry)
+	default:
+		where = e.File
+	}
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", where, e.Msg, e.Err)
+	}
+	return where + ": " + e.Msg
+}
+
+func (e *SnapshotError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrSnapshot, e.Err}
+	}
+	return []error{ErrSnapshot}
+}
+
+// IsPickle reports whether the bytes start like a pickle of protocol 2 or later (what torch writes).
+func IsPickle(head []byte) bool {
+	return len(head) >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5
+}
+
+// LoadTrace reads a trace file of either kind: a PyTorch memory snapshot pickle (detected by its first
+// bytes; the busiest device is taken) or the text trace format, gzip-compressed or plain.
+func LoadTrace(path string) (*trace.Trace, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<16)
+	head, _ := br.Peek(2)
+	if IsPickle(head) {
+		return ReadSnapshot(br, path, -1)
+	}
+	t, err := trace.Read(br, path)
+	if err != nil {
+		return nil, err
+	}
+	t.Name = trace.Name(path)
+	return t, nil
+}
+
+// SnapshotName derives a trace name from a snapshot path: the base name without .pickle / .pkl.
+func SnapshotName(path string) string {
+	n := filepath.Base(path)
+	for _, suf := range []string{".pickle", ".pkl"} {
+		n = strings.TrimSuffix(n, suf)
+	}
+	return n
+}
+
+// countingReader counts the bytes the unpickler consumed, for error offsets.
+type countingReader struct {
+	r *bufio.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingReader) ReadByte() (byte, error) {
+	b, err := c.r.ReadByte()
+	if err == nil {
+		c.n++
+	}
+	return b, err
+}
+
+// ReadSnapshot decodes a PyTorch memory snapshot pickle from r and converts one device's trace (device < 0:
+// the device with the most allocations) to a trace.Trace. file names the input in errors and the trace.
+func ReadSnapshot(r io.Reader, file string, device int) (t *trace.Trace, err error) {
+	br, ok := r.(*bufio.Reader)
+	if !ok {
+		br = bufio.NewReaderSize(r, 1<<16)
+	}
+	cr := &countingReader{r: br}
+	u := pickle.NewUnpickler(cr)
+	var root any
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				err = &SnapshotError{File: file, Offset: cr.n, Device: -1, Entry: -1, Msg: "pickle does not decode",
+					Err: fmt.Errorf("%v", p)}
+			}
+		}()
+		root, err = u.Load()
+	}()
+	if err != nil {
+		if _, ok := err.(*SnapshotError); ok {
+			return nil, err
+		}
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, &SnapshotError{File: file, Offset: cr.n, Device: -1, Entry: -1,
+			Msg: "pickle does not decode (truncated or not a snapshot?)", Err: err}
+	}
+	return snapshotToTrace(root, file, device)
+}
+
+func bad(file string, dev, entry int, format string, args ...any) error {
+	return &SnapshotError{File: file, Offset: -1, Device: dev, Entry: entry, Msg: fmt.Sprintf(format, args...)}
+}
+
+// dictGet looks a string key up in a decoded dict.
+func dictGet(v any, key string) (any, bool) {
+	switch d := v.(type) {
+	case *types.Dict:
+		for _, e := range *d {
+			if k, ok := e.Key.(string); ok && k == key {
+				return e.Value, true
+			}
+		}
+	case *types.OrderedDict:
+		return d.Get(key)
+	case map[any]any:
+		x, ok := d[key]
+		return x, ok
+	}
+	return nil, false
+}
+
+func listItems(v any) ([]any, bool) {
+	switch l := v.(type) {
+	case *types.List:
+		return *l, true
+	case *types.Tuple:
+		return *l, true
+	case []any:
+		return l, true
+	}
+	return nil, false
+}
+
+func toInt(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int:
+		return int64(x), true
+	case int64:
+		return x, true
+	case int32:
+		return int64(x), true
+	case *big.Int:
+		if x.IsInt64() {
+			return x.Int64(), true
+		}
+		if x.IsUint64() { // an address above 2^63 cannot be a device pointer, but keep the bits
+			return int64(x.Uint64()), true
+		}
+	case bool:
+		if x {
+			return 1, true
+		}
+		return 0, true
+	}
+	return 0, false
+}
+
+// rawEvent is a converted event before stream numbering.
+type rawEvent struct {
+	op     trace.Op
+	id     uint64
+	size   uint64
+	stream int64 // cudaStream_t value as recorded
+}
+
+func snapshotToTrace(root any, file string, device int) (*trace.Trace, error) {
+	dts, ok := dictGet(root, "device_traces")
+	if !ok {
+		return nil, bad(file, -1, -1, "no \"device_traces\" key: not a torch.cuda.memory._snapshot() dict "+
+			"(was the history recorded with torch.cuda.memory._record_memory_history()?)")
+	}
+	devs, ok := listItems(dts)
+	if !ok {
+		return nil, bad(file, -1, -1, "\"device_traces\" is a %T, want a list per device", dts)
+	}
+	if len(devs) == 0 {
+		return nil, bad(file, -1, -1, "\"device_traces\" is empty")
+	}
+	if device >= len(devs) {
+		return nil, bad(file, -1, -1, "device %d asked for, the snapshot has %d", device, len(devs))
+	}
+	if device < 0 {
+		best := -1
+		for d, v := range devs {
+			items, _ := listItems(v)
+			n := 0
+			for _, e := range items {
+				if a, _ := dictGet(e, "action"); a == "alloc" {
+					n++
+				}
+			}
+			if n > best {
+				best, device = n, d
+			}
+		}
+	}
+	entries, ok := listItems(devs[device])
+	if !ok {
+		return nil, bad(file, device, -1, "device_traces[%d] is a %T, want a list of entries", device, devs[device])
+	}
+
+	type liveBlock struct {
+		id        uint64
+		requested bool
+	}
+	live := make(map[int64]liveBlock)
+	var prelude, body []rawEvent
+	var nextID uint64
+	newID := func() uint64 { nextID++; return nextID - 1 }
+
+	field := func(j int, e any, key string) (int64, error) {
+		v, ok := dictGet(e, key)
+		if !ok {
+			return 0, bad(file, device, j, "entry has no %q", key)
+		}
+		n, ok := toInt(v)
+		if !ok {
+			return 0, bad(file, device, j, "%q is a %T, want an integer", key, v)
+		}
+		return n, nil
+	}
+	for j, e := range entries {
+		av, ok := dictGet(e, "action")
+		if !ok {
+			return nil, bad(file, device, j, "entry is a %T without an \"action\"", e)
+		}
+		action, ok := av.(string)
+		if !ok {
+			return nil, bad(file, device, j, "\"action\" is a %T, want a string", av)
+		}
+		if action != "alloc" && action != "free_requested" && action != "free_completed" && action != "free" {
+			continue
+		}
+		addr, err := field(j, e, "addr")
+		if err != nil {
+			return nil, err
+		}
+		size, err := field(j, e, "size")
+		if err != nil {
+			return nil, err
+		}
+		stream, err := field(j, e, "stream")
+		if err != nil {
+			return nil, err
+		}
+		if size <= 0 {
+			return nil, bad(file, device, j, "%s of %d bytes at %#x: want a positive size", action, size, addr)
+		}
+		b, isLive := live[addr]
+		if action != "alloc" && !isLive {
+			// Allocated before the trace's window: live from the start.
+			b = liveBlock{id: newID()}
+			prelude = append(prelude, rawEvent{op: trace.OpAlloc, id: b.id, size: uint64(size), stream: stream})
+			live[addr] = b
+		}
+		switch action {
+		case "alloc":
+			if isLive {
+				return nil, bad(file, device, j, "alloc at %#x, which is already allocated (id %d) and not freed", addr, b.id)
+			}
+			id := newID()
+			live[addr] = liveBlock{id: id}
+			body = append(body, rawEvent{op: trace.OpAlloc, id: id, size: uint64(size), stream: stream})
+		case "free_requested":
+			if b.requested {
+				return nil, bad(file, device, j, "second free_requested of the block at %#x", addr)
+			}
+			if j+1 < len(entries) && isCompletionOf(entries[j+1], addr) {
+				continue // the pair becomes one f at the free_completed
+			}
+			b.requested = true
+			live[addr] = b
+			body = append(body, rawEvent{op: trace.OpFreeRequest, id: b.id})
+		default: // free_completed, free
+			delete(live, addr)
+			body = append(body, rawEvent{op: trace.OpFree, id: b.id})
+		}
+	}
+
+	t := &trace.Trace{Name: SnapshotName(file), Events: make([]trace.Event, 0, len(prelude)+len(body))}
+	streamNum := make(map[int64]int)
+	for _, evs := range [][]rawEvent{prelude, body} {
+		for _, r := range evs {
+			ev := trace.Event{Op: r.op, ID: r.id}
+			if r.op == trace.OpAlloc {
+				n, ok := streamNum[r.stream]
+				if !ok {
+					n = len(streamNum)
+					streamNum[r.stream] = n
+				}
+				ev.Size, ev.Stream = r.size, n
+			}
+			t.Events = append(t.Events, ev)
+		}
+	}
+	t.Streams = len(streamNum)
+	return t, nil
+}
+
+func isCompletionOf(e any, addr int64) bool {
+	a, _ := dictGet(e, "action")
+	if a != "free_completed" {
+		return false
+	}
+	v, _ := dictGet(e, "addr")
+	n, ok := toInt(v)
+	return ok && n == addr
+}

@@ -1,0 +1,231 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"pgregory.net/rapid"
+
+	"github.com/gmlake/gmlake/harness/trace"
+	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/spec"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// RapidConfig configures the rapid state machine: the engine (policy, mutations) against the contract,
+// with every invariant after every step.
+type RapidConfig struct {
+	Policy    string
+	Streams   int           // 0: 3
+	Mutations impl.Mutation // seeded bugs (TestMutationsCaught)
+	NoFaults  bool          // no driver fault injection
+	// Counters, if non-nil, count runs (sequences) and steps.
+	Counters *RapidCounters
+	_        struct{}
+}
+
+// RapidCounters counts what the rapid machine ran.
+type RapidCounters struct {
+	Sequences, Steps, OOMs, Faults atomic.Int64
+}
+
+var (
+	traceSizesOnce sync.Once
+	traceSizes     []uint64
+)
+
+// TraceSizes returns the request sizes of the bundled real traces (testdata/traces), one entry per
+// allocation, so sampling from it follows their distribution. Empty if the traces are not found.
+func TraceSizes() []uint64 {
+	traceSizesOnce.Do(func() {
+		dir := repoFile("testdata/traces")
+		files, _ := filepath.Glob(filepath.Join(dir, "*.trace.gz"))
+		sort.Strings(files)
+		for _, f := range files {
+			tr, err := trace.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			for _, ev := range tr.Events {
+				if ev.Op == trace.OpAlloc && ev.Size > 0 {
+					traceSizes = append(traceSizes, ev.Size)
+				}
+			}
+		}
+	})
+	return traceSizes
+}
+
+// repoFile finds rel from the working directory or one of its parents (tests run in the package folder).
+func repoFile(rel string) string {
+	dir, _ := os.Getwd()
+	for i := 0; i < 4; i++ {
+		p := filepath.Join(dir, rel)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		dir = filepath.Dir(dir)
+	}
+	return rel
+}
+
+// SizeGen draws request sizes from 1 B to GiBs, biased to the sizes of real traces: half from the trace
+// distribution, the rest small, medium, or huge.
+func SizeGen() *rapid.Generator[uint64] {
+	gens := []*rapid.Generator[uint64]{
+		rapid.Uint64Range(1, 4096),
+		rapid.Uint64Range(1, 64*vmm.MiB),
+		rapid.Uint64Range(1, 4*vmm.GiB),
+	}
+	if ts := TraceSizes(); len(ts) > 0 {
+		g := rapid.SampledFrom(ts)
+		gens = append(gens, g, g, g)
+	}
+	return rapid.OneOf(gens...)
+}
+
+// faultCalls are the driver calls fault injection targets.
+var faultCalls = []vmm.CallKind{vmm.CallCreate, vmm.CallReserve, vmm.CallMap, vmm.CallSetAccess, vmm.CallUnmap,
+	vmm.CallRelease, vmm.CallFreeAddress, vmm.CallRecordEvent, vmm.CallCreateEvent, vmm.CallQueryEvent}
+
+// RunRapid runs one rapid test case: a random sequence of ops through a fresh Env, failing t at the first
+// violation with the violations and the op list (the reproducer), and checking INV-NOLEAK at the end.
+func RunRapid(t *rapid.T, cfg RapidConfig) {
+	streams := cfg.Streams
+	if streams == 0 {
+		streams = 3
+	}
+	capacity := rapid.SampledFrom([]uint64{64 * vmm.MiB, 512 * vmm.MiB, 4 * vmm.GiB}).Draw(t, "capacity")
+	env, err := NewEnv(EnvConfig{Policy: cfg.Policy, Capacity: capacity, Streams: streams, Mutations: cfg.Mutations})
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	if cfg.Counters != nil {
+		cfg.Counters.Sequences.Add(1)
+	}
+	sizes := SizeGen()
+	step := func(t *rapid.T, op Op) StepResult {
+		r := env.Step(op)
+		if cfg.Counters != nil {
+			cfg.Counters.Steps.Add(1)
+			if r.Err != nil && errIsOOM(r.Err) {
+				cfg.Counters.OOMs.Add(1)
+			}
+		}
+		if len(r.Violations) > 0 {
+			failRapid(t, env, r.Violations)
+		}
+		return r
+	}
+	pickLive := func(t *rapid.T) int {
+		ids := env.LiveIDs()
+		if len(ids) == 0 {
+			t.Skip("nothing live")
+		}
+		return rapid.SampledFrom(ids).Draw(t, "live")
+	}
+	stream := rapid.IntRange(0, streams-1)
+	alloc := func(t *rapid.T) {
+		step(t, Op{Kind: OpAlloc, ID: env.NextID(), Size: sizes.Draw(t, "size"), Stream: stream.Draw(t, "stream")})
+	}
+	free := func(t *rapid.T) { step(t, Op{Kind: OpFree, ID: pickLive(t)}) }
+	actions := map[string]func(*rapid.T){
+		"alloc":  alloc,
+		"alloc2": alloc,
+		"alloc3": alloc,
+		"free":   free,
+		"free2":  free,
+		"double-free": func(t *rapid.T) {
+			ids := env.FreedIDs()
+			if len(ids) == 0 {
+				t.Skip("nothing freed")
+			}
+			step(t, Op{Kind: OpFree, ID: rapid.SampledFrom(ids).Draw(t, "freed")})
+		},
+		"free-interior": func(t *rapid.T) {
+			step(t, Op{Kind: OpFreeInterior, ID: pickLive(t), Offset: rapid.Uint64Range(1, 4096).Draw(t, "offset")})
+		},
+		"record": func(t *rapid.T) {
+			step(t, Op{Kind: OpRecord, ID: pickLive(t), Stream: stream.Draw(t, "stream")})
+		},
+		"launch":      func(t *rapid.T) { step(t, Op{Kind: OpLaunch, Stream: stream.Draw(t, "stream")}) },
+		"launch2":     func(t *rapid.T) { step(t, Op{Kind: OpLaunch, Stream: stream.Draw(t, "stream")}) },
+		"complete":    func(t *rapid.T) { step(t, Op{Kind: OpComplete, Stream: stream.Draw(t, "stream")}) },
+		"completeall": func(t *rapid.T) { step(t, Op{Kind: OpCompleteAll}) },
+		"emptycache":  func(t *rapid.T) { step(t, Op{Kind: OpEmptyCache}) },
+		"":            func(t *rapid.T) {}, // the invariants run inside each step
+	}
+	if !cfg.NoFaults {
+		actions["fail"] = func(t *rapid.T) {
+			if cfg.Counters != nil {
+				cfg.Counters.Faults.Add(1)
+			}
+			res := rapid.SampledFrom([]vmm.Result{vmm.OutOfMemory, vmm.UnknownCUDAError}).Draw(t, "result")
+			step(t, Op{Kind: OpFail, Call: rapid.SampledFrom(faultCalls).Draw(t, "call"),
+				N: rapid.IntRange(1, 3).Draw(t, "n"), Result: res})
+		}
+		actions["clearfaults"] = func(t *rapid.T) { step(t, Op{Kind: OpClearFaults}) }
+	}
+	t.Repeat(actions)
+	if vs := env.Finish(); len(vs) > 0 {
+		failRapid(t, env, vs)
+	}
+}
+
+func errIsOOM(err error) bool { return errors.Is(err, vmm.ErrOutOfMemory) }
+
+// failRapid fails t with the violations, the op list, and where the op list was saved.
+func failRapid(t *rapid.T, env *Env, vs []spec.Violation) {
+	var b strings.Builder
+	for _, v := range vs {
+		fmt.Fprintf(&b, "  %v\n", v)
+	}
+	ops := env.Describe()
+	path := saveOps(ops)
+	t.Fatalf("invariant violated after %d steps:\n%sops (replay: GMLAKE_OPS=%s go test ./harness -run TestOpsFile -v):\n%s",
+		env.Steps, b.String(), path, ops)
+}
+
+// saveOps writes an op list to a temporary file and returns its path ("" if it could not).
+func saveOps(ops string) string {
+	f, err := os.CreateTemp("", "gmlake-ops-*.ops")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if _, err := f.WriteString(ops); err != nil {
+		return ""
+	}
+	return f.Name()
+}
+
+// ParseOpsHeader reads the "# policy=... capacity=..." header Describe writes into an EnvConfig.
+func ParseOpsHeader(text string, cfg *EnvConfig) {
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, "# policy=") {
+			continue
+		}
+		for _, kv := range strings.Fields(strings.TrimPrefix(line, "#")) {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "policy":
+				cfg.Policy = v
+			case "capacity":
+				fmt.Sscan(v, &cfg.Capacity)
+			case "granularity":
+				fmt.Sscan(v, &cfg.Granularity)
+			case "streams":
+				fmt.Sscan(v, &cfg.Streams)
+			case "sync":
+				cfg.SyncStreams = v == "true"
+			}
+		}
+		return
+	}
+}

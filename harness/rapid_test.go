@@ -1,0 +1,99 @@
+package harness
+
+import (
+	"flag"
+	"os"
+	"strconv"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/gmlake/gmlake/impl"
+)
+
+// longProfile reports whether GMLAKE_PROFILE=long (make verify) asks for the long profile.
+func longProfile() bool { return os.Getenv("GMLAKE_PROFILE") == "long" }
+
+// setRapidChecks sets -rapid.checks to n unless the command line (or RAPID_CHECKS) chose it, and returns
+// a func that restores it.
+func setRapidChecks(n int) func() {
+	f := flag.Lookup("rapid.checks")
+	if f == nil || os.Getenv("RAPID_CHECKS") != "" {
+		return func() {}
+	}
+	set := false
+	flag.Visit(func(g *flag.Flag) { set = set || g.Name == "rapid.checks" })
+	if set {
+		return func() {}
+	}
+	old := f.Value.String()
+	_ = f.Value.Set(strconv.Itoa(n))
+	return func() { _ = f.Value.Set(old) }
+}
+
+// TestRapid runs the engine of each policy against the allocator contract with random operations (sizes
+// biased to real traces, frees, double and interior frees, RecordStream, stream work launched and
+// completed, EmptyCache, driver faults), checking after every step: INV-CONTRACT, INV-NOOVERLAP,
+// INV-MAPPED, INV-NOALIAS, INV-REFCOUNT, INV-STATS, INV-MIRROR, INV-BLOCKS, INV-STREAM, INV-RELEASESAFE,
+// INV-NOSPURIOUSOOM, and INV-NOLEAK at the end. A failure shrinks; rapid prints -rapid.seed / -rapid.failfile
+// to replay it, and the op list is saved for TestOpsFile.
+func TestRapid(t *testing.T) {
+	checks := 60
+	if longProfile() {
+		checks = 3000
+	}
+	defer setRapidChecks(checks)()
+	for _, p := range impl.Policies {
+		t.Run(p, func(t *testing.T) {
+			var c RapidCounters
+			rapid.Check(t, func(rt *rapid.T) { RunRapid(rt, RapidConfig{Policy: p, Counters: &c}) })
+			t.Logf("policy %s: %d sequences, %d steps, %d out-of-memory answers, %d faults injected",
+				p, c.Sequences.Load(), c.Steps.Load(), c.OOMs.Load(), c.Faults.Load())
+		})
+	}
+}
+
+// TestOpsFile replays an op list saved by a failing check: GMLAKE_OPS=path go test ./harness -run TestOpsFile
+// (GMLAKE_SHRINK=1 also shrinks it and prints the state before the failing op).
+func TestOpsFile(t *testing.T) {
+	path := os.Getenv("GMLAKE_OPS")
+	if path == "" {
+		t.Skip("set GMLAKE_OPS to an op list to replay it")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := ParseOps(string(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg EnvConfig
+	ParseOpsHeader(string(data), &cfg)
+	i, vs, env, err := RunOps(cfg, ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i >= 0 {
+		if os.Getenv("GMLAKE_SHRINK") != "" {
+			small, svs := ShrinkOps(cfg, ops)
+			senv, err := NewEnv(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range small[:max(len(small)-1, 0)] {
+				senv.Step(o)
+			}
+			t.Logf("shrunk to %d ops (%v); state before the last op:\n%s\n%s", len(small), svs, DescribeView(senv.View()), FormatOps(small))
+		}
+		t.Fatalf("step %d (%v) violates: %v\n%s", i, opAt(ops, i), vs, env.Describe())
+	}
+	t.Logf("%d ops ran clean", len(ops))
+}
+
+func opAt(ops []Op, i int) string {
+	if i < len(ops) {
+		return ops[i].String()
+	}
+	return "finish"
+}

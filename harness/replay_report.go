@@ -1,0 +1,342 @@
+package harness
+
+// This file turns replay results into what users read: the comparison table, the JSON array, and the
+// memory-over-time plot, with PyTorch's own measurements (testdata/traces/peaks.json) set beside ours.
+
+import (
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// TorchRun is one entry of peaks.json: what PyTorch itself reported for a recorded run.
+type TorchRun struct {
+	Workload      string  `json:"workload"`
+	Conf          string  `json:"conf"` // "native" or "expandable_segments:True"
+	Steps         int     `json:"steps"`
+	Seconds       float64 `json:"seconds"` // wall time of all steps
+	PeakAllocated uint64  `json:"peak_allocated"`
+	PeakReserved  uint64  `json:"peak_reserved"`
+}
+
+// Conf names for TorchRun.Conf.
+const (
+	ConfNative     = "native"
+	ConfExpandable = "expandable_segments:True"
+)
+
+// TorchPeaks indexes peaks.json by workload (trace name) and conf.
+type TorchPeaks map[string]map[string]TorchRun
+
+// LoadTorchPeaks reads a peaks.json file.
+func LoadTorchPeaks(path string) (TorchPeaks, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var runs []TorchRun
+	if err := json.Unmarshal(b, &runs); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	p := TorchPeaks{}
+	for _, r := range runs {
+		if p[r.Workload] == nil {
+			p[r.Workload] = map[string]TorchRun{}
+		}
+		p[r.Workload][r.Conf] = r
+	}
+	return p, nil
+}
+
+// Reference returns the PyTorch run a policy is compared with: the native allocator for caching, and
+// expandable segments for every other policy (expandable itself, and the stitching policies, whose target is
+// to beat it). ok is false when the trace has no such run.
+func (p TorchPeaks) Reference(trace, policy string) (TorchRun, bool) {
+	conf := ConfExpandable
+	if policy == impl.PolicyCaching {
+		conf = ConfNative
+	}
+	r, ok := p[trace][conf]
+	return r, ok
+}
+
+// TrainingSeconds returns the recorded training time of a trace: the shortest of its recorded runs (the
+// conservative denominator for "driver time as a share of training time"), 0 when unknown.
+func (p TorchPeaks) TrainingSeconds(trace string) float64 {
+	best := 0.0
+	for _, r := range p[trace] {
+		if r.Seconds > 0 && (best == 0 || r.Seconds < best) {
+			best = r.Seconds
+		}
+	}
+	return best
+}
+
+// ReportRow is one (trace, policy) result as written to JSON.
+type ReportRow struct {
+	Trace                string            `json:"trace"`
+	Policy               string            `json:"policy"`
+	Device               string            `json:"device"`
+	Events               int               `json:"events"`
+	PeakLiveBytes        uint64            `json:"peak_live_bytes"`
+	PeakAllocatedBytes   uint64            `json:"peak_allocated_bytes"`
+	PeakReservedBytes    uint64            `json:"peak_reserved_bytes"`
+	Fragmentation        float64           `json:"fragmentation"`
+	LiveFragmentation    float64           `json:"live_fragmentation"`
+	DriverCalls          map[string]uint64 `json:"driver_calls"`
+	ModeledDriverSeconds float64           `json:"modeled_driver_seconds"`
+	MeasuredDriverSecs   *float64          `json:"measured_driver_seconds,omitempty"`
+	ReplaySeconds        float64           `json:"replay_seconds"`
+	EventsPerSecond      float64           `json:"events_per_second"`
+	Unfreed              int               `json:"unfreed"`
+	Stitches             uint64            `json:"stitches"`
+	TorchConf            string            `json:"torch_conf,omitempty"`
+	TorchPeakReserved    uint64            `json:"torch_peak_reserved_bytes,omitempty"`
+	TorchReservedDiff    *float64          `json:"torch_reserved_diff,omitempty"` // (ours - torch) / torch
+	TrainingSeconds      float64           `json:"training_seconds,omitempty"`
+	DriverTimeFraction   *float64          `json:"driver_time_fraction,omitempty"` // modeled driver / training
+}
+
+// Row builds the JSON row of a result, with PyTorch's reference when peaks knows the trace (peaks may be nil).
+func Row(r *ReplayResult, peaks TorchPeaks) ReportRow {
+	row := ReportRow{
+		Trace: r.Trace, Policy: r.Policy, Device: r.Device, Events: r.Events,
+		PeakLiveBytes: r.PeakLiveBytes, PeakAllocatedBytes: r.PeakAllocatedBytes,
+		PeakReservedBytes: r.PeakReservedBytes, Fragmentation: r.Fragmentation,
+		LiveFragmentation: r.LiveFragmentation, DriverCalls: r.DriverCalls.Map(),
+		ModeledDriverSeconds: r.ModeledDriverTime.Seconds(), ReplaySeconds: r.ReplaySeconds,
+		Unfreed: r.Unfreed, Stitches: r.Stats.NumStitches,
+	}
+	if r.ReplaySeconds > 0 {
+		row.EventsPerSecond = float64(r.Events) / r.ReplaySeconds
+	}
+	if r.MeasuredDriverTime > 0 {
+		s := r.MeasuredDriverTime.Seconds()
+		row.MeasuredDriverSecs = &s
+	}
+	if ref, ok := peaks.Reference(r.Trace, r.Policy); ok && ref.PeakReserved > 0 {
+		row.TorchConf, row.TorchPeakReserved = ref.Conf, ref.PeakReserved
+		d := (float64(r.PeakReservedBytes) - float64(ref.PeakReserved)) / float64(ref.PeakReserved)
+		row.TorchReservedDiff = &d
+	}
+	if s := peaks.TrainingSeconds(r.Trace); s > 0 {
+		row.TrainingSeconds = s
+		f := r.ModeledDriverTime.Seconds() / s
+		row.DriverTimeFraction = &f
+	}
+	return row
+}
+
+// WriteJSON writes the results as a JSON array of ReportRow, one per (trace, policy).
+func WriteJSON(w io.Writer, results []*ReplayResult, peaks TorchPeaks) error {
+	rows := make([]ReportRow, len(results))
+	for i, r := range results {
+		rows[i] = Row(r, peaks)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rows)
+}
+
+// tableKinds are the driver call kinds that get their own column; the rest are summed under "other".
+var tableKinds = []vmm.CallKind{vmm.CallCreate, vmm.CallMap, vmm.CallSetAccess, vmm.CallUnmap, vmm.CallRelease,
+	vmm.CallReserve, vmm.CallFreeAddress}
+
+func gib(n uint64) string { return fmt.Sprintf("%.2f", float64(n)/float64(vmm.GiB)) }
+
+func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
+
+// WriteTable prints the comparison table: one row per result, in the order given. Sizes are GiB (2^30 B).
+// frag is 1 - peak allocated / peak reserved; frag/live is 1 - peak live / peak reserved. "torch" is
+// PyTorch's measured peak reserved for the reference run (Reference) and "Δ" our difference to it; "%train"
+// is the modeled driver time as a share of the recorded training time (TrainingSeconds).
+func WriteTable(w io.Writer, results []*ReplayResult, peaks TorchPeaks) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{"trace", "policy", "events", "live GiB", "alloc GiB", "resv GiB", "frag", "frag/live",
+		"torch GiB", "Δ torch"}
+	for _, k := range tableKinds {
+		head = append(head, k.Short())
+	}
+	head = append(head, "other", "driver ms", "%train")
+	measured := false
+	for _, r := range results {
+		if r.MeasuredDriverTime > 0 {
+			measured = true
+		}
+	}
+	if measured {
+		head = append(head, "measured ms", "meas/model")
+	}
+	head = append(head, "Mev/s")
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, r := range results {
+		row := Row(r, peaks)
+		cells := []string{r.Trace, r.Policy, fmt.Sprint(r.Events), gib(r.PeakLiveBytes), gib(r.PeakAllocatedBytes),
+			gib(r.PeakReservedBytes), pct(r.Fragmentation), pct(r.LiveFragmentation)}
+		if row.TorchReservedDiff != nil {
+			conf := "nat"
+			if row.TorchConf == ConfExpandable {
+				conf = "exp"
+			}
+			cells = append(cells, gib(row.TorchPeakReserved)+" "+conf, fmt.Sprintf("%+.2f%%", 100**row.TorchReservedDiff))
+		} else {
+			cells = append(cells, "-", "-")
+		}
+		other := r.DriverCalls.Total()
+		for _, k := range tableKinds {
+			cells = append(cells, fmt.Sprint(r.DriverCalls[k]))
+			other -= r.DriverCalls[k]
+		}
+		cells = append(cells, fmt.Sprint(other), fmt.Sprintf("%.1f", ms(r.ModeledDriverTime)))
+		if row.DriverTimeFraction != nil {
+			cells = append(cells, fmt.Sprintf("%.2f%%", 100**row.DriverTimeFraction))
+		} else {
+			cells = append(cells, "-")
+		}
+		if measured {
+			if r.MeasuredDriverTime > 0 {
+				ratio := "-"
+				if r.ModeledDriverTime > 0 {
+					ratio = fmt.Sprintf("%.2f", float64(r.MeasuredDriverTime)/float64(r.ModeledDriverTime))
+				}
+				cells = append(cells, fmt.Sprintf("%.1f", ms(r.MeasuredDriverTime)), ratio)
+			} else {
+				cells = append(cells, "-", "-")
+			}
+		}
+		cells = append(cells, fmt.Sprintf("%.2f", row.EventsPerSecond/1e6))
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	return tw.Flush()
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// policyColors gives each policy a fixed color in plots.
+var policyColors = map[string]color.RGBA{
+	impl.PolicyCaching:     {R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	impl.PolicyExpandable:  {R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	impl.PolicyGMLakePaper: {R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	impl.PolicyGMLake:      {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+}
+
+// WritePlot draws reserved (solid) and allocated (dashed) memory over each trace for each policy, with the
+// live bytes (thin black), one panel per trace, to path: PNG or SVG by its extension. Results need a
+// Timeline (ReplayOptions.SampleEvery > 0).
+func WritePlot(path string, results []*ReplayResult) error {
+	ext := strings.ToLower(filepath.Ext(path))
+	if ext != ".png" && ext != ".svg" {
+		return fmt.Errorf("plot %s: unsupported format %q (want .png or .svg)", path, ext)
+	}
+	var order []string
+	byTrace := map[string][]*ReplayResult{}
+	for _, r := range results {
+		if len(r.Timeline) == 0 {
+			return fmt.Errorf("plot %s: result %s/%s has no timeline (set SampleEvery)", path, r.Trace, r.Policy)
+		}
+		if _, ok := byTrace[r.Trace]; !ok {
+			order = append(order, r.Trace)
+		}
+		byTrace[r.Trace] = append(byTrace[r.Trace], r)
+	}
+	if len(order) == 0 {
+		return fmt.Errorf("plot %s: no results to plot", path)
+	}
+	plots := make([][]*plot.Plot, len(order))
+	for i, name := range order {
+		p, err := tracePlot(name, byTrace[name])
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", path, err)
+		}
+		plots[i] = []*plot.Plot{p}
+	}
+	w, h := 11*vg.Inch, vg.Length(len(order))*4*vg.Inch
+	var canvas vg.CanvasWriterTo
+	switch ext {
+	case ".png":
+		canvas = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110))}
+	case ".svg":
+		canvas = vgsvg.New(w, h)
+	}
+	dc := draw.New(canvas)
+	tiles := draw.Tiles{Rows: len(order), Cols: 1, PadTop: 4, PadBottom: 4, PadLeft: 4, PadRight: 8, PadY: 12}
+	canvases := plot.Align(plots, tiles, dc)
+	for i := range plots {
+		plots[i][0].Draw(canvases[i][0])
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := canvas.WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+func tracePlot(name string, rs []*ReplayResult) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = name
+	p.X.Label.Text = "trace event"
+	p.Y.Label.Text = "GiB"
+	p.Legend.Top = true
+	p.Legend.Left = true
+	g := float64(vmm.GiB)
+	line := func(r *ReplayResult, val func(Sample) uint64) (*plotter.Line, error) {
+		pts := make(plotter.XYs, len(r.Timeline))
+		for i, s := range r.Timeline {
+			pts[i].X, pts[i].Y = float64(s.Event), float64(val(s))/g
+		}
+		return plotter.NewLine(pts)
+	}
+	maxY := 0.0
+	for i, r := range rs {
+		c, ok := policyColors[r.Policy]
+		if !ok {
+			c = color.RGBA{R: 0x80, G: 0x80, B: 0x80, A: 0xff}
+		}
+		if i == 0 {
+			l, err := line(r, func(s Sample) uint64 { return s.Live })
+			if err != nil {
+				return nil, err
+			}
+			l.Color, l.Width = color.Black, vg.Points(0.5)
+			p.Add(l)
+			p.Legend.Add("live", l)
+		}
+		res, err := line(r, func(s Sample) uint64 { return s.Reserved })
+		if err != nil {
+			return nil, err
+		}
+		res.Color, res.Width = c, vg.Points(1.2)
+		al, err := line(r, func(s Sample) uint64 { return s.Allocated })
+		if err != nil {
+			return nil, err
+		}
+		al.Color, al.Width, al.Dashes = c, vg.Points(0.8), []vg.Length{vg.Points(3), vg.Points(2)}
+		p.Add(res, al)
+		p.Legend.Add(r.Policy+" reserved", res)
+		p.Legend.Add(r.Policy+" allocated", al)
+		maxY = math.Max(maxY, float64(r.PeakReservedBytes)/g)
+	}
+	p.Y.Min, p.Y.Max = 0, maxY*1.05+0.01
+	return p, nil
+}

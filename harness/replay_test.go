@@ -1,0 +1,381 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gmlake/gmlake/harness/trace"
+	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// bumpAlloc is a trivially predictable allocator for testing the harness on its own: blocks are requests
+// rounded to 512 B, every allocation reserves fresh memory rounded to 2 MiB and nothing is ever reused, so
+// reserved is the sum of all rounded requests. Each Alloc makes one MemInfo call on the driver, so driver
+// counters can be checked. It fails with out of memory past limit (when non-zero).
+type bumpAlloc struct {
+	d     vmm.Driver
+	next  vmm.DevicePtr
+	live  map[vmm.DevicePtr]uint64
+	st    impl.Stats
+	limit uint64
+}
+
+func (b *bumpAlloc) Alloc(size uint64, s vmm.Stream) (vmm.DevicePtr, error) {
+	if _, _, err := b.d.MemInfo(); err != nil {
+		return 0, err
+	}
+	blk, res := vmm.AlignUp(size, 512), vmm.AlignUp(size, 2*vmm.MiB)
+	if b.limit != 0 && b.st.ReservedBytes+res > b.limit {
+		return 0, &impl.OOMError{Requested: size, Rounded: blk, Reserved: b.st.ReservedBytes}
+	}
+	b.next += vmm.DevicePtr(res)
+	b.live[b.next] = blk
+	b.st.AllocatedBytes += blk
+	b.st.ReservedBytes += res
+	b.st.PeakAllocatedBytes = max(b.st.PeakAllocatedBytes, b.st.AllocatedBytes)
+	b.st.PeakReservedBytes = max(b.st.PeakReservedBytes, b.st.ReservedBytes)
+	return b.next, nil
+}
+
+func (b *bumpAlloc) Free(p vmm.DevicePtr) error {
+	blk, ok := b.live[p]
+	if !ok {
+		return impl.ErrUnknownPointer
+	}
+	delete(b.live, p)
+	b.st.AllocatedBytes -= blk
+	return nil
+}
+
+func (b *bumpAlloc) RecordStream(vmm.DevicePtr, vmm.Stream) error { return nil }
+func (b *bumpAlloc) Stats() impl.Stats                            { return b.st }
+func (b *bumpAlloc) Close() (impl.CloseReport, error)             { return impl.CloseReport{}, nil }
+
+// withBump makes Replay use bumpAlloc for the rest of the test.
+func withBump(t *testing.T, limit uint64) {
+	t.Helper()
+	old := newAllocator
+	newAllocator = func(d vmm.Driver, cfg impl.Config) (allocator, error) {
+		return &bumpAlloc{d: d, live: map[vmm.DevicePtr]uint64{}, limit: limit}, nil
+	}
+	t.Cleanup(func() { newAllocator = old })
+}
+
+func parse(t testing.TB, text string) *trace.Trace {
+	t.Helper()
+	tr, err := trace.Read(strings.NewReader(text), "synthetic.trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+const MiB = vmm.MiB
+
+// The harness's own accounting: live bytes rounded to 512 B, 'r' keeping a block until its 'f', streams
+// created once each, driver counters taken as a difference, the timeline and unfreed count.
+func TestReplayHarnessAccounting(t *testing.T) {
+	withBump(t, 0)
+	tr := parse(t, `a 0 1000 0
+a 1 3145728 1
+r 1
+a 2 100 2
+f 0
+f 1
+a 3 1 1
+`)
+	d := model.NewDevice(model.DeviceConfig{SyncStreams: true})
+	if _, _, err := d.MemInfo(); err != nil { // a call before the replay must not be counted
+		t.Fatal(err)
+	}
+	var calls []int
+	r, err := Replay(context.Background(), tr, ReplayOptions{Policy: "p", Driver: d, SampleEvery: 2,
+		Progress: func(done, total int) { calls = append(calls, done) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// live: 1024, +3 MiB, (r keeps it), +512 = 3 MiB + 1536 peak; then -1024, -3 MiB, +512.
+	if want := 3*MiB + 1536; r.PeakLiveBytes != want {
+		t.Errorf("PeakLiveBytes = %d, want %d", r.PeakLiveBytes, want)
+	}
+	if want := 3*MiB + 1536; r.PeakAllocatedBytes != want {
+		t.Errorf("PeakAllocatedBytes = %d, want %d", r.PeakAllocatedBytes, want)
+	}
+	if want := 2*MiB + 4*MiB + 2*MiB + 2*MiB; r.PeakReservedBytes != want {
+		t.Errorf("PeakReservedBytes = %d, want %d", r.PeakReservedBytes, want)
+	}
+	if want := 1 - float64(3*MiB+1536)/float64(10*MiB); r.Fragmentation != want {
+		t.Errorf("Fragmentation = %v, want %v", r.Fragmentation, want)
+	}
+	if r.DriverCalls[vmm.CallMemInfo] != 4 || r.DriverCalls[vmm.CallCreateStream] != 2 {
+		t.Errorf("driver calls %v: want 4 mem_info (one per alloc) and 2 create_stream (streams 1, 2)", r.DriverCalls.Map())
+	}
+	if want := 4*time.Microsecond + 2*5*time.Microsecond; r.ModeledDriverTime != want {
+		t.Errorf("ModeledDriverTime = %v, want %v", r.ModeledDriverTime, want)
+	}
+	if r.Events != 7 || r.Unfreed != 2 || r.Policy != "p" || r.Trace != "synthetic" || r.Device != "sim" {
+		t.Errorf("result %+v", r)
+	}
+	wantTL := []Sample{
+		{Event: 1, Live: 1024 + 3*MiB, Allocated: 1024 + 3*MiB, Reserved: 6 * MiB},
+		{Event: 3, Live: 1536 + 3*MiB, Allocated: 1536 + 3*MiB, Reserved: 8 * MiB},
+		{Event: 5, Live: 512, Allocated: 512, Reserved: 8 * MiB},
+		{Event: 6, Live: 1024, Allocated: 1024, Reserved: 10 * MiB},
+	}
+	if len(r.Timeline) != len(wantTL) {
+		t.Fatalf("timeline %+v, want %+v", r.Timeline, wantTL)
+	}
+	for i := range wantTL {
+		if r.Timeline[i] != wantTL[i] {
+			t.Errorf("timeline[%d] = %+v, want %+v", i, r.Timeline[i], wantTL[i])
+		}
+	}
+	if len(calls) == 0 || calls[len(calls)-1] != 7 {
+		t.Errorf("progress calls %v: want a final call with 7", calls)
+	}
+}
+
+// Sparse IDs (a trace converted from addresses, say) are renumbered, not used as slice indexes.
+func TestReplaySparseIDs(t *testing.T) {
+	withBump(t, 0)
+	tr := parse(t, "a 18446744073709551615 4096 0\na 77 10 0\nf 18446744073709551615\n")
+	r, err := Replay(context.Background(), tr, ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.PeakLiveBytes != 4096+512 || r.Unfreed != 1 || r.Policy != impl.PolicyGMLake {
+		t.Errorf("result %+v", r)
+	}
+}
+
+// An engine failure names the trace, the policy and the event, and keeps the engine's error kind.
+func TestReplayErrorNamesEvent(t *testing.T) {
+	withBump(t, 4*MiB)
+	tr := parse(t, "a 0 2097152 0\na 1 2097152 0\na 2 1 0\n")
+	_, err := Replay(context.Background(), tr, ReplayOptions{Policy: "caching"})
+	if !errors.Is(err, vmm.ErrOutOfMemory) || !errors.Is(err, ErrReplay) {
+		t.Fatalf("err = %v, want out of memory wrapped in ErrReplay", err)
+	}
+	for _, want := range []string{"synthetic", "caching", "event 3 of 3", "a 2 1 0"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+func TestReplayStopsOnCancel(t *testing.T) {
+	withBump(t, 0)
+	var sb strings.Builder
+	for i := 0; i < 40000; i++ {
+		sb.WriteString("a " + strconv.Itoa(i) + " 512 0\nf " + strconv.Itoa(i) + "\n")
+	}
+	tr := parse(t, sb.String())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Replay(ctx, tr, ReplayOptions{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+}
+
+// The bundled traces are complete: their live peak (each request rounded to 512 B) is within 0.5% of the
+// peak_allocated PyTorch measured on the native run (testdata/traces/README.md).
+func TestBundledTracesLivePeakMatchesTorch(t *testing.T) {
+	withBump(t, 0)
+	peaks, err := LoadTorchPeaks("../testdata/traces/peaks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths, _ := filepath.Glob("../testdata/traces/*.trace.gz")
+	if len(paths) == 0 {
+		t.Fatal("no bundled traces")
+	}
+	for _, p := range paths {
+		tr, err := LoadTrace(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Replay(context.Background(), tr, ReplayOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, ok := peaks[tr.Name][ConfNative]
+		if !ok {
+			t.Errorf("%s: not in peaks.json", tr.Name)
+			continue
+		}
+		d := (float64(r.PeakLiveBytes) - float64(ref.PeakAllocated)) / float64(ref.PeakAllocated)
+		t.Logf("%s: %d events, %d streams, live peak %d, torch peak_allocated %d (%+.3f%%)", tr.Name, len(tr.Events), tr.Streams, r.PeakLiveBytes, ref.PeakAllocated, 100*d)
+		if d < -0.005 || d > 0.005 {
+			t.Errorf("%s: live peak %d differs from torch's peak_allocated %d by %+.2f%%", tr.Name, r.PeakLiveBytes, ref.PeakAllocated, 100*d)
+		}
+	}
+}
+
+func sampleResults() []*ReplayResult {
+	var calls vmm.CallCounts
+	calls[vmm.CallCreate], calls[vmm.CallMap], calls[vmm.CallSetAccess] = 3, 3, 2
+	return []*ReplayResult{{
+		Trace: "llama1b-ckpt", Policy: impl.PolicyCaching, Device: "sim", Events: 74251,
+		PeakLiveBytes: 12 << 30, PeakAllocatedBytes: 12<<30 + 1<<20, PeakReservedBytes: 17 << 30,
+		Fragmentation: 0.29, LiveFragmentation: 0.3, DriverCalls: calls, ModeledDriverTime: 60 * time.Millisecond,
+		ReplaySeconds: 0.05,
+		Timeline:      []Sample{{0, 1 << 30, 1 << 30, 2 << 30}, {100, 12 << 30, 12 << 30, 17 << 30}, {74250, 1 << 30, 1 << 30, 17 << 30}},
+	}, {
+		Trace: "llama1b-ckpt", Policy: impl.PolicyGMLake, Device: "sim", Events: 74251,
+		PeakLiveBytes: 12 << 30, PeakAllocatedBytes: 12 << 30, PeakReservedBytes: 12<<30 + 100<<20,
+		DriverCalls: calls, ReplaySeconds: 0.05,
+		Timeline: []Sample{{0, 1 << 30, 1 << 30, 1 << 30}, {74250, 1 << 30, 1 << 30, 12 << 30}},
+	}}
+}
+
+func TestWriteJSONFields(t *testing.T) {
+	peaks, err := LoadTorchPeaks("../testdata/traces/peaks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteJSON(&buf, sampleResults(), peaks); err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rows); err != nil {
+		t.Fatalf("output is not a JSON array of objects: %v\n%s", err, buf.String())
+	}
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want 2", len(rows))
+	}
+	for _, k := range []string{"trace", "policy", "peak_live_bytes", "peak_allocated_bytes", "peak_reserved_bytes",
+		"fragmentation", "driver_calls", "modeled_driver_seconds", "events", "replay_seconds"} {
+		if _, ok := rows[0][k]; !ok {
+			t.Errorf("row has no %q: %v", k, rows[0])
+		}
+	}
+	r := rows[0]
+	if r["trace"] != "llama1b-ckpt" || r["policy"] != "caching" || r["peak_reserved_bytes"] != float64(17<<30) ||
+		r["modeled_driver_seconds"] != 0.06 || r["events"] != float64(74251) {
+		t.Errorf("row values %v", r)
+	}
+	if dc, _ := r["driver_calls"].(map[string]any); dc["create"] != float64(3) || dc["set_access"] != float64(2) || len(dc) != 3 {
+		t.Errorf("driver_calls = %v, want create=3 map=3 set_access=2", r["driver_calls"])
+	}
+	// caching is compared with PyTorch's native run: 17 GiB against 18803064832 B.
+	if r["torch_conf"] != ConfNative || r["torch_peak_reserved_bytes"] != float64(18803064832) {
+		t.Errorf("torch reference %v %v", r["torch_conf"], r["torch_peak_reserved_bytes"])
+	}
+	if rows[1]["torch_conf"] != ConfExpandable {
+		t.Errorf("gmlake compared with %v, want expandable segments", rows[1]["torch_conf"])
+	}
+	if f, _ := r["driver_time_fraction"].(float64); f < 0.0117 || f > 0.0118 { // 0.06 s of 5.1 s
+		t.Errorf("driver_time_fraction = %v, want 0.06/5.1", r["driver_time_fraction"])
+	}
+}
+
+func TestWriteTableHasOneRowPerResult(t *testing.T) {
+	peaks, _ := LoadTorchPeaks("../testdata/traces/peaks.json")
+	var buf bytes.Buffer
+	if err := WriteTable(&buf, sampleResults(), peaks); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("table has %d lines, want header + 2:\n%s", len(lines), buf.String())
+	}
+	for _, want := range []string{"frag", "torch GiB", "set_access", "driver ms", "%train"} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("header lacks %q: %s", want, lines[0])
+		}
+	}
+	// 17 GiB vs torch native 17.51 GiB: -2.92%.
+	if !strings.Contains(lines[1], "17.51 nat") || !strings.Contains(lines[1], "-2.92%") || !strings.Contains(lines[1], "29.0%") {
+		t.Errorf("caching row: %s", lines[1])
+	}
+}
+
+func TestWritePlotPNGAndSVG(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"p.png", "p.svg"} {
+		path := filepath.Join(dir, name)
+		if err := WritePlot(path, sampleResults()); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) < 1000 {
+			t.Errorf("%s: only %d bytes", name, len(b))
+		}
+		if name == "p.png" && !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Errorf("%s is not a PNG", name)
+		}
+		if name == "p.svg" && !bytes.Contains(b[:min(len(b), 400)], []byte("<svg")) {
+			t.Errorf("%s is not an SVG", name)
+		}
+	}
+	if err := WritePlot(filepath.Join(dir, "p.gif"), sampleResults()); err == nil {
+		t.Error("WritePlot accepted a .gif")
+	}
+	noTL := sampleResults()
+	noTL[0].Timeline = nil
+	if err := WritePlot(filepath.Join(dir, "q.png"), noTL); err == nil {
+		t.Error("WritePlot accepted a result without a timeline")
+	}
+}
+
+// The timing decorator counts each call and forwards results and errors unchanged.
+func TestTimingDriverCountsAndForwards(t *testing.T) {
+	d := model.NewDevice(model.DeviceConfig{SyncStreams: true})
+	td := NewTimingDriver(d)
+	g := td.Granularity()
+	h, err := td.Create(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := td.Map(0x1000, g, h, 0); !errors.Is(err, vmm.ErrInvalidValue) {
+		t.Errorf("Map outside a reservation: %v, want the device's ErrInvalidValue", err)
+	}
+	if err := td.Release(h); err != nil {
+		t.Fatal(err)
+	}
+	c := td.Counts()
+	if c[vmm.CallGranularity] != 1 || c[vmm.CallCreate] != 1 || c[vmm.CallMap] != 1 || c[vmm.CallRelease] != 1 || c.Total() != 4 {
+		t.Errorf("counts %v", c.Map())
+	}
+	if inner := d.Counts(); inner != c {
+		t.Errorf("wrapper counted %v, device %v", c.Map(), inner.Map())
+	}
+	if td.Measured() <= 0 {
+		t.Error("no wall time measured")
+	}
+	td.Reset()
+	if c := td.Counts(); c.Total() != 0 || td.Measured() != 0 {
+		t.Error("Reset left counts")
+	}
+}
+
+// Replay through a TimingDriver reports measured time and the inner device's modeled time.
+func TestReplayOnTimingDriver(t *testing.T) {
+	withBump(t, 0)
+	tr := parse(t, "a 0 10 0\na 1 10 0\n")
+	td := NewTimingDriver(model.NewDevice(model.DeviceConfig{SyncStreams: true}))
+	r, err := Replay(context.Background(), tr, ReplayOptions{Driver: td})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.MeasuredDriverTime <= 0 || r.ModeledDriverTime != 2*time.Microsecond || r.DriverCalls[vmm.CallMemInfo] != 2 {
+		t.Errorf("measured %v modeled %v calls %v", r.MeasuredDriverTime, r.ModeledDriverTime, r.DriverCalls.Map())
+	}
+	if r.Device != "sim" {
+		t.Errorf("device %q", r.Device)
+	}
+}

@@ -1,0 +1,762 @@
+package impl
+
+// The allocation path. See doc.go ("The allocation path") for the order of the steps.
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// allocLocked serves one request on stream ss.
+func (a *Allocator) allocLocked(size uint64, ss *streamState) (*block, error) {
+	rs := roundSize(size)
+	pool := poolOf(rs)
+	if len(a.pend) > 0 {
+		a.processEvents()
+	}
+	b := a.bestFit(ss, pool, rs)
+	if b == nil {
+		var err error
+		if b, err = a.allocMiss(ss, pool, rs, size); err != nil {
+			return nil, err
+		}
+	}
+	if b.kind == Primitive && a.p.shouldSplit(b, rs) {
+		a.split(b, rs)
+	}
+	a.markLive(b, size)
+	return b, nil
+}
+
+// bestFit takes the smallest free block of ss's pool that holds rs bytes (lowest address among equals),
+// with PyTorch's expandable-segment rule: a block at the end of a growing segment counts with the room it
+// can grow into, so other blocks are preferred.
+func (a *Allocator) bestFit(ss *streamState, pool poolKind, rs uint64) *block {
+	fs := &ss.free[pool]
+	b := fs.lowerBound(rs, 0)
+	if b == nil {
+		return nil
+	}
+	if a.mut&MutWrongBestFit != 0 {
+		b = fs.max()
+	}
+	if a.p.arena && b.next != nil && !b.next.mapped {
+		for {
+			nx := fs.lowerBound(b.size, b.ptr+1)
+			if nx == nil || expSize(nx) >= expSize(b) {
+				break
+			}
+			b = nx
+		}
+	}
+	fs.remove(b)
+	return b
+}
+
+func expSize(b *block) uint64 {
+	if b.next != nil && !b.next.mapped {
+		return b.size + b.next.size
+	}
+	return b.size
+}
+
+// allocMiss serves a request no free block holds: sBlock reuse, stitching, growth; on out-of-memory it
+// releases the cache and tries once more.
+func (a *Allocator) allocMiss(ss *streamState, pool poolKind, rs, size uint64) (*block, error) {
+	var err error
+	for attempt := 0; attempt < 2; attempt++ {
+		var b *block
+		if b, err = a.allocNew(ss, pool, rs, attempt > 0); err == nil {
+			return b, nil
+		}
+		if !errors.Is(err, vmm.ErrOutOfMemory) || attempt > 0 || a.mut&MutSpuriousOOM != 0 {
+			break
+		}
+		a.st.NumCacheFlushes++
+		_ = a.releaseCached() // a failure here leaves less released; the retry tells
+		if b := a.bestFit(ss, pool, rs); b != nil {
+			return b, nil
+		}
+	}
+	if !errors.Is(err, vmm.ErrOutOfMemory) {
+		return nil, fmt.Errorf("gmlake: alloc of %d bytes on stream %d: %w", size, ss.s, err)
+	}
+	a.st.NumOOMs++
+	return nil, a.oomErr(size, rs, ss.s, err)
+}
+
+func (a *Allocator) oomErr(size, rs uint64, s vmm.Stream, cause error) error {
+	free, _, ierr := a.d.MemInfo()
+	if ierr != nil {
+		free = 0
+	}
+	var c error
+	if ce := (*vmm.CallError)(nil); errors.As(cause, &ce) {
+		c = ce
+	}
+	return &OOMError{
+		Requested: size, Rounded: rs, Reserved: a.st.ReservedBytes,
+		Cached: a.st.ReservedBytes - min(a.st.ReservedBytes, a.st.AllocatedBytes), Live: a.st.AllocatedBytes,
+		DeviceFree: free, Stream: s, Cause: c,
+	}
+}
+
+// errOOMArena says an arena has no address space left for a request (never with 9/8 of the device).
+var errOOMArena = &vmm.CallError{Call: vmm.CallReserve, Result: vmm.OutOfMemory, Detail: "arena address space exhausted"}
+
+// allocNew gets a block for a miss: a cached sBlock, a new sBlock, or new memory.
+func (a *Allocator) allocNew(ss *streamState, pool poolKind, rs uint64, retry bool) (*block, error) {
+	stitch := a.p.stitch && pool == largePool && rs >= a.p.stitchMin
+	if stitch {
+		if b := a.reuseSBlock(ss, rs); b != nil {
+			return b, nil
+		}
+		if b, ok, err := a.tryStitch(ss, rs); ok || err != nil {
+			return b, err
+		}
+	}
+	if a.p.arena {
+		return a.arenaAlloc(ss, pool, rs)
+	}
+	return a.segmentAlloc(ss, pool, rs, retry)
+}
+
+// --- fixed segments (caching, gmlake-paper) ---
+
+// segmentAlloc makes a new fixed segment for rs (PyTorch's alloc_block); on the retry after releasing the
+// cache it falls back to a segment of just rs rounded to the granularity, so no request fails while the
+// device could hold it.
+func (a *Allocator) segmentAlloc(ss *streamState, pool poolKind, rs uint64, retry bool) (*block, error) {
+	size := vmm.AlignUp(allocationSize(rs), a.gran)
+	seg, err := a.newFixedSegment(ss, pool, size)
+	if err != nil && retry && errors.Is(err, vmm.ErrOutOfMemory) && vmm.AlignUp(rs, a.gran) < size {
+		seg, err = a.newFixedSegment(ss, pool, vmm.AlignUp(rs, a.gran))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return seg.head, nil
+}
+
+// newFixedSegment reserves, creates and maps a segment of size bytes whose single free block is returned
+// as seg.head (not in the free set). Chunks: one handle (caching) or chunkMax pieces (gmlake-paper).
+func (a *Allocator) newFixedSegment(ss *streamState, pool poolKind, size uint64) (*segment, error) {
+	piece := size
+	if a.p.chunkMax != 0 && a.p.chunkMax < size {
+		piece = a.p.chunkMax
+	}
+	base, err := a.d.Reserve(size)
+	if err != nil {
+		return nil, err
+	}
+	hs, err := a.createMapped(base, size, piece)
+	if err != nil {
+		a.undoReserve(base, size)
+		return nil, err
+	}
+	a.nextID++
+	seg := &segment{id: a.nextID, base: base, size: size, ss: ss, pool: pool}
+	for i, h := range hs {
+		seg.insertChunk(&chunk{h: h, size: piece, seg: seg, off: uint64(i) * piece})
+	}
+	b := a.newBlock()
+	b.kind, b.state, b.mapped = Primitive, Free, true
+	b.ptr, b.size, b.stream, b.pool, b.seg = base, size, ss.s, pool, seg
+	seg.head = b
+	a.addSegment(seg)
+	a.addReserved(size)
+	a.st.MappedBytes += size
+	return seg, nil
+}
+
+// createMapped creates size/piece handles, maps them side by side at base and sets access over the range.
+// On failure it undoes everything it did and returns the error; on success the handles in address order.
+func (a *Allocator) createMapped(base vmm.DevicePtr, size, piece uint64) ([]vmm.Handle, error) {
+	n := int(size / piece)
+	hs := make([]vmm.Handle, 0, n)
+	var err error
+	for len(hs) < n {
+		var h vmm.Handle
+		if h, err = a.d.Create(piece); err != nil {
+			break
+		}
+		hs = append(hs, h)
+	}
+	mapped := 0
+	if err == nil {
+		for mapped < n {
+			if err = a.d.Map(base.Add(uint64(mapped)*piece), piece, hs[mapped]); err != nil {
+				break
+			}
+			mapped++
+		}
+	}
+	if err == nil {
+		if err = a.d.SetAccess(base, size); err == nil {
+			return hs, nil
+		}
+	}
+	for i := 0; i < mapped; i++ {
+		a.undoMap(base.Add(uint64(i)*piece), piece, hs[i])
+	}
+	for _, h := range hs {
+		a.undoRelease(h)
+	}
+	return nil, err
+}
+
+func (a *Allocator) undoMap(p vmm.DevicePtr, size uint64, h vmm.Handle) {
+	if err := retry(func() error { return a.d.Unmap(p, size) }); err != nil {
+		a.orphanMaps = append(a.orphanMaps, Mapping{VA: vmm.Range{Base: p, Size: size}, Handle: h})
+	}
+}
+
+func (a *Allocator) undoRelease(h vmm.Handle) {
+	if err := retry(func() error { return a.d.Release(h) }); err != nil {
+		a.orphanHandles = append(a.orphanHandles, h)
+	}
+}
+
+func (a *Allocator) undoReserve(p vmm.DevicePtr, size uint64) {
+	if err := retry(func() error { return a.d.FreeAddress(p, size) }); err != nil {
+		a.orphanResv = append(a.orphanResv, vmm.Range{Base: p, Size: size})
+	}
+}
+
+// --- arenas (expandable, gmlake) ---
+
+func (a *Allocator) newArena(ss *streamState, pool poolKind) (*segment, error) {
+	size := vmm.AlignUp(a.total/arenaSlackDen*arenaSlackNum, a.gran)
+	base, err := a.d.Reserve(size)
+	if err != nil {
+		return nil, err
+	}
+	a.nextID++
+	seg := &segment{id: a.nextID, base: base, size: size, ss: ss, pool: pool, arena: true}
+	u := a.newBlock()
+	u.kind, u.state, u.mapped = Primitive, Free, false
+	u.ptr, u.size, u.stream, u.pool, u.seg = base, size, ss.s, pool, seg
+	seg.head = u
+	seg.addUnmapped(u)
+	ss.arena[pool] = seg
+	a.addSegment(seg)
+	return seg, nil
+}
+
+// arenaCandidate is PyTorch's find_expandable_block: the lowest unmapped block (with the free block before
+// it) that starts a run of free or unmapped blocks holding rs bytes. It also returns how many bytes of that
+// run are already mapped.
+func (a *Allocator) arenaCandidate(seg *segment, rs uint64) (*block, uint64) {
+	for _, u := range seg.unmapped {
+		c := u
+		if p := u.prev; p != nil && p.state == Free {
+			c = p
+		}
+		var have, mapped uint64
+		for b := c; b != nil && have < rs && b.state == Free; b = b.next {
+			have += b.size
+			if b.mapped {
+				mapped += b.size
+			}
+		}
+		if have >= rs {
+			return c, mapped
+		}
+	}
+	return nil, 0
+}
+
+// arenaAlloc is PyTorch's try_allocate_expandable_block: map what the candidate run lacks, then take it.
+func (a *Allocator) arenaAlloc(ss *streamState, pool poolKind, rs uint64) (*block, error) {
+	seg := ss.arena[pool]
+	if seg == nil {
+		var err error
+		if seg, err = a.newArena(ss, pool); err != nil {
+			return nil, err
+		}
+	}
+	c, _ := a.arenaCandidate(seg, rs)
+	if c == nil {
+		return nil, errOOMArena
+	}
+	if !c.mapped {
+		m, err := a.mapInto(c, min(c.size, rs))
+		if err != nil {
+			return nil, err
+		}
+		c = m
+	}
+	for c.size < rs {
+		nx := c.next
+		if nx == nil || nx.mapped || nx.state != Free {
+			panicf("arena run broken after block %d", c.id)
+		}
+		m, err := a.mapInto(nx, min(rs-c.size, nx.size))
+		if err != nil {
+			return nil, err
+		}
+		c = m
+	}
+	ss.free[pool].remove(c)
+	return c, nil
+}
+
+// quantum is the size one growth of an arena maps in: the page size (expandable) or the granularity.
+func (a *Allocator) quantum(pool poolKind) uint64 {
+	if a.p.pageSmall != 0 {
+		if pool == smallPool {
+			return a.p.pageSmall
+		}
+		return a.p.pageLarge
+	}
+	return a.gran
+}
+
+// mapInto maps physical memory at the start of unmapped arena block u, enough for n bytes rounded up to the
+// quantum (at most u.size): pages of the page size (expandable), or one chunk of the whole size (gmlake, in
+// pieces of at most chunkMax). The new mapped block merges with free neighbours and joins the free set;
+// mapInto returns it. On failure nothing changed.
+func (a *Allocator) mapInto(u *block, n uint64) (*block, error) {
+	seg := u.seg
+	q := a.quantum(seg.pool)
+	sz := min(vmm.AlignUp(n, q), u.size)
+	piece := sz
+	if a.p.pageSmall != 0 {
+		piece = q
+	} else if a.p.chunkMax != 0 && a.p.chunkMax < sz {
+		piece = a.p.chunkMax
+	}
+	// The last piece may be shorter when sz is not a multiple of piece.
+	var hs []vmm.Handle
+	var sizes []uint64
+	var err error
+	for off := uint64(0); off < sz; {
+		ps := min(piece, sz-off)
+		var h vmm.Handle
+		if h, err = a.d.Create(ps); err != nil {
+			break
+		}
+		hs = append(hs, h)
+		sizes = append(sizes, ps)
+		off += ps
+	}
+	mapped := 0
+	if err == nil {
+		off := uint64(0)
+		for mapped < len(hs) {
+			if err = a.d.Map(u.ptr.Add(off), sizes[mapped], hs[mapped]); err != nil {
+				break
+			}
+			off += sizes[mapped]
+			mapped++
+		}
+	}
+	if err == nil {
+		err = a.d.SetAccess(u.ptr, sz)
+	}
+	if err != nil {
+		off := uint64(0)
+		for i := 0; i < mapped; i++ {
+			a.undoMap(u.ptr.Add(off), sizes[i], hs[i])
+			off += sizes[i]
+		}
+		for _, h := range hs {
+			a.undoRelease(h)
+		}
+		return nil, err
+	}
+	// Commit: u's first sz bytes become a mapped free block.
+	seg.dropUnmapped(u)
+	if sz < u.size {
+		r := a.newBlock()
+		r.kind, r.state, r.mapped = Primitive, Free, false
+		r.ptr, r.size, r.stream, r.pool, r.seg = u.ptr.Add(sz), u.size-sz, u.stream, u.pool, seg
+		r.prev, r.next = u, u.next
+		if u.next != nil {
+			u.next.prev = r
+		}
+		u.next = r
+		u.size = sz
+		seg.addUnmapped(r)
+	}
+	u.mapped = true
+	u.freeSeq = 0
+	off := uint64(u.ptr - seg.base)
+	for i, h := range hs {
+		seg.insertChunk(&chunk{h: h, size: sizes[i], seg: seg, off: off})
+		off += sizes[i]
+	}
+	a.addReserved(sz)
+	a.st.MappedBytes += sz
+	m := u
+	if a.mut&MutNoMerge == 0 {
+		m = a.mergeFree(u)
+	}
+	seg.ss.free[seg.pool].insert(m)
+	return m, nil
+}
+
+// --- stitching (gmlake, gmlake-paper) ---
+
+// stitchable lists the chunks that lie wholly inside free large-pool pBlocks usable by ss: its own, and
+// (cross-stream policy) other streams' whose frees completed. Largest first, then by stream and address.
+func (a *Allocator) stitchable(ss *streamState) []*chunk {
+	out := a.cands[:0]
+	add := func(st *streamState) {
+		st.free[largePool].eachFrom(a.gran, func(b *block) bool {
+			if st != ss && !a.safe(st, b.freeSeq) {
+				return true
+			}
+			seg := b.seg
+			lo := b.segOff()
+			hi := lo + b.size
+			for i := seg.chunkIndex(lo); i < len(seg.chunks); i++ {
+				c := seg.chunks[i]
+				if c.off >= hi {
+					break
+				}
+				whole := c.off >= lo && c.off+c.size <= hi
+				if whole || (a.mut&MutMapChunkTwice != 0 && c.off >= lo) {
+					out = append(out, c)
+				}
+			}
+			return true
+		})
+	}
+	add(ss)
+	if a.p.crossStream {
+		for _, st := range a.sortedStreams() {
+			if st != ss {
+				add(st)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(x, y *chunk) int {
+		switch {
+		case x.size > y.size:
+			return -1
+		case x.size < y.size:
+			return 1
+		}
+		return 0
+	})
+	a.cands = out
+	return out
+}
+
+// tryStitch serves rs by stitching free chunks into a new sBlock when that grows the reserved memory less
+// than growing would (gmlake), or when the free chunks alone cover the request (gmlake-paper, greedy).
+// ok says whether it stitched; err reports a driver failure (nothing changed).
+func (a *Allocator) tryStitch(ss *streamState, rs uint64) (b *block, ok bool, err error) {
+	cands := a.stitchable(ss)
+	if len(cands) == 0 {
+		return nil, false, nil
+	}
+	need := vmm.AlignUp(rs, a.gran)
+	rem := need
+	chosen := make([]*chunk, 0, 8)
+	taken := make([]bool, len(cands))
+	for i, c := range cands {
+		if len(chosen) >= maxStitchPcs || rem == 0 {
+			break
+		}
+		if c.size <= rem {
+			chosen = append(chosen, c)
+			taken[i] = true
+			rem -= c.size
+		}
+	}
+	if rem > 0 && len(chosen) < maxStitchPcs {
+		// The smallest chunk not taken that covers the rest: no new memory, some slack in the block.
+		for i := len(cands) - 1; i >= 0; i-- {
+			if !taken[i] && cands[i].size >= rem {
+				chosen = append(chosen, cands[i])
+				rem = 0
+				break
+			}
+		}
+	}
+	if len(chosen) == 0 {
+		return nil, false, nil
+	}
+	if a.p.greedy {
+		if rem > 0 || len(chosen) < 2 {
+			return nil, false, nil
+		}
+	} else {
+		// Grow instead when growing adds no more memory than the stitch's new chunk would.
+		grow := need
+		if seg := ss.arena[largePool]; seg != nil {
+			if _, mapped := a.arenaCandidate(seg, rs); mapped < rs {
+				grow = vmm.AlignUp(rs-mapped, a.gran)
+			} else {
+				grow = 0
+			}
+		}
+		if rem >= grow || (len(chosen) == 1 && rem == 0) {
+			return nil, false, nil
+		}
+		if rem > 0 {
+			c, err := a.arenaChunk(ss, rem)
+			if err != nil {
+				return nil, false, err
+			}
+			chosen = append(chosen, c)
+		}
+	}
+	// Map in address order of the sources: deterministic, and neighbours stay neighbours.
+	slices.SortFunc(chosen, func(x, y *chunk) int {
+		px, py := x.seg.base.Add(x.off), y.seg.base.Add(y.off)
+		switch {
+		case px < py:
+			return -1
+		case px > py:
+			return 1
+		}
+		return 0
+	})
+	sb, err := a.buildSBlock(ss, chosen)
+	if err != nil {
+		return nil, false, err
+	}
+	return sb, true, nil
+}
+
+// arenaChunk maps a new chunk of size bytes into ss's large arena, to be stitched; it stays a free block
+// there (the stitch holds it next).
+func (a *Allocator) arenaChunk(ss *streamState, size uint64) (*chunk, error) {
+	seg := ss.arena[largePool]
+	if seg == nil {
+		var err error
+		if seg, err = a.newArena(ss, largePool); err != nil {
+			return nil, err
+		}
+	}
+	var u *block
+	for _, x := range seg.unmapped {
+		if x.size >= size {
+			u = x
+			break
+		}
+	}
+	if u == nil {
+		return nil, errOOMArena
+	}
+	off := uint64(u.ptr - seg.base)
+	saved := a.p.chunkMax
+	a.p.chunkMax = 0 // one chunk, so it can be stitched whole
+	_, err := a.mapInto(u, size)
+	a.p.chunkMax = saved
+	if err != nil {
+		return nil, err
+	}
+	return seg.chunks[seg.chunkIndex(off)], nil
+}
+
+// buildSBlock reserves a range, maps chunks side by side into it, sets access, and holds the pBlocks under
+// the chunks. On a driver failure it undoes its mappings and reservation (the chunks stay where they were).
+func (a *Allocator) buildSBlock(ss *streamState, chunks []*chunk) (*block, error) {
+	var total uint64
+	for _, c := range chunks {
+		total += c.size
+	}
+	base, err := a.d.Reserve(total)
+	if err != nil {
+		return nil, err
+	}
+	off := uint64(0)
+	mapped := 0
+	for _, c := range chunks {
+		if err = a.d.Map(base.Add(off), c.size, c.h); err != nil {
+			break
+		}
+		off += c.size
+		mapped++
+	}
+	if err == nil && a.mut&MutSkipSetAccessStitched == 0 {
+		err = a.d.SetAccess(base, total)
+	}
+	if err != nil {
+		if a.mut&MutLeakOnStitchFailure == 0 {
+			off = 0
+			for i := 0; i < mapped; i++ {
+				a.undoMap(base.Add(off), chunks[i].size, chunks[i].h)
+				off += chunks[i].size
+			}
+			a.undoReserve(base, total)
+		}
+		return nil, err
+	}
+	sb := a.newBlock()
+	sb.kind, sb.state = Stitched, Free
+	sb.ptr, sb.size, sb.stream, sb.pool = base, total, ss.s, largePool
+	sb.resv = vmm.Range{Base: base, Size: total}
+	sb.chunks = append(sb.chunks[:0], chunks...)
+	for _, c := range chunks {
+		c.views++
+	}
+	if a.mut&MutRefcountOffByOne != 0 {
+		chunks[0].refOff++
+	}
+	sb.sIndex = len(a.sblocks)
+	a.sblocks = append(a.sblocks, sb)
+	a.st.MappedBytes += total
+	a.st.NumStitches++
+	a.holdParts(sb)
+	return sb, nil
+}
+
+// chunkFree reports whether chunk c lies wholly in a free pBlock usable on stream ss.
+func (a *Allocator) chunkFree(c *chunk, ss *streamState) bool {
+	b := c.seg.blockAt(c.off)
+	if b.state != Free || !b.mapped || b.segOff()+b.size < c.off+c.size {
+		return false
+	}
+	return b.seg.ss == ss || a.safe(b.seg.ss, b.freeSeq)
+}
+
+// holdParts carves, for each chunk of sb, the pBlock exactly under it out of its free block, and marks it
+// held by sb (Live, not handed out). Every chunk must lie wholly in a free block (checked by the caller).
+func (a *Allocator) holdParts(sb *block) {
+	sb.parts = sb.parts[:0]
+	for _, c := range sb.chunks {
+		b := c.seg.blockAt(c.off)
+		if b.state != Free || !b.mapped {
+			if a.mut&MutMapChunkTwice != 0 {
+				continue
+			}
+			panicf("chunk %d to hold is not free (block %d %v)", c.h, b.id, b.state)
+		}
+		lo, hi := b.segOff(), b.segOff()+b.size
+		if c.off+c.size > hi {
+			if a.mut&MutMapChunkTwice != 0 {
+				continue
+			}
+			panicf("chunk %d not inside free block %d", c.h, b.id)
+		}
+		b.seg.ss.free[b.pool].remove(b)
+		if c.off > lo { // keep the left part free
+			a.split(b, c.off-lo)
+			left := b
+			b = b.next
+			b.seg.ss.free[b.pool].remove(b)
+			left.seg.ss.free[left.pool].insert(left)
+		}
+		if b.size > c.size {
+			a.split(b, c.size)
+		}
+		b.state = Live
+		b.heldBy = sb
+		sb.parts = append(sb.parts, b)
+	}
+}
+
+// reuseSBlock serves rs from a cached sBlock of ss whose chunks are all free: the smallest that fits,
+// within a slack of a quarter of the request. No driver calls.
+func (a *Allocator) reuseSBlock(ss *streamState, rs uint64) *block {
+	limit := rs + max(rs/4, 2*a.gran)
+	var best *block
+	for _, sb := range a.sblocks {
+		if sb.state != Free || sb.stream != ss.s || sb.size < rs || sb.size > limit {
+			continue
+		}
+		if best != nil && sb.size >= best.size {
+			continue
+		}
+		ok := true
+		for _, c := range sb.chunks {
+			if !a.chunkFree(c, ss) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			best = sb
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	a.holdParts(best)
+	a.st.NumStitchReuses++
+	return best
+}
+
+// freeSBlock caches sb and gives its parts back: parts of ss's own pools are free at once (stream order);
+// parts of other streams' pools wait until sb's stream has finished the work submitted so far.
+func (a *Allocator) freeSBlock(sb *block) {
+	sb.state = Free
+	sb.uses = sb.uses[:0]
+	sb.events = 0
+	a.freeSeq++
+	sb.freeSeq = a.freeSeq
+	a.clock++
+	sb.lastUse = a.clock
+	home := a.streams[sb.stream]
+	var foreign []*block
+	for i, pb := range sb.parts {
+		sb.parts[i] = nil
+		pb.heldBy = nil
+		if pb.stream != sb.stream && a.mut&MutEarlyCrossStreamReuse == 0 {
+			pb.state = Pending
+			pb.events = 1
+			foreign = append(foreign, pb)
+			continue
+		}
+		a.freeBlock(pb)
+	}
+	sb.parts = sb.parts[:0]
+	if len(foreign) > 0 {
+		a.pend = append(a.pend, pendingEv{st: home, seq: sb.freeSeq, blocks: foreign})
+	}
+	a.trimSBlocks()
+}
+
+// trimSBlocks tears down least recently used cached sBlocks beyond the cache limit, once the work that
+// used them completed (StitchFree).
+func (a *Allocator) trimSBlocks() {
+	if a.p.sblockCache < 0 {
+		return
+	}
+	for {
+		n := 0
+		var lru *block
+		for _, sb := range a.sblocks {
+			if sb.state == Free {
+				n++
+				if lru == nil || sb.lastUse < lru.lastUse {
+					lru = sb
+				}
+			}
+		}
+		if n <= a.p.sblockCache || lru == nil {
+			return
+		}
+		if !a.safe(a.streams[lru.stream], lru.freeSeq) || a.stitchFree(lru) != nil {
+			return
+		}
+	}
+}
+
+// stitchFree unmaps a cached sBlock's view and returns its range. On an unmap failure nothing changes.
+func (a *Allocator) stitchFree(sb *block) error {
+	if err := a.d.Unmap(sb.resv.Base, sb.resv.Size); err != nil {
+		return err
+	}
+	for _, c := range sb.chunks {
+		c.views--
+	}
+	a.st.MappedBytes -= sb.size
+	a.undoReserve(sb.resv.Base, sb.resv.Size)
+	last := len(a.sblocks) - 1
+	a.sblocks[sb.sIndex] = a.sblocks[last]
+	a.sblocks[sb.sIndex].sIndex = sb.sIndex
+	a.sblocks[last] = nil
+	a.sblocks = a.sblocks[:last]
+	a.st.NumStitchFrees++
+	a.recycle(sb)
+	return nil
+}

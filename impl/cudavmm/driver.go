@@ -1,0 +1,348 @@
+//go:build cgo
+
+package cudavmm
+
+/*
+#cgo LDFLAGS: -ldl
+#include <stdlib.h>
+#include "cuda.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// Driver is vmm.Driver on one CUDA device, through that device's primary context. Every method makes the
+// primary context current on the OS thread that runs it, inside the same C call as the driver call, so it
+// is safe from any goroutine (the CUDA driver itself is thread-safe). Close releases the context.
+type Driver struct {
+	ordinal int
+	dev     C.CUdevice
+	ctx     C.CUcontext
+	gran    uint64
+	closed  atomic.Bool // set once by Close; calls after it fail with InvalidContext
+	close   sync.Once
+}
+
+var _ vmm.Driver = (*Driver)(nil)
+
+var loadOnce struct {
+	sync.Once
+	err error
+}
+
+// Load loads libcuda.so.1 (once per process). It returns an error that matches vmm.ErrDriverNotLoaded when
+// this machine has no CUDA driver.
+func Load() error {
+	loadOnce.Do(func() {
+		var buf [512]C.char
+		if C.gm_load(&buf[0], C.int(len(buf))) != 0 {
+			loadOnce.err = fmt.Errorf("cudavmm: no CUDA driver was found (%s): run on a machine with an NVIDIA "+
+				"driver, or use the simulated device (model.NewDevice): %w", C.GoString(&buf[0]), vmm.ErrDriverNotLoaded)
+		}
+	})
+	return loadOnce.err
+}
+
+var openSteps = []string{"cuInit", "cuDeviceGet", "cuDeviceGetAttribute(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)",
+	"virtual memory management support", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent",
+	"cuMemGetAllocationGranularity"}
+
+// New opens device ordinal `device` through its primary context. Without a CUDA driver the error matches
+// vmm.ErrDriverNotLoaded and says so; with a driver but no such device, vmm.ErrNoDevice/ErrInvalidDevice.
+func New(device int) (*Driver, error) {
+	if err := Load(); err != nil {
+		return nil, err
+	}
+	d := &Driver{ordinal: device}
+	var gran C.uint64_t
+	var step C.int
+	if r := C.gm_open(C.int(device), &d.dev, &d.ctx, &gran, &step); r != 0 {
+		what := "?"
+		if int(step) < len(openSteps) {
+			what = openSteps[step]
+		}
+		return nil, fmt.Errorf("cudavmm: opening CUDA device %d failed at %s: %w", device, what, result(r))
+	}
+	d.gran = uint64(gran)
+	return d, nil
+}
+
+// Close releases the primary context (cuDevicePrimaryCtxRelease). The caller must have released everything it
+// created; calls after Close fail with vmm.ErrInvalidContext.
+func (d *Driver) Close() error {
+	var err error
+	d.close.Do(func() {
+		d.closed.Store(true)
+		if r := C.gm_close(d.dev); r != 0 {
+			err = fmt.Errorf("cudavmm: cuDevicePrimaryCtxRelease(device %d): %w", d.ordinal, result(r))
+		}
+	})
+	return err
+}
+
+// Device returns the device ordinal.
+func (d *Driver) Device() int { return d.ordinal }
+
+// StreamFromHandle wraps an existing CUstream / cudaStream_t value (a pointer; 0 is the legacy default
+// stream) as a vmm.Stream for this package's drivers. The stream must belong to a context of the same device.
+func StreamFromHandle(s uintptr) vmm.Stream { return vmm.Stream(s) }
+
+// StreamHandle is the inverse of StreamFromHandle: the CUstream value behind s.
+func StreamHandle(s vmm.Stream) uintptr { return uintptr(s) }
+
+// result converts a CUresult into a vmm.Result.
+func result(r C.CUresult) vmm.Result { return vmm.Result(int32(r)) }
+
+// ResultName is the driver's own name for a result code (cuGetErrorName), or vmm's when the driver has none.
+func ResultName(r vmm.Result) string {
+	if Load() == nil {
+		if s := C.gm_result_name(C.CUresult(r)); s != nil {
+			return C.GoString(s)
+		}
+	}
+	return r.Name()
+}
+
+// fail builds the CallError of a failed call; nil for success.
+func (d *Driver) fail(k vmm.CallKind, r C.CUresult, format string, args ...any) error {
+	if r == 0 {
+		return nil
+	}
+	return &vmm.CallError{Call: k, Result: result(r), Detail: fmt.Sprintf("device %d: ", d.ordinal) + fmt.Sprintf(format, args...)}
+}
+
+func (d *Driver) closedErr(k vmm.CallKind) error {
+	if d.closed.Load() {
+		return vmm.Errorf(k, vmm.InvalidContext, "device %d: driver closed", d.ordinal)
+	}
+	return nil
+}
+
+// Granularity is the RECOMMENDED allocation granularity, queried once at New.
+func (d *Driver) Granularity() uint64 { return d.gran }
+
+// Create is cuMemCreate of pinned device memory on this device.
+func (d *Driver) Create(size uint64) (vmm.Handle, error) {
+	if err := d.closedErr(vmm.CallCreate); err != nil {
+		return 0, err
+	}
+	var h C.uint64_t
+	r := C.gm_create(d.ctx, d.dev, C.uint64_t(size), &h)
+	if err := d.fail(vmm.CallCreate, r, "size %d (%s)", size, vmm.FormatBytes(size)); err != nil {
+		return 0, err
+	}
+	return vmm.Handle(h), nil
+}
+
+// Release is cuMemRelease.
+func (d *Driver) Release(h vmm.Handle) error {
+	if err := d.closedErr(vmm.CallRelease); err != nil {
+		return err
+	}
+	return d.fail(vmm.CallRelease, C.gm_release(d.ctx, C.uint64_t(h)), "handle %#x", uint64(h))
+}
+
+// Reserve is cuMemAddressReserve aligned to the granularity, anywhere.
+func (d *Driver) Reserve(size uint64) (vmm.DevicePtr, error) {
+	if err := d.closedErr(vmm.CallReserve); err != nil {
+		return 0, err
+	}
+	var p C.uint64_t
+	r := C.gm_reserve(d.ctx, C.uint64_t(size), C.uint64_t(d.gran), &p)
+	if err := d.fail(vmm.CallReserve, r, "size %d (%s)", size, vmm.FormatBytes(size)); err != nil {
+		return 0, err
+	}
+	return vmm.DevicePtr(p), nil
+}
+
+// FreeAddress is cuMemAddressFree.
+func (d *Driver) FreeAddress(ptr vmm.DevicePtr, size uint64) error {
+	if err := d.closedErr(vmm.CallFreeAddress); err != nil {
+		return err
+	}
+	return d.fail(vmm.CallFreeAddress, C.gm_free_address(d.ctx, C.uint64_t(ptr), C.uint64_t(size)),
+		"ptr %v size %d", ptr, size)
+}
+
+// Map is cuMemMap.
+func (d *Driver) Map(ptr vmm.DevicePtr, size uint64, h vmm.Handle, offset uint64) error {
+	if err := d.closedErr(vmm.CallMap); err != nil {
+		return err
+	}
+	return d.fail(vmm.CallMap, C.gm_map(d.ctx, C.uint64_t(ptr), C.uint64_t(size), C.uint64_t(offset), C.uint64_t(h)),
+		"ptr %v size %d handle %#x offset %d", ptr, size, uint64(h), offset)
+}
+
+// Unmap is cuMemUnmap.
+func (d *Driver) Unmap(ptr vmm.DevicePtr, size uint64) error {
+	if err := d.closedErr(vmm.CallUnmap); err != nil {
+		return err
+	}
+	return d.fail(vmm.CallUnmap, C.gm_unmap(d.ctx, C.uint64_t(ptr), C.uint64_t(size)), "ptr %v size %d", ptr, size)
+}
+
+// SetAccess is cuMemSetAccess with read/write access for this device.
+func (d *Driver) SetAccess(ptr vmm.DevicePtr, size uint64) error {
+	if err := d.closedErr(vmm.CallSetAccess); err != nil {
+		return err
+	}
+	return d.fail(vmm.CallSetAccess, C.gm_set_access(d.ctx, d.dev, C.uint64_t(ptr), C.uint64_t(size)),
+		"ptr %v size %d", ptr, size)
+}
+
+// MemInfo is cuMemGetInfo_v2.
+func (d *Driver) MemInfo() (free, total uint64, err error) {
+	if err := d.closedErr(vmm.CallMemInfo); err != nil {
+		return 0, 0, err
+	}
+	var f, t C.uint64_t
+	if err := d.fail(vmm.CallMemInfo, C.gm_mem_info(d.ctx, &f, &t), "cuMemGetInfo"); err != nil {
+		return 0, 0, err
+	}
+	return uint64(f), uint64(t), nil
+}
+
+// CreateStream is cuStreamCreate (default flags: the stream synchronises with the legacy default stream).
+func (d *Driver) CreateStream() (vmm.Stream, error) {
+	if err := d.closedErr(vmm.CallCreateStream); err != nil {
+		return 0, err
+	}
+	var s C.uint64_t
+	if err := d.fail(vmm.CallCreateStream, C.gm_stream_create(d.ctx, &s), "cuStreamCreate"); err != nil {
+		return 0, err
+	}
+	return vmm.Stream(s), nil
+}
+
+// DestroyStream is cuStreamDestroy_v2. The default stream cannot be destroyed (InvalidHandle, checked here:
+// the driver would be asked to destroy the legacy stream).
+func (d *Driver) DestroyStream(s vmm.Stream) error {
+	if err := d.closedErr(vmm.CallDestroyStream); err != nil {
+		return err
+	}
+	if s == vmm.DefaultStream {
+		return vmm.Errorf(vmm.CallDestroyStream, vmm.InvalidHandle, "device %d: the default stream cannot be destroyed", d.ordinal)
+	}
+	return d.fail(vmm.CallDestroyStream, C.gm_stream_destroy(d.ctx, C.uint64_t(s)), "stream %#x", uint64(s))
+}
+
+// StreamQuery is cuStreamQuery: CUDA_ERROR_NOT_READY is idle == false.
+func (d *Driver) StreamQuery(s vmm.Stream) (bool, error) {
+	if err := d.closedErr(vmm.CallStreamQuery); err != nil {
+		return false, err
+	}
+	r := C.gm_stream_query(d.ctx, C.uint64_t(s))
+	if result(r) == vmm.NotReady {
+		return false, nil
+	}
+	if err := d.fail(vmm.CallStreamQuery, r, "stream %#x", uint64(s)); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// CreateEvent is cuEventCreate with CU_EVENT_DISABLE_TIMING.
+func (d *Driver) CreateEvent() (vmm.Event, error) {
+	if err := d.closedErr(vmm.CallCreateEvent); err != nil {
+		return 0, err
+	}
+	var e C.uint64_t
+	if err := d.fail(vmm.CallCreateEvent, C.gm_event_create(d.ctx, &e), "cuEventCreate"); err != nil {
+		return 0, err
+	}
+	return vmm.Event(e), nil
+}
+
+// RecordEvent is cuEventRecord.
+func (d *Driver) RecordEvent(e vmm.Event, s vmm.Stream) error {
+	if err := d.closedErr(vmm.CallRecordEvent); err != nil {
+		return err
+	}
+	return d.fail(vmm.CallRecordEvent, C.gm_event_record(d.ctx, C.uint64_t(e), C.uint64_t(s)),
+		"event %#x stream %#x", uint64(e), uint64(s))
+}
+
+// QueryEvent is cuEventQuery: CUDA_ERROR_NOT_READY is done == false.
+func (d *Driver) QueryEvent(e vmm.Event) (bool, error) {
+	if err := d.closedErr(vmm.CallQueryEvent); err != nil {
+		return false, err
+	}
+	r := C.gm_event_query(d.ctx, C.uint64_t(e))
+	if result(r) == vmm.NotReady {
+		return false, nil
+	}
+	if err := d.fail(vmm.CallQueryEvent, r, "event %#x", uint64(e)); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// StreamWaitEvent is cuStreamWaitEvent.
+func (d *Driver) StreamWaitEvent(s vmm.Stream, e vmm.Event) error {
+	if err := d.closedErr(vmm.CallStreamWaitEvent); err != nil {
+		return err
+	}
+	return d.fail(vmm.CallStreamWaitEvent, C.gm_stream_wait_event(d.ctx, C.uint64_t(s), C.uint64_t(e)),
+		"stream %#x event %#x", uint64(s), uint64(e))
+}
+
+// DestroyEvent is cuEventDestroy_v2.
+func (d *Driver) DestroyEvent(e vmm.Event) error {
+	if err := d.closedErr(vmm.CallDestroyEvent); err != nil {
+		return err
+	}
+	return d.fail(vmm.CallDestroyEvent, C.gm_event_destroy(d.ctx, C.uint64_t(e)), "event %#x", uint64(e))
+}
+
+// Memset is cuMemsetD8Async on s.
+func (d *Driver) Memset(ptr vmm.DevicePtr, size uint64, value byte, s vmm.Stream) error {
+	if err := d.closedErr(vmm.CallMemset); err != nil {
+		return err
+	}
+	return d.fail(vmm.CallMemset, C.gm_memset(d.ctx, C.uint64_t(ptr), C.uint64_t(size), C.uchar(value), C.uint64_t(s)),
+		"ptr %v size %d value %#x stream %#x", ptr, size, value, uint64(s))
+}
+
+// Read synchronises s (cuStreamSynchronize), then copies len(dst) bytes with cuMemcpyDtoH_v2.
+func (d *Driver) Read(ptr vmm.DevicePtr, dst []byte, s vmm.Stream) error {
+	if err := d.closedErr(vmm.CallRead); err != nil {
+		return err
+	}
+	var p unsafe.Pointer
+	if len(dst) > 0 {
+		p = unsafe.Pointer(&dst[0])
+	}
+	return d.fail(vmm.CallRead, C.gm_read(d.ctx, C.uint64_t(ptr), p, C.uint64_t(len(dst)), C.uint64_t(s)),
+		"ptr %v size %d stream %#x", ptr, len(dst), uint64(s))
+}
+
+// Synchronize waits for all work on s (cuStreamSynchronize).
+func (d *Driver) Synchronize(s vmm.Stream) error {
+	if err := d.closedErr(vmm.CallStreamQuery); err != nil {
+		return err
+	}
+	return d.fail(vmm.CallStreamQuery, C.gm_stream_sync(d.ctx, C.uint64_t(s)), "cuStreamSynchronize(stream %#x)", uint64(s))
+}
+
+// memAlloc and memFree are cuMemAlloc_v2/cuMemFree_v2 (what cudaMalloc/cudaFree do), for the cost probe.
+func (d *Driver) memAlloc(size uint64) (vmm.DevicePtr, error) {
+	var p C.uint64_t
+	if r := C.gm_mem_alloc(d.ctx, C.uint64_t(size), &p); r != 0 {
+		return 0, fmt.Errorf("cuMemAlloc(%s): %w", vmm.FormatBytes(size), result(r))
+	}
+	return vmm.DevicePtr(p), nil
+}
+
+func (d *Driver) memFree(p vmm.DevicePtr) error {
+	if r := C.gm_mem_free(d.ctx, C.uint64_t(p)); r != 0 {
+		return fmt.Errorf("cuMemFree(%v): %w", p, result(r))
+	}
+	return nil
+}

@@ -1,0 +1,556 @@
+package impl
+
+// The Allocator: a thin lock over a single-threaded, deterministic core. See doc.go for the design.
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// streamState is one stream's pools. Guarded by Allocator.mu.
+type streamState struct {
+	s     vmm.Stream
+	free  [2]freeSet  // free, mapped pBlocks by pool
+	arena [2]*segment // arena policies: the stream's growing segment per pool
+
+	// The fence: an event recorded on s to learn when the work submitted before a set of frees finished.
+	// Invariant: every block freed on s with freeSeq <= safeSeq has no outstanding work on s.
+	fence    vmm.Event
+	fenceSeq uint64
+	hasFence bool
+	safeSeq  uint64
+}
+
+// pendingEv is an outstanding event and the blocks waiting on it. ev == 0 means "wait until the stream
+// st's fence covers seq" (cross-stream sBlock parts).
+type pendingEv struct {
+	ev     vmm.Event
+	st     *streamState
+	seq    uint64
+	blocks []*block
+}
+
+// Allocator is the engine. Every exported method takes mu; the core below it is single-threaded and its
+// decisions depend only on the requests, the driver's answers and event completion.
+type Allocator struct {
+	mu sync.Mutex
+
+	// Everything below is guarded by mu.
+	d      drv
+	p      params
+	mut    Mutation
+	gran   uint64
+	total  uint64 // device capacity (MemInfo total at New)
+	closed bool
+
+	streams map[vmm.Stream]*streamState
+	last    *streamState // the last stream used (hot path cache)
+	// ptrs maps every pointer ever handed out to the block last handed out there. The allocation at p is
+	// live iff b := ptrs[p] has b.ptr == p, b.state == Live and b.heldBy == nil (the struct may since have
+	// been recycled); any other entry means p was freed (a second Free is a double free).
+	ptrs    map[vmm.DevicePtr]*block
+	segs    []*segment // every segment, sorted by base
+	sblocks []*block   // every sBlock, live or cached
+	pend    []pendingEv
+	evFree  []vmm.Event // pooled events
+	spare   []*block    // recycled block structs
+	scratch []*block
+	cands   []*chunk
+
+	nextID  uint64
+	freeSeq uint64 // counts frees; stamps blocks (freeSeq) for the fences
+	clock   uint64 // LRU clock for sBlocks
+	st      Stats
+
+	// Undo steps that failed even after retries: kept so Close can try again and Snapshot tells the truth.
+	orphanMaps    []Mapping
+	orphanHandles []vmm.Handle
+	orphanResv    []vmm.Range
+}
+
+// New makes an allocator on driver d with the policy and knobs of cfg. It asks the driver for the
+// granularity and the device's capacity.
+func New(d vmm.Driver, cfg Config) (*Allocator, error) {
+	if d == nil {
+		return nil, fmt.Errorf("%w: nil driver", ErrBadConfig)
+	}
+	a := &Allocator{d: drv{d: d}, mut: cfg.TestOnlyMutations}
+	a.d.n[vmm.CallGranularity]++
+	a.gran = d.Granularity()
+	if a.gran == 0 || a.gran&(a.gran-1) != 0 || a.gran%minBlockSize != 0 {
+		return nil, fmt.Errorf("%w: driver granularity %d is not a power of two multiple of 512", ErrBadConfig, a.gran)
+	}
+	p, err := resolve(cfg, a.gran)
+	if err != nil {
+		return nil, err
+	}
+	a.p = p
+	_, total, err := a.d.MemInfo()
+	if err != nil {
+		return nil, fmt.Errorf("gmlake: asking the device its size: %w", err)
+	}
+	a.total = total
+	a.streams = make(map[vmm.Stream]*streamState, 8)
+	a.ptrs = make(map[vmm.DevicePtr]*block, 4096)
+	return a, nil
+}
+
+// Policy returns the policy's name.
+func (a *Allocator) Policy() string { return a.p.name }
+
+// Granularity returns the driver's granularity.
+func (a *Allocator) Granularity() uint64 { return a.gran }
+
+// Alloc returns a pointer to at least size bytes usable on stream s. Size 0 and sizes beyond the device's
+// capacity are ErrInvalidSize; an unknown stream is ErrUnknownStream; when memory runs out even after
+// stitching and releasing the cache the error is an *OOMError (errors.Is(err, vmm.ErrOutOfMemory)). A
+// failed Alloc hands nothing out.
+func (a *Allocator) Alloc(size uint64, s vmm.Stream) (vmm.DevicePtr, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return 0, ErrClosed
+	}
+	if size == 0 || size > a.total {
+		return 0, a.sizeErr(size)
+	}
+	ss := a.last
+	if ss == nil || ss.s != s {
+		var err error
+		if ss, err = a.streamLocked(s); err != nil {
+			return 0, err
+		}
+	}
+	b, err := a.allocLocked(size, ss)
+	if err != nil {
+		return 0, err
+	}
+	return b.ptr, nil
+}
+
+func (a *Allocator) sizeErr(size uint64) error {
+	if size == 0 {
+		return fmt.Errorf("%w: 0 bytes (ask for at least 1 byte)", ErrInvalidSize)
+	}
+	return fmt.Errorf("%w: %d bytes is more than the device's %s", ErrInvalidSize, size, vmm.FormatBytes(a.total))
+}
+
+// Free returns the allocation at p. The memory is reusable at once on the allocation stream (stream order),
+// and on other streams recorded with RecordStream once their events complete. Errors (nothing changes):
+// ErrUnknownPointer, ErrInteriorPtr, ErrDoubleFree, ErrClosed, or a driver error recording an event.
+func (a *Allocator) Free(p vmm.DevicePtr) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return ErrClosed
+	}
+	b := a.ptrs[p]
+	if b == nil || b.ptr != p || b.state != Live || b.heldBy != nil {
+		return a.badPtr(p, b)
+	}
+	return a.freeLocked(b)
+}
+
+// RecordStream notes that the allocation at p is also used on stream s: after Free, the block is reused only
+// once the work submitted to s before the Free has completed.
+func (a *Allocator) RecordStream(p vmm.DevicePtr, s vmm.Stream) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return ErrClosed
+	}
+	b := a.ptrs[p]
+	if b == nil || b.ptr != p || b.state != Live || b.heldBy != nil {
+		return a.badPtr(p, b)
+	}
+	if _, err := a.streamLocked(s); err != nil {
+		return err
+	}
+	if s == b.stream || slices.Contains(b.uses, s) {
+		return nil
+	}
+	b.uses = append(b.uses, s)
+	return nil
+}
+
+// EmptyCache returns every free cached byte it can to the device: cached sBlocks are torn down, free
+// segments released, free chunks of arenas unmapped. Memory still used by in-flight work (events not
+// completed) stays. It returns the first driver error met; the allocator stays consistent.
+func (a *Allocator) EmptyCache() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return ErrClosed
+	}
+	return a.releaseCached()
+}
+
+// Stats returns the counters.
+func (a *Allocator) Stats() Stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.st
+	s.DriverCalls = a.d.n
+	return s
+}
+
+// streamLocked returns the state of stream s, validating s with StreamQuery the first time it is seen.
+func (a *Allocator) streamLocked(s vmm.Stream) (*streamState, error) {
+	if ss := a.streams[s]; ss != nil {
+		a.last = ss
+		return ss, nil
+	}
+	if _, err := a.d.StreamQuery(s); err != nil {
+		if errors.Is(err, vmm.ErrInvalidHandle) {
+			return nil, fmt.Errorf("%w %d: create it first (%v)", ErrUnknownStream, s, err)
+		}
+		return nil, fmt.Errorf("gmlake: checking stream %d: %w", s, err)
+	}
+	ss := &streamState{s: s}
+	a.streams[s] = ss
+	a.last = ss
+	return ss, nil
+}
+
+// sortedStreams lists the known streams in id order (deterministic iteration).
+func (a *Allocator) sortedStreams() []*streamState {
+	out := make([]*streamState, 0, len(a.streams))
+	for _, ss := range a.streams {
+		out = append(out, ss)
+	}
+	slices.SortFunc(out, func(x, y *streamState) int {
+		switch {
+		case x.s < y.s:
+			return -1
+		case x.s > y.s:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// badPtr explains why p cannot be freed: b is ptrs[p] (nil: never handed out; else freed since).
+func (a *Allocator) badPtr(p vmm.DevicePtr, b *block) error {
+	if b != nil {
+		return fmt.Errorf("%w: %v", ErrDoubleFree, p)
+	}
+	if lb := a.liveContaining(p); lb != nil {
+		return fmt.Errorf("%w: %v is %d bytes into the allocation at %v", ErrInteriorPtr, p, uint64(p-lb.ptr), lb.ptr)
+	}
+	return fmt.Errorf("%w: %v", ErrUnknownPointer, p)
+}
+
+// liveContaining returns the live allocation whose range holds p, or nil. Slow path (errors only).
+func (a *Allocator) liveContaining(p vmm.DevicePtr) *block {
+	for _, sb := range a.sblocks {
+		if sb.state == Live && p >= sb.ptr && p < sb.end() {
+			return sb
+		}
+	}
+	i, _ := slices.BinarySearchFunc(a.segs, p, func(s *segment, p vmm.DevicePtr) int {
+		if s.base.Add(s.size) <= p {
+			return -1
+		}
+		if s.base > p {
+			return 1
+		}
+		return 0
+	})
+	if i >= len(a.segs) || p < a.segs[i].base || p >= a.segs[i].base.Add(a.segs[i].size) {
+		return nil
+	}
+	for b := a.segs[i].head; b != nil; b = b.next {
+		if p >= b.ptr && p < b.end() {
+			if b.state == Live && b.heldBy == nil {
+				return b
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// newBlock takes a block struct from the spare list, with a fresh id.
+func (a *Allocator) newBlock() *block {
+	var b *block
+	if n := len(a.spare); n > 0 {
+		b = a.spare[n-1]
+		a.spare = a.spare[:n-1]
+	} else {
+		b = new(block)
+	}
+	a.nextID++
+	b.id = a.nextID
+	b.prio = prioOf(b.id)
+	return b
+}
+
+// recycle returns a block struct to the spare list. The caller has unlinked it from everything.
+func (a *Allocator) recycle(b *block) {
+	b.state, b.kind, b.mapped, b.inSet = Free, Primitive, false, false
+	b.seg, b.prev, b.next, b.heldBy, b.left, b.right = nil, nil, nil, nil, nil, nil
+	b.uses, b.parts, b.chunks = b.uses[:0], b.parts[:0], b.chunks[:0]
+	b.events, b.freeSeq, b.requested, b.lastUse = 0, 0, 0, 0
+	b.resv = vmm.Range{}
+	a.spare = append(a.spare, b)
+}
+
+// getEvent takes a pooled event or creates one.
+func (a *Allocator) getEvent() (vmm.Event, error) {
+	if n := len(a.evFree); n > 0 {
+		e := a.evFree[n-1]
+		a.evFree = a.evFree[:n-1]
+		return e, nil
+	}
+	return a.d.CreateEvent()
+}
+
+// safe reports whether work that used a block freed on st at seq has completed, recording a fence event on
+// st when needed. Costs at most a RecordEvent and a QueryEvent; nothing on the hot path calls it.
+func (a *Allocator) safe(st *streamState, seq uint64) bool {
+	if seq <= st.safeSeq || a.mut&MutEarlyCrossStreamReuse != 0 {
+		return true
+	}
+	if !st.hasFence {
+		e, err := a.getEvent()
+		if err != nil {
+			return false
+		}
+		if err := a.d.RecordEvent(e, st.s); err != nil {
+			a.evFree = append(a.evFree, e)
+			return false
+		}
+		st.fence, st.fenceSeq, st.hasFence = e, a.freeSeq, true
+	}
+	done, err := a.d.QueryEvent(st.fence)
+	if err != nil || !done {
+		return false
+	}
+	st.safeSeq = st.fenceSeq
+	st.hasFence = false
+	a.evFree = append(a.evFree, st.fence)
+	st.fence = 0
+	return seq <= st.safeSeq
+}
+
+// processEvents retires completed events and frees the blocks that were waiting only on them.
+func (a *Allocator) processEvents() {
+	ready := a.scratch[:0]
+	j := 0
+	for _, pe := range a.pend {
+		var done bool
+		if pe.ev != 0 {
+			d, err := a.d.QueryEvent(pe.ev)
+			done = err == nil && d
+		} else {
+			done = a.safe(pe.st, pe.seq)
+		}
+		if !done {
+			a.pend[j] = pe
+			j++
+			continue
+		}
+		if pe.ev != 0 {
+			a.evFree = append(a.evFree, pe.ev)
+		}
+		for _, b := range pe.blocks {
+			b.events--
+			if b.events == 0 {
+				ready = append(ready, b)
+			}
+		}
+	}
+	clear(a.pend[j:])
+	a.pend = a.pend[:j]
+	for i, b := range ready {
+		ready[i] = nil
+		a.freeBlock(b)
+	}
+	a.scratch = ready[:0]
+}
+
+// freeLocked frees live block b (the caller checked it).
+func (a *Allocator) freeLocked(b *block) error {
+	if len(b.uses) > 0 {
+		start := len(a.pend)
+		for _, s := range b.uses {
+			e, err := a.getEvent()
+			if err == nil {
+				if err = a.d.RecordEvent(e, s); err != nil {
+					a.evFree = append(a.evFree, e)
+				}
+			}
+			if err != nil {
+				for _, pe := range a.pend[start:] {
+					a.evFree = append(a.evFree, pe.ev)
+				}
+				clear(a.pend[start:])
+				a.pend = a.pend[:start]
+				return fmt.Errorf("gmlake: free %v: recording an event on stream %d: %w", b.ptr, s, err)
+			}
+			a.pend = append(a.pend, pendingEv{ev: e, blocks: []*block{b}})
+		}
+		b.events = len(b.uses)
+		b.state = Pending
+	}
+	a.st.RequestedBytes -= b.requested
+	a.st.AllocatedBytes -= a.allocCount(b)
+	a.st.NumLive--
+	a.st.NumFrees++
+	if b.state == Pending {
+		return nil
+	}
+	a.freeBlock(b)
+	return nil
+}
+
+func (a *Allocator) allocCount(b *block) uint64 {
+	if b.kind == Stitched && a.mut&MutStatsDoubleCount != 0 {
+		return 2 * b.size
+	}
+	return b.size
+}
+
+// freeBlock makes a block whose last use completed reusable: a pBlock merges with free neighbours and
+// joins its pool; an sBlock is cached and gives its parts back.
+func (a *Allocator) freeBlock(b *block) {
+	if b.kind == Stitched {
+		a.freeSBlock(b)
+		return
+	}
+	b.state = Free
+	b.heldBy = nil
+	b.uses = b.uses[:0]
+	b.events = 0
+	a.freeSeq++
+	b.freeSeq = a.freeSeq
+	if a.mut&MutNoMerge == 0 {
+		b = a.mergeFree(b)
+	}
+	b.seg.ss.free[b.pool].insert(b)
+}
+
+// mergeFree merges b (free, not in a set) with its free neighbours of the same mappedness; it returns the
+// surviving block, not in a set.
+func (a *Allocator) mergeFree(b *block) *block {
+	seg := b.seg
+	if p := b.prev; p != nil && p.state == Free && p.mapped == b.mapped {
+		if p.inSet {
+			seg.ss.free[p.pool].remove(p)
+		}
+		if !p.mapped {
+			seg.dropUnmapped(p)
+		}
+		b.ptr = p.ptr
+		b.size += p.size
+		b.prev = p.prev
+		if b.prev != nil {
+			b.prev.next = b
+		} else {
+			seg.head = b
+		}
+		b.freeSeq = max(b.freeSeq, p.freeSeq)
+		if seg.hint == p {
+			seg.hint = b
+		}
+		a.recycle(p)
+	}
+	if n := b.next; n != nil && n.state == Free && n.mapped == b.mapped {
+		if n.inSet {
+			seg.ss.free[n.pool].remove(n)
+		}
+		if !n.mapped {
+			seg.dropUnmapped(n)
+		}
+		b.size += n.size
+		b.next = n.next
+		if b.next != nil {
+			b.next.prev = b
+		}
+		b.freeSeq = max(b.freeSeq, n.freeSeq)
+		if seg.hint == n {
+			seg.hint = b
+		}
+		a.recycle(n)
+	}
+	if !b.mapped {
+		seg.addUnmapped(b)
+	}
+	return b
+}
+
+// split cuts b (not in a set) to rs bytes; the rest becomes a free block in b's pool.
+func (a *Allocator) split(b *block, rs uint64) {
+	r := a.newBlock()
+	r.kind, r.state, r.mapped = Primitive, Free, true
+	r.ptr, r.size = b.ptr.Add(rs), b.size-rs
+	r.stream, r.pool, r.seg, r.freeSeq = b.stream, b.pool, b.seg, b.freeSeq
+	r.prev, r.next = b, b.next
+	if b.next != nil {
+		b.next.prev = r
+	}
+	b.next = r
+	b.size = rs
+	b.seg.ss.free[r.pool].insert(r)
+}
+
+// markLive hands b out.
+func (a *Allocator) markLive(b *block, size uint64) {
+	b.state = Live
+	b.requested = size
+	b.uses = b.uses[:0]
+	a.ptrs[b.ptr] = b
+	st := &a.st
+	st.RequestedBytes += size
+	st.AllocatedBytes += a.allocCount(b)
+	st.NumLive++
+	st.NumAllocs++
+	if st.RequestedBytes > st.PeakRequestedBytes {
+		st.PeakRequestedBytes = st.RequestedBytes
+	}
+	if st.AllocatedBytes > st.PeakAllocatedBytes {
+		st.PeakAllocatedBytes = st.AllocatedBytes
+	}
+}
+
+func (a *Allocator) addReserved(n uint64) {
+	a.st.ReservedBytes += n
+	if a.st.ReservedBytes > a.st.PeakReservedBytes {
+		a.st.PeakReservedBytes = a.st.ReservedBytes
+	}
+}
+
+// addSegment registers seg in address order.
+func (a *Allocator) addSegment(seg *segment) {
+	i, _ := slices.BinarySearchFunc(a.segs, seg.base, func(s *segment, p vmm.DevicePtr) int {
+		switch {
+		case s.base < p:
+			return -1
+		case s.base > p:
+			return 1
+		}
+		return 0
+	})
+	a.segs = slices.Insert(a.segs, i, seg)
+}
+
+func (a *Allocator) dropSegment(seg *segment) {
+	i := slices.Index(a.segs, seg)
+	if i < 0 {
+		panicf("segment %d not registered", seg.id)
+	}
+	a.segs = slices.Delete(a.segs, i, i+1)
+	if seg.arena && seg.ss.arena[seg.pool] == seg {
+		seg.ss.arena[seg.pool] = nil
+	}
+}
+
+// panicf reports a broken internal invariant: a bug in the engine, never a user error.
+func panicf(format string, args ...any) {
+	panic(fmt.Sprintf("gmlake: internal invariant broken: "+format, args...))
+}

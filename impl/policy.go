@@ -1,0 +1,126 @@
+package impl
+
+import (
+	"fmt"
+
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// PyTorch's constants (c10/cuda/CUDACachingAllocator.cpp).
+const (
+	minBlockSize  = 512             // kMinBlockSize: every size is rounded to a multiple of 512 B
+	smallSize     = 1 << 20         // kSmallSize: the largest "small" request
+	smallBuffer   = 2 << 20         // kSmallBuffer: small requests are packed into 2 MiB segments
+	largeBuffer   = 20 << 20        // kLargeBuffer: 1-10 MiB requests get 20 MiB segments
+	minLargeAlloc = 10 << 20        // kMinLargeAlloc
+	roundLarge    = 2 << 20         // kRoundLarge: larger requests round up to 2 MiB
+	paperStitch   = 512 << 20       // GMLake's fragment limit: stitch only requests of at least 512 MiB
+	maxStitchPcs  = 256             // the most chunks one new sBlock maps
+	arenaSlackNum = 9               // arenas reserve 9/8 of the device (PyTorch's ExpandableSegment)
+	arenaSlackDen = 8               //
+	noLimit       = ^uint64(0) >> 1 //
+)
+
+// params are a policy's resolved knobs.
+type params struct {
+	name        string
+	arena       bool   // arenas per (stream, pool) that grow (expandable, gmlake); else fixed segments
+	pageSmall   uint64 // expandable: page (= chunk) size of the small arena; 0: gmlake chunking
+	pageLarge   uint64 // expandable: page size of the large arena
+	chunkMax    uint64 // gmlake: largest chunk one growth creates; gmlake-paper: the chunk size of segments
+	splitAny    bool   // split whenever the remainder is >= 512 B (expandable rule), else PyTorch's pool rules
+	stitch      bool   // serve misses by stitching free chunks
+	stitchMin   uint64 // smallest rounded request that may be stitched
+	greedy      bool   // gmlake-paper: stitch only when free chunks cover the request, largest first, no growth
+	crossStream bool   // stitch chunks of other streams' pools once their free events completed
+	sblockCache int    // cached free sBlocks before LRU StitchFree; < 0 unlimited
+}
+
+func resolve(cfg Config, gran uint64) (params, error) {
+	p := params{name: cfg.Policy}
+	if p.name == "" {
+		p.name = PolicyGMLake
+	}
+	mult := func(what string, v, of uint64) error {
+		if v%of != 0 {
+			return fmt.Errorf("%w: %s %d is not a multiple of %d", ErrBadConfig, what, v, of)
+		}
+		return nil
+	}
+	for _, c := range []struct {
+		what string
+		v    uint64
+		of   uint64
+	}{
+		{"StitchMin", cfg.StitchMin, minBlockSize}, {"ChunkSize", cfg.ChunkSize, gran},
+		{"PageSizeSmall", cfg.PageSizeSmall, gran}, {"PageSizeLarge", cfg.PageSizeLarge, gran},
+	} {
+		if err := mult(c.what, c.v, c.of); err != nil {
+			return p, err
+		}
+	}
+	or := func(v, def uint64) uint64 {
+		if v == 0 {
+			return def
+		}
+		return v
+	}
+	switch p.name {
+	case PolicyCaching:
+	case PolicyExpandable:
+		p.arena, p.splitAny = true, true
+		p.pageSmall = vmm.AlignUp(or(cfg.PageSizeSmall, smallBuffer), gran)
+		p.pageLarge = vmm.AlignUp(or(cfg.PageSizeLarge, largeBuffer), gran)
+	case PolicyGMLake:
+		p.arena, p.splitAny, p.stitch, p.crossStream = true, true, true, !cfg.NoCrossStream
+		p.stitchMin = or(cfg.StitchMin, 2*gran)
+		p.chunkMax = or(cfg.ChunkSize, noLimit)
+		p.sblockCache = 256
+	case PolicyGMLakePaper:
+		p.stitch, p.greedy = true, true
+		p.stitchMin = or(cfg.StitchMin, paperStitch)
+		p.chunkMax = or(cfg.ChunkSize, vmm.AlignUp(2<<20, gran))
+		p.sblockCache = 64
+	default:
+		return p, fmt.Errorf("%w %q (want one of %v)", ErrUnknownPolicy, cfg.Policy, Policies)
+	}
+	if cfg.SBlockCache != 0 {
+		p.sblockCache = cfg.SBlockCache
+	}
+	return p, nil
+}
+
+// roundSize is PyTorch's round_size: at least 512 B, a multiple of 512 B.
+func roundSize(n uint64) uint64 {
+	if n < minBlockSize {
+		return minBlockSize
+	}
+	return (n + minBlockSize - 1) &^ (minBlockSize - 1)
+}
+
+// allocationSize is PyTorch's get_allocation_size: the size of a new fixed segment for a rounded request.
+func allocationSize(rs uint64) uint64 {
+	switch {
+	case rs <= smallSize:
+		return smallBuffer
+	case rs < minLargeAlloc:
+		return largeBuffer
+	}
+	return vmm.AlignUp(rs, roundLarge)
+}
+
+func poolOf(rs uint64) poolKind {
+	if rs <= smallSize {
+		return smallPool
+	}
+	return largePool
+}
+
+// shouldSplit is PyTorch's should_split (max_split_size unset).
+func (p *params) shouldSplit(b *block, rs uint64) bool {
+	rem := b.size - rs
+	if b.pool == smallPool || p.splitAny {
+		return rem >= minBlockSize
+	}
+	return rem > smallSize
+}

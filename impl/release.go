@@ -1,0 +1,242 @@
+package impl
+
+// Giving memory back: EmptyCache and the out-of-memory path (releaseCached), and Close.
+
+import (
+	"slices"
+
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// releaseCached is PyTorch's release_cached_blocks, extended to sBlocks: every cached sBlock is torn down
+// (StitchFree), every wholly free fixed segment released, every free chunk of an arena unmapped and
+// released. Only memory whose last use completed is touched. Returns the first driver error.
+func (a *Allocator) releaseCached() error {
+	a.processEvents()
+	var first error
+	note := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	for i := 0; i < len(a.sblocks); {
+		sb := a.sblocks[i]
+		if sb.state == Free && a.safe(a.streams[sb.stream], sb.freeSeq) {
+			if err := a.stitchFree(sb); err != nil {
+				note(err)
+				i++
+			}
+			continue
+		}
+		i++
+	}
+	for _, seg := range slices.Clone(a.segs) {
+		if seg.arena {
+			note(a.trimArena(seg))
+		} else {
+			note(a.releaseSegmentIfFree(seg))
+		}
+	}
+	return first
+}
+
+// releaseSegmentIfFree releases a fixed segment that is one free block with no chunk viewed by an sBlock.
+func (a *Allocator) releaseSegmentIfFree(seg *segment) error {
+	h := seg.head
+	if h.state != Free || h.next != nil {
+		return nil
+	}
+	for _, c := range seg.chunks {
+		if c.views > 0 {
+			return nil
+		}
+	}
+	if !a.safe(seg.ss, h.freeSeq) {
+		return nil
+	}
+	if err := a.d.Unmap(seg.base, seg.size); err != nil {
+		return err
+	}
+	for _, c := range seg.chunks {
+		a.undoRelease(c.h)
+	}
+	a.st.ReservedBytes -= seg.size
+	a.st.MappedBytes -= seg.size
+	seg.ss.free[h.pool].remove(h)
+	a.undoReserve(seg.base, seg.size)
+	a.dropSegment(seg)
+	a.recycle(h)
+	return nil
+}
+
+// trimArena unmaps and releases every chunk of seg that lies wholly in a free block and is viewed by no
+// sBlock (PyTorch's unmap_block on every free block of an expandable segment); an arena left with nothing
+// mapped returns its reservation.
+func (a *Allocator) trimArena(seg *segment) error {
+	var first error
+	frees := a.scratch[:0]
+	for b := seg.head; b != nil; b = b.next {
+		if b.state == Free && b.mapped && b.size >= a.gran && a.safe(seg.ss, b.freeSeq) {
+			frees = append(frees, b)
+		}
+	}
+	for _, b := range frees {
+		if err := a.unmapFreeChunks(b); err != nil && first == nil {
+			first = err
+		}
+	}
+	clear(frees)
+	a.scratch = frees[:0]
+	if h := seg.head; !h.mapped && h.next == nil {
+		if err := a.d.FreeAddress(seg.base, seg.size); err != nil {
+			if first == nil {
+				first = err
+			}
+			return first
+		}
+		seg.dropUnmapped(h)
+		a.dropSegment(seg)
+		a.recycle(h)
+	}
+	return first
+}
+
+// unmapFreeChunks unmaps the unviewed chunks lying wholly in free mapped block b, which stays a valid block
+// (possibly shorter, possibly now unmapped).
+func (a *Allocator) unmapFreeChunks(b *block) error {
+	seg := b.seg
+	fs := &seg.ss.free[b.pool]
+	lo, hi := b.segOff(), b.segOff()+b.size
+	var todo []*chunk
+	for i := seg.chunkIndex(lo); i < len(seg.chunks); i++ {
+		c := seg.chunks[i]
+		if c.off >= hi {
+			break
+		}
+		if c.off >= lo && c.off+c.size <= hi && c.views == 0 {
+			todo = append(todo, c)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	fs.remove(b)
+	cur := b
+	for _, c := range todo {
+		if err := a.d.Unmap(seg.base.Add(c.off), c.size); err != nil {
+			fs.insert(cur)
+			return err
+		}
+		a.undoRelease(c.h)
+		seg.removeChunk(c)
+		a.st.ReservedBytes -= c.size
+		a.st.MappedBytes -= c.size
+		if off := cur.segOff(); c.off > off {
+			a.split(cur, c.off-off) // the left part stays free and mapped (split inserted the right part)
+			left := cur
+			cur = cur.next
+			fs.remove(cur)
+			fs.insert(left)
+		}
+		var rest *block
+		if cur.size > c.size {
+			a.split(cur, c.size)
+			rest = cur.next
+			fs.remove(rest)
+		}
+		cur.mapped = false
+		cur.freeSeq = 0
+		a.mergeFree(cur)
+		if rest == nil {
+			return nil
+		}
+		cur = rest
+	}
+	fs.insert(cur)
+	return nil
+}
+
+// Close releases everything the allocator holds, live or cached, and reports what was still live. Later
+// calls return ErrClosed. It returns the first driver error; it releases all it can regardless.
+func (a *Allocator) Close() (CloseReport, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return CloseReport{}, ErrClosed
+	}
+	rep := CloseReport{Live: a.liveInfos()}
+	var first error
+	note := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, sb := range a.sblocks {
+		if err := retry(func() error { return a.d.Unmap(sb.resv.Base, sb.resv.Size) }); err != nil {
+			note(err)
+			continue
+		}
+		note(retry(func() error { return a.d.FreeAddress(sb.resv.Base, sb.resv.Size) }))
+	}
+	for _, seg := range a.segs {
+		if a.mut&MutLeakOnClose != 0 && !segInUse(seg) {
+			continue
+		}
+		ok := true
+		for _, c := range seg.chunks {
+			if err := retry(func() error { return a.d.Unmap(seg.base.Add(c.off), c.size) }); err != nil {
+				note(err)
+				ok = false
+				continue
+			}
+			if err := retry(func() error { return a.d.Release(c.h) }); err != nil {
+				note(err)
+				continue
+			}
+			rep.ReleasedBytes += c.size
+		}
+		if ok {
+			note(retry(func() error { return a.d.FreeAddress(seg.base, seg.size) }))
+		}
+	}
+	for _, m := range a.orphanMaps {
+		note(retry(func() error { return a.d.Unmap(m.VA.Base, m.VA.Size) }))
+	}
+	for _, h := range a.orphanHandles {
+		note(retry(func() error { return a.d.Release(h) }))
+	}
+	for _, r := range a.orphanResv {
+		note(retry(func() error { return a.d.FreeAddress(r.Base, r.Size) }))
+	}
+	for _, pe := range a.pend {
+		if pe.ev != 0 {
+			note(a.d.DestroyEvent(pe.ev))
+		}
+	}
+	for _, ss := range a.sortedStreams() {
+		if ss.hasFence {
+			note(a.d.DestroyEvent(ss.fence))
+		}
+	}
+	for _, e := range a.evFree {
+		note(a.d.DestroyEvent(e))
+	}
+	a.closed = true
+	a.segs, a.sblocks, a.pend, a.evFree = nil, nil, nil, nil
+	a.orphanMaps, a.orphanHandles, a.orphanResv = nil, nil, nil
+	a.streams = map[vmm.Stream]*streamState{}
+	a.last = nil
+	a.ptrs = map[vmm.DevicePtr]*block{}
+	a.st.RequestedBytes, a.st.AllocatedBytes, a.st.ReservedBytes, a.st.MappedBytes, a.st.NumLive = 0, 0, 0, 0, 0
+	return rep, first
+}
+
+// segInUse reports whether any block of seg is live, held or pending.
+func segInUse(seg *segment) bool {
+	for b := seg.head; b != nil; b = b.next {
+		if b.state != Free {
+			return true
+		}
+	}
+	return false
+}

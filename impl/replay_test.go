@@ -1,0 +1,185 @@
+package impl
+
+// A minimal trace replay for the engine's own tuning and the baseline check (harness.Replay is the
+// project's full replay; this one keeps impl's tests independent of it).
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gmlake/gmlake/harness/trace"
+	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+type replayResult struct {
+	Trace, Policy string
+	PeakLive      uint64 // peak of the sum of live requests rounded to 512 B
+	Stats         Stats
+	Modeled       time.Duration
+	Events        int
+	Wall          time.Duration
+}
+
+func (r replayResult) frag() float64 {
+	if r.Stats.PeakReservedBytes == 0 {
+		return 0
+	}
+	return 1 - float64(r.PeakLive)/float64(r.Stats.PeakReservedBytes)
+}
+
+var traceCache sync.Map
+
+func loadTrace(t testing.TB, name string) *trace.Trace {
+	if v, ok := traceCache.Load(name); ok {
+		return v.(*trace.Trace)
+	}
+	tr, err := trace.ReadFile(filepath.Join("..", "testdata", "traces", name+".trace.gz"))
+	if err != nil {
+		t.Fatalf("reading trace: %v", err)
+	}
+	traceCache.Store(name, tr)
+	return tr
+}
+
+func bundledTraces(t testing.TB) []string {
+	m, err := filepath.Glob(filepath.Join("..", "testdata", "traces", "*.trace.gz"))
+	if err != nil || len(m) == 0 {
+		t.Fatalf("no bundled traces: %v", err)
+	}
+	var out []string
+	for _, p := range m {
+		out = append(out, trace.Name(p))
+	}
+	return out
+}
+
+// replay runs tr through a fresh allocator of cfg on a fresh simulated H200 with synchronous streams.
+func replay(t testing.TB, tr *trace.Trace, cfg Config) replayResult {
+	dev := model.NewDevice(model.DeviceConfig{SyncStreams: true})
+	a, err := New(dev, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams := []vmm.Stream{vmm.DefaultStream}
+	for len(streams) < tr.Streams {
+		s, err := dev.CreateStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, s)
+	}
+	ptrs := make(map[uint64]vmm.DevicePtr, 1024)
+	sizes := make(map[uint64]uint64, 1024)
+	var live, peak uint64
+	start := time.Now()
+	for i, ev := range tr.Events {
+		switch ev.Op {
+		case trace.OpAlloc:
+			p, err := a.Alloc(ev.Size, streams[ev.Stream])
+			if err != nil {
+				t.Fatalf("%s/%s: event %d (%v): %v", tr.Name, a.Policy(), i, ev, err)
+			}
+			ptrs[ev.ID] = p
+			rs := roundSize(ev.Size)
+			sizes[ev.ID] = rs
+			live += rs
+			peak = max(peak, live)
+		case trace.OpFree:
+			p, ok := ptrs[ev.ID]
+			if !ok {
+				continue
+			}
+			if err := a.Free(p); err != nil {
+				t.Fatalf("%s/%s: event %d (%v): %v", tr.Name, a.Policy(), i, ev, err)
+			}
+			delete(ptrs, ev.ID)
+			live -= sizes[ev.ID]
+		}
+	}
+	wall := time.Since(start)
+	res := replayResult{Trace: tr.Name, Policy: a.Policy(), PeakLive: peak, Stats: a.Stats(),
+		Modeled: dev.ModeledTime(), Events: len(tr.Events), Wall: wall}
+	if _, err := a.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if l := dev.Leaks(); !l.Empty() {
+		t.Fatalf("%s/%s: leaks after Close: %v", tr.Name, res.Policy, l)
+	}
+	return res
+}
+
+type peakEntry struct {
+	Workload      string  `json:"workload"`
+	Conf          string  `json:"conf"`
+	Seconds       float64 `json:"seconds"`
+	PeakAllocated uint64  `json:"peak_allocated"`
+	PeakReserved  uint64  `json:"peak_reserved"`
+}
+
+func loadPeaks(t testing.TB) []peakEntry {
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "traces", "peaks.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []peakEntry
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func findPeak(ps []peakEntry, workload, conf string) (peakEntry, bool) {
+	for _, p := range ps {
+		if p.Workload == workload && p.Conf == conf {
+			return p, true
+		}
+	}
+	return peakEntry{}, false
+}
+
+// TestReplayTable prints the replay table (GMLAKE_REPLAY=1): per trace and policy, peak reserved against
+// PyTorch's, fragmentation and modeled driver time.
+func TestReplayTable(t *testing.T) {
+	if os.Getenv("GMLAKE_REPLAY") == "" {
+		t.Skip("set GMLAKE_REPLAY=1 to print the replay table")
+	}
+	peaks := loadPeaks(t)
+	fmt.Printf("%-14s %-13s %9s %9s %8s %7s %9s %7s %7s %8s %7s\n", "trace", "policy", "peakLive", "reserved",
+		"torch", "vsTorch", "frag", "drvms", "%train", "stitches", "Mev/s")
+	for _, name := range bundledTraces(t) {
+		tr := loadTrace(t, name)
+		var expTime time.Duration
+		var expRes uint64
+		for _, pol := range []string{PolicyCaching, PolicyExpandable, PolicyGMLakePaper, PolicyGMLake} {
+			r := replay(t, tr, Config{Policy: pol})
+			conf := "native"
+			if pol != PolicyCaching {
+				conf = "expandable_segments:True"
+			}
+			pk, _ := findPeak(peaks, name, conf)
+			nat, _ := findPeak(peaks, name, "native")
+			vs := ""
+			if pol == PolicyCaching || pol == PolicyExpandable {
+				vs = fmt.Sprintf("%+.2f%%", 100*(float64(r.Stats.PeakReservedBytes)/float64(pk.PeakReserved)-1))
+			}
+			if pol == PolicyExpandable {
+				expTime, expRes = r.Modeled, r.Stats.PeakReservedBytes
+			}
+			extra := ""
+			if pol == PolicyGMLake {
+				extra = fmt.Sprintf(" res/exp=%.3f time/exp=%.2f", float64(r.Stats.PeakReservedBytes)/float64(expRes),
+					float64(r.Modeled)/float64(expTime))
+			}
+			fmt.Printf("%-14s %-13s %9.3f %9.3f %8.3f %7s %8.2f%% %7.1f %6.3f%% %8d %7.2f%s\n", name, pol,
+				float64(r.PeakLive)/1e9, float64(r.Stats.PeakReservedBytes)/1e9, float64(pk.PeakReserved)/1e9, vs,
+				100*r.frag(), float64(r.Modeled)/1e6, 100*r.Modeled.Seconds()/nat.Seconds, r.Stats.NumStitches,
+				float64(r.Events)/r.Wall.Seconds()/1e6, extra)
+		}
+	}
+}

@@ -1,0 +1,99 @@
+package impl
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// Snapshot returns a deep copy of the allocator's full state for the checkers: live allocations, every
+// mapped pBlock and every sBlock with its backing, the chunks with their reference counts, reservations,
+// mappings and statistics. Unmapped stretches of arenas are not blocks and are not listed.
+func (a *Allocator) Snapshot() Snapshot {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := Snapshot{Policy: a.p.name, Granularity: a.gran, Closed: a.closed, Stats: a.st}
+	s.Stats.DriverCalls = a.d.n
+	s.Live = a.liveInfos()
+	for _, seg := range a.segs {
+		s.Reservations = append(s.Reservations, vmm.Range{Base: seg.base, Size: seg.size})
+		for _, c := range seg.chunks {
+			s.Chunks = append(s.Chunks, ChunkInfo{Handle: c.h, Size: c.size, Refs: c.refs()})
+			s.Mappings = append(s.Mappings, Mapping{VA: vmm.Range{Base: seg.base.Add(c.off), Size: c.size}, Handle: c.h})
+		}
+		for b := seg.head; b != nil; b = b.next {
+			if !b.mapped {
+				continue
+			}
+			bi := BlockInfo{ID: b.id, Kind: Primitive, State: b.state, Range: vmm.Range{Base: b.ptr, Size: b.size},
+				Stream: b.stream, Events: b.events}
+			if b.state == Live && b.heldBy == nil {
+				bi.Requested = b.requested
+			}
+			if b.heldBy != nil {
+				bi.HeldBy = b.heldBy.id
+			}
+			lo, hi := b.segOff(), b.segOff()+b.size
+			for i := seg.chunkIndex(lo); i < len(seg.chunks) && seg.chunks[i].off < hi; i++ {
+				c := seg.chunks[i]
+				bi.Backing = append(bi.Backing, Mapping{VA: vmm.Range{Base: seg.base.Add(c.off), Size: c.size}, Handle: c.h})
+			}
+			s.Blocks = append(s.Blocks, bi)
+		}
+	}
+	for _, sb := range a.sblocks {
+		s.Reservations = append(s.Reservations, sb.resv)
+		bi := BlockInfo{ID: sb.id, Kind: Stitched, State: sb.state, Range: vmm.Range{Base: sb.ptr, Size: sb.size},
+			Stream: sb.stream, Events: sb.events}
+		if sb.state == Live {
+			bi.Requested = sb.requested
+		}
+		off := uint64(0)
+		for _, c := range sb.chunks {
+			m := Mapping{VA: vmm.Range{Base: sb.ptr.Add(off), Size: c.size}, Handle: c.h}
+			bi.Backing = append(bi.Backing, m)
+			s.Mappings = append(s.Mappings, m)
+			off += c.size
+		}
+		if len(sb.parts) > 0 {
+			for _, pb := range sb.parts {
+				bi.Parts = append(bi.Parts, pb.id)
+			}
+		} else {
+			for _, c := range sb.chunks {
+				bi.Parts = append(bi.Parts, c.seg.blockAt(c.off).id)
+			}
+		}
+		s.Blocks = append(s.Blocks, bi)
+	}
+	for _, c := range a.orphanHandles {
+		s.Chunks = append(s.Chunks, ChunkInfo{Handle: c})
+	}
+	s.Mappings = append(s.Mappings, a.orphanMaps...)
+	s.Reservations = append(s.Reservations, a.orphanResv...)
+	slices.SortFunc(s.Blocks, func(x, y BlockInfo) int {
+		if c := cmp.Compare(x.Kind, y.Kind); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Range.Base, y.Range.Base)
+	})
+	slices.SortFunc(s.Chunks, func(x, y ChunkInfo) int { return cmp.Compare(x.Handle, y.Handle) })
+	slices.SortFunc(s.Reservations, func(x, y vmm.Range) int { return cmp.Compare(x.Base, y.Base) })
+	slices.SortFunc(s.Mappings, func(x, y Mapping) int { return cmp.Compare(x.VA.Base, y.VA.Base) })
+	return s
+}
+
+// liveInfos lists the live allocations sorted by pointer.
+func (a *Allocator) liveInfos() []LiveInfo {
+	var out []LiveInfo
+	for p, b := range a.ptrs {
+		if b.ptr != p || b.state != Live || b.heldBy != nil {
+			continue
+		}
+		out = append(out, LiveInfo{Ptr: p, Requested: b.requested, Size: b.size, Stream: b.stream,
+			Uses: slices.Clone(b.uses), Block: b.id})
+	}
+	slices.SortFunc(out, func(x, y LiveInfo) int { return cmp.Compare(x.Ptr, y.Ptr) })
+	return out
+}

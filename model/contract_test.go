@@ -1,0 +1,145 @@
+package model
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/gmlake/gmlake/vmm"
+)
+
+var (
+	errSize    = errors.New("size")
+	errUnknown = errors.New("unknown")
+	errInter   = errors.New("interior")
+	errDouble  = errors.New("double")
+	errStream  = errors.New("stream")
+	errClosed  = errors.New("closed")
+)
+
+func testContract() ContractState {
+	return NewContract(&ContractConfig{Capacity: 16 * vmm.MiB, Granularity: 2 * vmm.MiB, Streams: []vmm.Stream{1},
+		Errors: ContractErrors{InvalidSize: errSize, UnknownPointer: errUnknown, InteriorPtr: errInter,
+			DoubleFree: errDouble, UnknownStream: errStream, Closed: errClosed}})
+}
+
+type cstep struct {
+	in   ContractInput
+	out  ContractOutput
+	want bool
+}
+
+func runSteps(t *testing.T, s ContractState, steps []cstep) ContractState {
+	t.Helper()
+	for i, st := range steps {
+		key := s.Key()
+		ok, next, why := s.Explain(st.in, st.out)
+		if s.Key() != key {
+			t.Fatalf("step %d: Step mutated its input state", i)
+		}
+		if ok != st.want {
+			t.Fatalf("step %d: %v -> %v: legal=%v, want %v (%s)", i, st.in, st.out, ok, st.want, why)
+		}
+		if ok {
+			s = next
+		}
+	}
+	return s
+}
+
+const p1, p2 = vmm.DevicePtr(0x10000), vmm.DevicePtr(0x20000)
+
+func alloc(size uint64, s vmm.Stream) ContractInput {
+	return ContractInput{Op: COpAlloc, Size: size, Stream: s}
+}
+func free(p vmm.DevicePtr) ContractInput { return ContractInput{Op: COpFree, Ptr: p} }
+
+// C-NOOVERLAP (INV-NOOVERLAP at the API)
+func TestContractNoOverlap(t *testing.T) {
+	runSteps(t, testContract(), []cstep{
+		{alloc(0x100, 0), ContractOutput{Ptr: p1}, true},
+		{alloc(0x100, 0), ContractOutput{Ptr: p1 + 0x80}, false},
+		{alloc(0x100, 0), ContractOutput{Ptr: p1 + 0x100}, true},
+		{alloc(0x100, 0), ContractOutput{}, false}, // null pointer
+		{alloc(0x100, 0), ContractOutput{Err: errors.New("driver")}, false},
+		{alloc(0x100, 7), ContractOutput{Err: errStream}, true},
+		{alloc(0x100, 7), ContractOutput{Ptr: p2}, false},
+		{alloc(0, 0), ContractOutput{Err: errSize}, true},
+		{alloc(32*vmm.MiB, 0), ContractOutput{Ptr: p2}, false},
+		{alloc(32*vmm.MiB, 0), ContractOutput{Err: vmm.ErrOutOfMemory}, true},
+	})
+}
+
+// C-FREE
+func TestContractFree(t *testing.T) {
+	s := runSteps(t, testContract(), []cstep{
+		{alloc(0x100, 0), ContractOutput{Ptr: p1}, true},
+		{free(p1 + 8), ContractOutput{Err: errInter}, true},
+		{free(p1 + 8), ContractOutput{}, false},
+		{free(p1), ContractOutput{Err: errUnknown}, false},
+		{free(p1), ContractOutput{}, true},
+		{free(p1), ContractOutput{Err: errDouble}, true},
+		{free(p1), ContractOutput{}, false},
+		{ContractInput{Op: COpRecordStream, Ptr: p1, Stream: 1}, ContractOutput{}, false},
+		{alloc(0x100, 0), ContractOutput{Ptr: p1}, true}, // reuse
+	})
+	if len(s.Live) != 1 {
+		t.Fatalf("want 1 live, got %v", s)
+	}
+}
+
+// C-STREAM (INV-STREAM at the API): a range freed on stream 0 with work pending, recorded on stream 1.
+func TestContractStream(t *testing.T) {
+	base := []cstep{
+		{alloc(0x100, 0), ContractOutput{Ptr: p1}, true},
+		{ContractInput{Op: COpLaunch, Stream: 0}, ContractOutput{}, true},
+		{free(p1), ContractOutput{}, true},
+	}
+	s := runSteps(t, testContract(), base)
+	runSteps(t, s, []cstep{
+		{alloc(0x100, 1), ContractOutput{Ptr: p1}, false},
+		{alloc(0x100, 0), ContractOutput{Ptr: p1}, true},
+	})
+	runSteps(t, s, []cstep{
+		{ContractInput{Op: COpComplete, Stream: 0}, ContractOutput{}, true},
+		{alloc(0x100, 1), ContractOutput{Ptr: p1}, true},
+	})
+	// RecordStream: the free also waits for stream 1's work, even for reuse on stream 0.
+	s = runSteps(t, testContract(), []cstep{
+		{alloc(0x100, 0), ContractOutput{Ptr: p1}, true},
+		{ContractInput{Op: COpRecordStream, Ptr: p1, Stream: 1}, ContractOutput{}, true},
+		{ContractInput{Op: COpLaunch, Stream: 1}, ContractOutput{}, true},
+		{free(p1), ContractOutput{}, true},
+		{alloc(0x100, 0), ContractOutput{Ptr: p1 + 0x80}, false},
+		{alloc(0x100, 0), ContractOutput{Ptr: p1 + 0x100}, true},
+		{ContractInput{Op: COpCompleteAll}, ContractOutput{}, true},
+		{alloc(0x100, 0), ContractOutput{Ptr: p1 + 0x80}, false}, // overlaps the live one at p1+0x100
+		{alloc(0x80, 0), ContractOutput{Ptr: p1 + 0x80}, true},
+	})
+	if len(s.Freed) != 0 {
+		t.Fatalf("freed ranges should be pruned after completion: %v", s)
+	}
+}
+
+// C-OOM (INV-NOSPURIOUSOOM at the API)
+func TestContractOOM(t *testing.T) {
+	runSteps(t, testContract(), []cstep{
+		{alloc(8*vmm.MiB, 0), ContractOutput{Err: vmm.ErrOutOfMemory}, false}, // empty allocator, fits
+		{alloc(8*vmm.MiB, 0), ContractOutput{Ptr: p1}, true},
+		{alloc(8*vmm.MiB, 0), ContractOutput{Err: vmm.ErrOutOfMemory}, true}, // something live: may fail
+		{ContractInput{Op: COpInjectFault}, ContractOutput{}, true},
+		{free(p1), ContractOutput{Err: errors.New("driver")}, true},
+		{ContractInput{Op: COpClearFaults}, ContractOutput{}, true},
+		{free(p1), ContractOutput{}, true},
+		{alloc(16*vmm.MiB, 0), ContractOutput{Err: vmm.ErrOutOfMemory}, false},
+	})
+}
+
+func TestContractClose(t *testing.T) {
+	runSteps(t, testContract(), []cstep{
+		{alloc(0x100, 0), ContractOutput{Ptr: p1}, true},
+		{ContractInput{Op: COpClose}, ContractOutput{}, true},
+		{alloc(0x100, 0), ContractOutput{Ptr: p2}, false},
+		{alloc(0x100, 0), ContractOutput{Err: errClosed}, true},
+		{free(p1), ContractOutput{Err: errClosed}, true},
+	})
+}

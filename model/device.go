@@ -1,0 +1,609 @@
+package model
+
+// The reference device: a simulated GPU that implements vmm.Driver and enforces every rule of the vmm
+// package doc (notes/cuda-vmm.md) with the error CUDA gives.
+//
+// State, all guarded by Device.mu:
+//   - handles: the physical allocations still holding memory (created, and not yet both released and
+//     unmapped). A handle id is never reused, so an id below nextHandle that is not in the map was freed.
+//   - reservations: the reserved virtual ranges, in a btree keyed by base.
+//   - mappings: the mapped virtual ranges, one per Map call, in a btree keyed by base. Each lies inside one
+//     reservation and maps its handle whole, at offset 0.
+//   - streams and events (device_streams.go), shadow contents (shadow.go), faults (faults.go).
+//
+// Every driver call goes through begin (count it, maybe inject a fault) and ends by charging modeled time.
+// Validation happens before any mutation, so a failed call changes nothing (vmm.Driver's contract).
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/btree"
+
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// H200Capacity is the default device capacity: an H200's 141 GB (rounded down to the granularity).
+const H200Capacity uint64 = 141_000_000_000
+
+// VABase is the first virtual address the device hands out. Addresses grow upward from here.
+const VABase vmm.DevicePtr = 0x7f00_0000_0000
+
+// DeviceConfig configures a simulated device. The zero value is an H200.
+type DeviceConfig struct {
+	// Capacity is the physical memory in bytes; 0 means H200Capacity. Rounded down to the granularity.
+	Capacity uint64
+	// Granularity is the allocation granularity, a power of two; 0 means 2 MiB.
+	Granularity uint64
+	// Costs is the cost model charged to ModeledTime; nil means vmm.H200Costs().
+	Costs *vmm.CostModel
+	// SyncStreams makes every unit of stream work complete as soon as it is submitted (trace replays).
+	SyncStreams bool
+	// Seed seeds the random source of FailProb.
+	Seed int64
+}
+
+// DeviceMapping is one Map call's mapping, as the device sees it.
+type DeviceMapping struct {
+	VA         vmm.Range  // the mapped virtual range; VA.Size is the handle's size
+	Handle     vmm.Handle // the physical handle mapped there, whole, at offset 0
+	Accessible bool       // SetAccess has granted access to the whole range
+}
+
+// HandleInfo describes a physical handle that still holds memory.
+type HandleInfo struct {
+	Handle   vmm.Handle
+	Size     uint64
+	Released bool // Release was called; the memory returns when Mappings drops to 0
+	Mappings int  // how many mappings of it exist
+}
+
+// DeviceState is a deep copy of the device's memory state, for the spec checkers. Slices are sorted by
+// address (Reservations, Mappings) or handle id (Handles).
+type DeviceState struct {
+	Reservations []vmm.Range
+	Mappings     []DeviceMapping
+	Handles      []HandleInfo
+	Used         uint64 // physical bytes not yet returned to the device
+	Capacity     uint64
+}
+
+// handle is a physical allocation.
+type handle struct {
+	id       vmm.Handle
+	size     uint64
+	released bool
+	mappings int    // Invariant: equals the number of mappings in Device.mappings with this handle
+	shadow   shadow // the bytes written to it (sparse; unwritten bytes read 0)
+}
+
+// mapping is one Map call's mapping.
+type mapping struct {
+	base vmm.DevicePtr
+	size uint64
+	h    *handle
+	// access: the offsets within the mapping that SetAccess granted, sorted, disjoint, merged.
+	// Invariant: fully accessible iff access == [{0, size}].
+	access []span
+}
+
+func (m *mapping) limit() vmm.DevicePtr { return m.base.Add(m.size) }
+
+func (m *mapping) accessible() bool {
+	return len(m.access) == 1 && m.access[0].lo == 0 && m.access[0].hi == m.size
+}
+
+// span is a half-open interval of offsets [lo, hi).
+type span struct{ lo, hi uint64 }
+
+// Device is the simulated GPU. Create it with NewDevice; it is safe for concurrent use.
+type Device struct {
+	gran     uint64
+	capacity uint64
+	costs    *vmm.CostModel
+	sync     bool
+
+	mu struct {
+		sync.Mutex
+		used         uint64 // Invariant: sum of sizes of handles
+		handles      map[vmm.Handle]*handle
+		nextHandle   vmm.Handle
+		reservations *btree.BTreeG[vmm.Range] // keyed by Base; disjoint
+		mappings     *btree.BTreeG[*mapping]  // keyed by base; disjoint; each inside one reservation
+		nextVA       vmm.DevicePtr            // bump pointer for Reserve
+		streams      map[vmm.Stream]*stream   // live streams, DefaultStream included
+		zombies      []*stream                // destroyed streams with pending work
+		nextStream   vmm.Stream
+		events       map[vmm.Event]*event
+		nextEvent    vmm.Event
+		counts       vmm.CallCounts
+		modeled      time.Duration
+		faults       faults
+	}
+}
+
+var _ vmm.Driver = (*Device)(nil)
+
+// NewDevice returns a fresh simulated device: nothing reserved or created, DefaultStream idle.
+func NewDevice(cfg DeviceConfig) *Device {
+	g := cfg.Granularity
+	if g == 0 {
+		g = 2 * vmm.MiB
+	}
+	if g&(g-1) != 0 {
+		panic(fmt.Sprintf("model: granularity %d is not a power of two", g))
+	}
+	c := cfg.Capacity
+	if c == 0 {
+		c = H200Capacity
+	}
+	c -= c % g
+	costs := cfg.Costs
+	if costs == nil {
+		costs = vmm.H200Costs()
+	}
+	d := &Device{gran: g, capacity: c, costs: costs, sync: cfg.SyncStreams}
+	d.mu.handles = make(map[vmm.Handle]*handle)
+	d.mu.nextHandle = 1
+	d.mu.reservations = btree.NewG(16, func(a, b vmm.Range) bool { return a.Base < b.Base })
+	d.mu.mappings = btree.NewG(16, func(a, b *mapping) bool { return a.base < b.base })
+	d.mu.nextVA = VABase
+	d.mu.streams = map[vmm.Stream]*stream{vmm.DefaultStream: {id: vmm.DefaultStream}}
+	d.mu.nextStream = 1
+	d.mu.events = make(map[vmm.Event]*event)
+	d.mu.nextEvent = 1
+	d.mu.faults.init(cfg.Seed)
+	return d
+}
+
+// Capacity returns the device's physical memory in bytes.
+func (d *Device) Capacity() uint64 { return d.capacity }
+
+// Used returns the physical bytes not yet returned to the device (created, and not both released and
+// unmapped).
+func (d *Device) Used() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.used
+}
+
+// beginLocked counts a call of kind k and returns the injected failure for it, if any. d.mu must be held.
+func (d *Device) beginLocked(k vmm.CallKind) error {
+	d.mu.counts[k]++
+	if r, ok := d.mu.faults.check(k); ok {
+		d.mu.modeled += d.costs.Cost(k, 0)
+		return &vmm.CallError{Call: k, Result: r, Detail: "injected fault"}
+	}
+	return nil
+}
+
+// failLocked charges a failed call (the cost of the smallest call of its kind) and builds its error.
+func (d *Device) failLocked(k vmm.CallKind, r vmm.Result, format string, args ...any) error {
+	d.mu.modeled += d.costs.Cost(k, 0)
+	return vmm.Errorf(k, r, format, args...)
+}
+
+// checkSizeLocked enforces rule 1: size is a positive multiple of the granularity.
+func (d *Device) checkSizeLocked(k vmm.CallKind, size uint64) error {
+	if size == 0 || size%d.gran != 0 {
+		return d.failLocked(k, vmm.InvalidValue, "rule 1: size %d (%s) is not a positive multiple of the granularity %d",
+			size, vmm.FormatBytes(size), d.gran)
+	}
+	return nil
+}
+
+// checkPtrLocked enforces that ptr is aligned to the granularity and ptr+size does not overflow.
+func (d *Device) checkPtrLocked(k vmm.CallKind, ptr vmm.DevicePtr, size uint64) error {
+	if uint64(ptr)%d.gran != 0 {
+		return d.failLocked(k, vmm.InvalidValue, "rule 1: address %v is not aligned to the granularity %d", ptr, d.gran)
+	}
+	if uint64(ptr)+size < uint64(ptr) {
+		return d.failLocked(k, vmm.InvalidValue, "range %v + %d overflows the address space", ptr, size)
+	}
+	return nil
+}
+
+// lookupHandleLocked returns the live, unreleased handle h or an InvalidHandle error (rule 7).
+func (d *Device) lookupHandleLocked(k vmm.CallKind, h vmm.Handle) (*handle, error) {
+	hd := d.mu.handles[h]
+	switch {
+	case hd != nil && !hd.released:
+		return hd, nil
+	case hd != nil:
+		return nil, d.failLocked(k, vmm.InvalidHandle, "rule 7: handle %d was released (still mapped %d times)", h, hd.mappings)
+	case h != 0 && h < d.mu.nextHandle:
+		return nil, d.failLocked(k, vmm.InvalidHandle, "rule 7: handle %d was released and its memory freed", h)
+	}
+	return nil, d.failLocked(k, vmm.InvalidHandle, "handle %d was never created", h)
+}
+
+// Granularity returns the allocation granularity (constant).
+func (d *Device) Granularity() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.beginLocked(vmm.CallGranularity) == nil {
+		d.mu.modeled += d.costs.Cost(vmm.CallGranularity, 0)
+	}
+	return d.gran
+}
+
+// Create allocates size bytes of physical memory.
+func (d *Device) Create(size uint64) (vmm.Handle, error) {
+	const k = vmm.CallCreate
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.beginLocked(k); err != nil {
+		return 0, err
+	}
+	if err := d.checkSizeLocked(k, size); err != nil {
+		return 0, err
+	}
+	if size > d.capacity-d.mu.used {
+		return 0, d.failLocked(k, vmm.OutOfMemory, "asked %d (%s), free %d (%s) of %s",
+			size, vmm.FormatBytes(size), d.capacity-d.mu.used, vmm.FormatBytes(d.capacity-d.mu.used),
+			vmm.FormatBytes(d.capacity))
+	}
+	h := &handle{id: d.mu.nextHandle, size: size}
+	d.mu.nextHandle++
+	d.mu.handles[h.id] = h
+	d.mu.used += size
+	d.mu.modeled += d.costs.Cost(k, size)
+	return h.id, nil
+}
+
+// Release drops the reference to h; the memory returns once h is also unmapped everywhere.
+func (d *Device) Release(h vmm.Handle) error {
+	const k = vmm.CallRelease
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.beginLocked(k); err != nil {
+		return err
+	}
+	hd, err := d.lookupHandleLocked(k, h)
+	if err != nil {
+		return err
+	}
+	hd.released = true
+	d.maybeFreeLocked(hd)
+	d.mu.modeled += d.costs.Cost(k, hd.size)
+	return nil
+}
+
+// maybeFreeLocked returns hd's memory to the device if it is released and unmapped (rule 7).
+func (d *Device) maybeFreeLocked(hd *handle) {
+	if hd.released && hd.mappings == 0 {
+		delete(d.mu.handles, hd.id)
+		d.mu.used -= hd.size
+	}
+}
+
+// Reserve reserves size bytes of virtual address space, aligned to the granularity.
+func (d *Device) Reserve(size uint64) (vmm.DevicePtr, error) {
+	const k = vmm.CallReserve
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.beginLocked(k); err != nil {
+		return 0, err
+	}
+	if err := d.checkSizeLocked(k, size); err != nil {
+		return 0, err
+	}
+	base := d.mu.nextVA
+	if uint64(base)+size < uint64(base) {
+		return 0, d.failLocked(k, vmm.OutOfMemory, "virtual address space exhausted: asked %d at %v", size, base)
+	}
+	// The bump pointer only grows, so the new range cannot overlap a live reservation.
+	d.mu.nextVA = base.Add(size)
+	d.mu.reservations.ReplaceOrInsert(vmm.Range{Base: base, Size: size})
+	d.mu.modeled += d.costs.Cost(k, size)
+	return base, nil
+}
+
+// reservationAtLocked returns the reservation containing p.
+func (d *Device) reservationAtLocked(p vmm.DevicePtr) (vmm.Range, bool) {
+	var r vmm.Range
+	ok := false
+	d.mu.reservations.DescendLessOrEqual(vmm.Range{Base: p}, func(x vmm.Range) bool {
+		r, ok = x, x.Contains(p)
+		return false
+	})
+	return r, ok
+}
+
+// FreeAddress returns the reservation (ptr, size) exactly as reserved, with nothing mapped in it (rule 6).
+func (d *Device) FreeAddress(ptr vmm.DevicePtr, size uint64) error {
+	const k = vmm.CallFreeAddress
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.beginLocked(k); err != nil {
+		return err
+	}
+	r, ok := d.mu.reservations.Get(vmm.Range{Base: ptr})
+	if !ok {
+		return d.failLocked(k, vmm.InvalidValue, "rule 6: %v is not the base of a reservation", ptr)
+	}
+	if r.Size != size {
+		return d.failLocked(k, vmm.InvalidValue, "rule 6: reservation %v has size %d, not %d", r, r.Size, size)
+	}
+	if m := d.firstMappingFromLocked(r.Base); m != nil && m.base < r.Limit() {
+		return d.failLocked(k, vmm.InvalidValue, "rule 6: reservation %v still has a mapping at [%v, %v)",
+			r, m.base, m.limit())
+	}
+	d.mu.reservations.Delete(r)
+	d.mu.modeled += d.costs.Cost(k, size)
+	return nil
+}
+
+// mappingAtLocked returns the mapping containing p, or nil.
+func (d *Device) mappingAtLocked(p vmm.DevicePtr) *mapping {
+	var m *mapping
+	d.mu.mappings.DescendLessOrEqual(&mapping{base: p}, func(x *mapping) bool {
+		if p < x.limit() {
+			m = x
+		}
+		return false
+	})
+	return m
+}
+
+// firstMappingFromLocked returns the first mapping whose base is >= p, or nil.
+func (d *Device) firstMappingFromLocked(p vmm.DevicePtr) *mapping {
+	var m *mapping
+	d.mu.mappings.AscendGreaterOrEqual(&mapping{base: p}, func(x *mapping) bool {
+		m = x
+		return false
+	})
+	return m
+}
+
+// Map places the whole handle h at ptr (rules 1, 2, 3, 7).
+func (d *Device) Map(ptr vmm.DevicePtr, size uint64, h vmm.Handle, offset uint64) error {
+	const k = vmm.CallMap
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.beginLocked(k); err != nil {
+		return err
+	}
+	if err := d.checkSizeLocked(k, size); err != nil {
+		return err
+	}
+	if err := d.checkPtrLocked(k, ptr, size); err != nil {
+		return err
+	}
+	hd, err := d.lookupHandleLocked(k, h)
+	if err != nil {
+		return err
+	}
+	if offset != 0 {
+		return d.failLocked(k, vmm.NotSupported, "rule 2: offset %d into handle %d: handles are mapped whole, at offset 0",
+			offset, h)
+	}
+	if size != hd.size {
+		return d.failLocked(k, vmm.InvalidValue, "rule 2: size %d does not equal handle %d's size %d", size, h, hd.size)
+	}
+	want := vmm.Range{Base: ptr, Size: size}
+	r, ok := d.reservationAtLocked(ptr)
+	if !ok {
+		return d.failLocked(k, vmm.InvalidValue, "rule 3: %v is not inside a reservation", want)
+	}
+	if want.Limit() > r.Limit() {
+		return d.failLocked(k, vmm.InvalidValue, "rule 3: %v runs past the end of reservation %v", want, r)
+	}
+	if m := d.mappingAtLocked(ptr); m != nil {
+		return d.failLocked(k, vmm.InvalidValue, "rule 3: %v overlaps the mapping [%v, %v) of handle %d",
+			want, m.base, m.limit(), m.h.id)
+	}
+	if m := d.firstMappingFromLocked(ptr); m != nil && m.base < want.Limit() {
+		return d.failLocked(k, vmm.InvalidValue, "rule 3: %v overlaps the mapping [%v, %v) of handle %d",
+			want, m.base, m.limit(), m.h.id)
+	}
+	d.mu.mappings.ReplaceOrInsert(&mapping{base: ptr, size: size, h: hd})
+	hd.mappings++
+	d.mu.modeled += d.costs.Cost(k, size)
+	return nil
+}
+
+// wholeMappingsLocked returns the mappings that exactly tile [ptr, ptr+size) (rule 4), or an error naming
+// the first hole or the partly covered mapping.
+func (d *Device) wholeMappingsLocked(k vmm.CallKind, ptr vmm.DevicePtr, size uint64, rule string) ([]*mapping, error) {
+	want := vmm.Range{Base: ptr, Size: size}
+	end := want.Limit()
+	if m := d.mappingAtLocked(ptr); m != nil && m.base != ptr {
+		return nil, d.failLocked(k, vmm.InvalidValue, "%s: %v starts inside the mapping [%v, %v)", rule, want, m.base, m.limit())
+	}
+	var ms []*mapping
+	next := ptr
+	var err error
+	d.mu.mappings.AscendGreaterOrEqual(&mapping{base: ptr}, func(m *mapping) bool {
+		if next >= end {
+			return false
+		}
+		if m.base != next {
+			err = d.failLocked(k, vmm.InvalidValue, "%s: %v has an unmapped hole at [%v, %v)", rule, want, next, min(m.base, end))
+			return false
+		}
+		if m.limit() > end {
+			err = d.failLocked(k, vmm.InvalidValue, "%s: %v ends inside the mapping [%v, %v)", rule, want, m.base, m.limit())
+			return false
+		}
+		ms = append(ms, m)
+		next = m.limit()
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if next < end {
+		return nil, d.failLocked(k, vmm.InvalidValue, "%s: %v has an unmapped hole at [%v, %v)", rule, want, next, end)
+	}
+	return ms, nil
+}
+
+// Unmap removes the whole mappings that tile [ptr, ptr+size) (rule 4). Costs Cost(Unmap, m.size) per mapping.
+func (d *Device) Unmap(ptr vmm.DevicePtr, size uint64) error {
+	const k = vmm.CallUnmap
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.beginLocked(k); err != nil {
+		return err
+	}
+	if err := d.checkSizeLocked(k, size); err != nil {
+		return err
+	}
+	if err := d.checkPtrLocked(k, ptr, size); err != nil {
+		return err
+	}
+	ms, err := d.wholeMappingsLocked(k, ptr, size, "rule 4 (unmap whole mappings only)")
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		d.mu.mappings.Delete(m)
+		m.h.mappings--
+		d.maybeFreeLocked(m.h)
+		d.mu.modeled += d.costs.Cost(k, m.size)
+	}
+	return nil
+}
+
+// SetAccess grants read/write access to [ptr, ptr+size), which must be fully mapped (rule 5). It may cover
+// part of a mapping (at granularity); it costs Cost(SetAccess, m.size) per mapping touched.
+func (d *Device) SetAccess(ptr vmm.DevicePtr, size uint64) error {
+	const k = vmm.CallSetAccess
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.beginLocked(k); err != nil {
+		return err
+	}
+	if err := d.checkSizeLocked(k, size); err != nil {
+		return err
+	}
+	if err := d.checkPtrLocked(k, ptr, size); err != nil {
+		return err
+	}
+	want := vmm.Range{Base: ptr, Size: size}
+	end := want.Limit()
+	var ms []*mapping
+	next := ptr
+	first := d.mappingAtLocked(ptr)
+	if first == nil {
+		return d.failLocked(k, vmm.InvalidValue, "rule 5: %v is not fully mapped: hole at %v", want, ptr)
+	}
+	var err error
+	d.mu.mappings.AscendGreaterOrEqual(first, func(m *mapping) bool {
+		if next >= end {
+			return false
+		}
+		if m.base > next {
+			err = d.failLocked(k, vmm.InvalidValue, "rule 5: %v is not fully mapped: hole at [%v, %v)", want, next, min(m.base, end))
+			return false
+		}
+		ms = append(ms, m)
+		next = m.limit()
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if next < end {
+		return d.failLocked(k, vmm.InvalidValue, "rule 5: %v is not fully mapped: hole at [%v, %v)", want, next, end)
+	}
+	for _, m := range ms {
+		lo := max(ptr, m.base) - m.base
+		hi := min(end, m.limit()) - m.base
+		m.access = addSpan(m.access, span{uint64(lo), uint64(hi)})
+		d.mu.modeled += d.costs.Cost(k, m.size)
+	}
+	return nil
+}
+
+// addSpan merges s into the sorted, disjoint, merged list ss.
+func addSpan(ss []span, s span) []span {
+	out := make([]span, 0, len(ss)+1)
+	for _, x := range ss {
+		switch {
+		case x.hi < s.lo:
+			out = append(out, x)
+		case x.lo > s.hi:
+			out = append(out, s)
+			s = x
+		default:
+			s = span{min(x.lo, s.lo), max(x.hi, s.hi)}
+		}
+	}
+	return append(out, s)
+}
+
+// covers reports whether the sorted merged list ss covers [lo, hi).
+func covers(ss []span, lo, hi uint64) bool {
+	for _, x := range ss {
+		if x.lo <= lo && hi <= x.hi {
+			return true
+		}
+	}
+	return false
+}
+
+// MemInfo returns the free and total physical memory.
+func (d *Device) MemInfo() (free, total uint64, err error) {
+	const k = vmm.CallMemInfo
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.beginLocked(k); err != nil {
+		return 0, 0, err
+	}
+	d.mu.modeled += d.costs.Cost(k, 0)
+	return d.capacity - d.mu.used, d.capacity, nil
+}
+
+// Counts returns the number of driver calls made since creation or ResetCounters, by kind. Every call is
+// counted, whether it succeeded, broke a rule or failed by injection.
+func (d *Device) Counts() vmm.CallCounts {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.counts
+}
+
+// ModeledTime returns the driver time the cost model charges for the calls since creation or ResetCounters.
+// A successful call costs Cost(kind, size) (per mapping covered for Unmap and SetAccess); a failed call
+// costs Cost(kind, 0), what the smallest call of its kind costs.
+func (d *Device) ModeledTime() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.modeled
+}
+
+// ResetCounters zeroes Counts and ModeledTime. Fault injection schedules are not affected.
+func (d *Device) ResetCounters() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.mu.counts = vmm.CallCounts{}
+	d.mu.modeled = 0
+}
+
+// State returns a deep copy of the memory state.
+func (d *Device) State() DeviceState {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := DeviceState{Used: d.mu.used, Capacity: d.capacity}
+	s.Reservations, s.Mappings, s.Handles = d.snapshotLocked()
+	return s
+}
+
+// snapshotLocked copies reservations, mappings and handles.
+func (d *Device) snapshotLocked() ([]vmm.Range, []DeviceMapping, []HandleInfo) {
+	rs := make([]vmm.Range, 0, d.mu.reservations.Len())
+	d.mu.reservations.Ascend(func(r vmm.Range) bool { rs = append(rs, r); return true })
+	ms := make([]DeviceMapping, 0, d.mu.mappings.Len())
+	d.mu.mappings.Ascend(func(m *mapping) bool {
+		ms = append(ms, DeviceMapping{VA: vmm.Range{Base: m.base, Size: m.size}, Handle: m.h.id, Accessible: m.accessible()})
+		return true
+	})
+	hs := make([]HandleInfo, 0, len(d.mu.handles))
+	for _, h := range d.mu.handles {
+		hs = append(hs, HandleInfo{Handle: h.id, Size: h.size, Released: h.released, Mappings: h.mappings})
+	}
+	sortHandles(hs)
+	return rs, ms, hs
+}

@@ -1,0 +1,321 @@
+package spec
+
+import (
+	"sort"
+
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// Invariant names, as numbered in SPEC.md.
+const (
+	InvNoOverlap     = "INV-NOOVERLAP"
+	InvMapped        = "INV-MAPPED"
+	InvNoAlias       = "INV-NOALIAS"
+	InvRefcount      = "INV-REFCOUNT"
+	InvStats         = "INV-STATS"
+	InvMirror        = "INV-MIRROR"
+	InvBlocks        = "INV-BLOCKS"
+	InvNoLeak        = "INV-NOLEAK"
+	InvStream        = "INV-STREAM"
+	InvReleaseSafe   = "INV-RELEASESAFE"
+	InvNoSpuriousOOM = "INV-NOSPURIOUSOOM"
+	InvContract      = "INV-CONTRACT"
+)
+
+// StateInvariants lists the invariants Check evaluates on a single View, with their predicates.
+var StateInvariants = []struct {
+	Name  string
+	Check func(View) []Violation
+}{
+	{InvNoOverlap, CheckNoOverlap},
+	{InvMapped, CheckMapped},
+	{InvNoAlias, CheckNoAlias},
+	{InvRefcount, CheckRefcount},
+	{InvStats, CheckStats},
+	{InvMirror, CheckMirror},
+	{InvBlocks, CheckBlocks},
+	{InvNoLeak, CheckNoLeak},
+}
+
+// Check evaluates every state invariant on v and returns the violations, in SPEC.md order.
+func Check(v View) []Violation {
+	var out []Violation
+	for _, inv := range StateInvariants {
+		out = append(out, inv.Check(v)...)
+	}
+	return out
+}
+
+// CheckNoOverlap is INV-NOOVERLAP: live allocations never overlap in virtual space, and none starts at 0.
+func CheckNoOverlap(v View) []Violation {
+	var out []Violation
+	live := sortedLive(v.Live)
+	for i, a := range live {
+		if a.Ptr == 0 {
+			out = append(out, violation(InvNoOverlap, "live allocation at address 0 (size %d)", a.Size))
+		}
+		if i > 0 && live[i-1].Range().Overlaps(a.Range()) {
+			out = append(out, violation(InvNoOverlap, "live %v (stream %d) overlaps live %v (stream %d)",
+				live[i-1].Range(), live[i-1].Stream, a.Range(), a.Stream))
+		}
+	}
+	return out
+}
+
+// CheckMapped is INV-MAPPED: every byte of every live allocation's block is mapped on the device with
+// access granted.
+func CheckMapped(v View) []Violation {
+	var out []Violation
+	for _, a := range v.Live {
+		if a.Size == 0 {
+			continue
+		}
+		_, holes := v.Device.Backing(a.Range())
+		for _, h := range holes {
+			out = append(out, violation(InvMapped, "live %v (stream %d): %v is not mapped on the device", a.Range(), a.Stream, h))
+		}
+		for _, m := range overlappingDev(v.Device.Mappings, a.Range()) {
+			if !m.Accessible {
+				out = append(out, violation(InvMapped, "live %v (stream %d): mapping %v of handle %d has no access (SetAccess missing)",
+					a.Range(), a.Stream, m.VA, m.Handle))
+			}
+		}
+	}
+	return out
+}
+
+// CheckNoAlias is INV-NOALIAS: no physical byte backs two live allocations, through any mapping (a chunk
+// seen through its pBlock and through an sBlock is the same physical byte).
+func CheckNoAlias(v View) []Violation {
+	type owned struct {
+		PhysRange
+		alloc int
+	}
+	var all []owned
+	for i, a := range v.Live {
+		phys, _ := v.Device.Backing(a.Range())
+		for _, p := range phys {
+			all = append(all, owned{p, i})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].Handle != all[j].Handle {
+			return all[i].Handle < all[j].Handle
+		}
+		return all[i].Lo < all[j].Lo
+	})
+	var out []Violation
+	for i := 1; i < len(all); i++ {
+		// Compare with the furthest-reaching earlier range of the same handle.
+		for j := i - 1; j >= 0 && all[j].Handle == all[i].Handle; j-- {
+			if all[j].Hi > all[i].Lo && all[j].alloc != all[i].alloc {
+				a, b := v.Live[all[j].alloc], v.Live[all[i].alloc]
+				out = append(out, violation(InvNoAlias, "handle %d bytes [%#x, %#x) back both live %v (stream %d) and live %v (stream %d)",
+					all[i].Handle, all[i].Lo, min(all[i].Hi, all[j].Hi), a.Range(), a.Stream, b.Range(), b.Stream))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// CheckRefcount is INV-REFCOUNT: the reference count the allocator keeps for each chunk equals the number
+// of mappings of that handle on the device (its pBlock mapping plus one per stitched view), and the
+// device's own count agrees.
+func CheckRefcount(v View) []Violation {
+	devMaps := map[vmm.Handle]int{}
+	for _, m := range v.Device.Mappings {
+		devMaps[m.Handle]++
+	}
+	devHandles := map[vmm.Handle]DevHandle{}
+	for _, h := range v.Device.Handles {
+		devHandles[h.Handle] = h
+	}
+	var out []Violation
+	for _, c := range v.Chunks {
+		if c.Refs != devMaps[c.Handle] {
+			out = append(out, violation(InvRefcount, "chunk %d (%s): allocator counts %d references, device has %d mappings",
+				c.Handle, vmm.FormatBytes(c.Size), c.Refs, devMaps[c.Handle]))
+		}
+		if h, ok := devHandles[c.Handle]; ok && h.Mappings != devMaps[c.Handle] {
+			out = append(out, violation(InvRefcount, "handle %d: device counts %d mappings but lists %d", c.Handle, h.Mappings, devMaps[c.Handle]))
+		}
+	}
+	return out
+}
+
+// CheckStats is INV-STATS: the statistics equal what the live set, the chunks and the device say.
+func CheckStats(v View) []Violation {
+	var out []Violation
+	var req, alloc, reserved, mapped uint64
+	for _, a := range v.Live {
+		req += a.Requested
+		alloc += a.Size
+	}
+	for _, c := range v.Chunks {
+		reserved += c.Size
+	}
+	for _, m := range v.Mappings {
+		mapped += m.VA.Size
+	}
+	s := v.Stats
+	check := func(name string, got, want uint64, from string) {
+		if got != want {
+			out = append(out, violation(InvStats, "%s = %d, but %s = %d", name, got, from, want))
+		}
+	}
+	check("Stats.RequestedBytes", s.Requested, req, "sum of live requested sizes")
+	check("Stats.AllocatedBytes", s.Allocated, alloc, "sum of live block sizes")
+	check("Stats.NumLive", s.NumLive, uint64(len(v.Live)), "number of live allocations")
+	check("Stats.ReservedBytes", s.Reserved, reserved, "sum of chunk sizes")
+	check("Stats.ReservedBytes", s.Reserved, v.Device.Used, "device used bytes")
+	check("Stats.MappedBytes", s.Mapped, mapped, "sum of the allocator's mapping sizes")
+	if s.PeakRequested < s.Requested || s.PeakAllocated < s.Allocated || s.PeakReserved < s.Reserved {
+		out = append(out, violation(InvStats, "a peak is below its current value: requested %d/%d allocated %d/%d reserved %d/%d",
+			s.Requested, s.PeakRequested, s.Allocated, s.PeakAllocated, s.Reserved, s.PeakReserved))
+	}
+	if s.Allocated > s.Reserved && !v.Closed {
+		out = append(out, violation(InvStats, "allocated %d bytes exceed reserved %d", s.Allocated, s.Reserved))
+	}
+	for _, a := range v.Live {
+		if a.Size < a.Requested {
+			out = append(out, violation(InvStats, "live %v: block size %d below requested %d", a.Range(), a.Size, a.Requested))
+		}
+	}
+	return out
+}
+
+// CheckMirror is INV-MIRROR: the allocator's belief about the device equals the device: the same
+// reservations, the same mappings (address and handle), the same physical handles.
+func CheckMirror(v View) []Violation {
+	var out []Violation
+	engRes := map[vmm.Range]bool{}
+	for _, r := range v.Reservations {
+		engRes[r] = true
+	}
+	for _, r := range v.Device.Reservations {
+		if !engRes[r] {
+			out = append(out, violation(InvMirror, "device reservation %v is unknown to the allocator", r))
+		}
+		delete(engRes, r)
+	}
+	for r := range engRes {
+		out = append(out, violation(InvMirror, "allocator believes %v is reserved; the device does not", r))
+	}
+	engMap := map[Mapping]bool{}
+	for _, m := range v.Mappings {
+		engMap[m] = true
+	}
+	for _, m := range v.Device.Mappings {
+		k := Mapping{VA: m.VA, Handle: m.Handle}
+		if !engMap[k] {
+			out = append(out, violation(InvMirror, "device mapping %v -> handle %d is unknown to the allocator", m.VA, m.Handle))
+		}
+		delete(engMap, k)
+	}
+	for m := range engMap {
+		out = append(out, violation(InvMirror, "allocator believes %v -> handle %d is mapped; the device does not", m.VA, m.Handle))
+	}
+	engH := map[vmm.Handle]uint64{}
+	for _, c := range v.Chunks {
+		engH[c.Handle] = c.Size
+	}
+	for _, h := range v.Device.Handles {
+		sz, ok := engH[h.Handle]
+		switch {
+		case !ok:
+			out = append(out, violation(InvMirror, "device handle %d (%s) is not held by the allocator (leaked)", h.Handle, vmm.FormatBytes(h.Size)))
+		case sz != h.Size:
+			out = append(out, violation(InvMirror, "handle %d: allocator says %d bytes, device %d", h.Handle, sz, h.Size))
+		}
+		delete(engH, h.Handle)
+	}
+	for h := range engH {
+		out = append(out, violation(InvMirror, "allocator holds chunk %d, which the device has freed", h))
+	}
+	return out
+}
+
+// CheckBlocks is INV-BLOCKS: each live allocation is served by exactly one live block that starts at its
+// pointer and has its size; no two live allocations share a block; every other live block is a part of a
+// live sBlock.
+func CheckBlocks(v View) []Violation {
+	byID := map[uint64]Block{}
+	for _, b := range v.Blocks {
+		byID[b.ID] = b
+	}
+	var out []Violation
+	used := map[uint64]bool{}
+	// pBlocks held by a live sBlock are live too (they serve it); they are not allocations of their own.
+	held := map[uint64]bool{}
+	for _, b := range v.Blocks {
+		if b.Stitched && b.State == BlockLive {
+			for _, p := range b.Parts {
+				held[p] = true
+			}
+		}
+	}
+	nLive := 0
+	for _, b := range v.Blocks {
+		if b.State == BlockLive && !held[b.ID] {
+			nLive++
+		}
+	}
+	for _, a := range v.Live {
+		b, ok := byID[a.Block]
+		switch {
+		case !ok:
+			out = append(out, violation(InvBlocks, "live %v names block %d, which does not exist", a.Range(), a.Block))
+		case b.State != BlockLive:
+			out = append(out, violation(InvBlocks, "live %v is served by block %d in state %d", a.Range(), a.Block, b.State))
+		case b.Range.Base != a.Ptr || b.Range.Size != a.Size:
+			out = append(out, violation(InvBlocks, "live %v is served by block %d at %v", a.Range(), a.Block, b.Range))
+		}
+		if used[a.Block] {
+			out = append(out, violation(InvBlocks, "block %d serves two live allocations", a.Block))
+		}
+		used[a.Block] = true
+	}
+	if nLive != len(v.Live) {
+		out = append(out, violation(InvBlocks, "%d blocks are live but %d allocations are", nLive, len(v.Live)))
+	}
+	return out
+}
+
+// CheckNoLeak is INV-NOLEAK: after Close the device holds nothing: no reservation, no mapping, no handle,
+// no used byte; and the allocator's snapshot is empty.
+func CheckNoLeak(v View) []Violation {
+	if !v.Closed {
+		return nil
+	}
+	var out []Violation
+	d := v.Device
+	if len(d.Reservations) > 0 || len(d.Mappings) > 0 || len(d.Handles) > 0 || d.Used > 0 {
+		out = append(out, violation(InvNoLeak, "after Close the device still holds %d reservations, %d mappings, %d handles, %s used",
+			len(d.Reservations), len(d.Mappings), len(d.Handles), vmm.FormatBytes(d.Used)))
+	}
+	if len(v.Live) > 0 || len(v.Chunks) > 0 || len(v.Mappings) > 0 || len(v.Reservations) > 0 {
+		out = append(out, violation(InvNoLeak, "after Close the allocator still lists %d live, %d chunks, %d mappings, %d reservations",
+			len(v.Live), len(v.Chunks), len(v.Mappings), len(v.Reservations)))
+	}
+	return out
+}
+
+func sortedLive(live []Alloc) []Alloc {
+	if sort.SliceIsSorted(live, func(i, j int) bool { return live[i].Ptr < live[j].Ptr }) {
+		return live
+	}
+	c := append([]Alloc(nil), live...)
+	sort.Slice(c, func(i, j int) bool { return c[i].Ptr < c[j].Ptr })
+	return c
+}
+
+// overlappingDev returns the device mappings that overlap r (mappings sorted by VA.Base).
+func overlappingDev(ms []DevMapping, r vmm.Range) []DevMapping {
+	i := sort.Search(len(ms), func(i int) bool { return ms[i].VA.Limit() > r.Base })
+	j := i
+	for j < len(ms) && ms[j].VA.Base < r.Limit() {
+		j++
+	}
+	return ms[i:j]
+}

@@ -1,0 +1,244 @@
+package spec
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gmlake/gmlake/vmm"
+)
+
+const mb = vmm.MiB
+
+// goodView is a consistent state: two 2 MiB chunks mapped in one 4 MiB reservation, one live allocation in
+// each; a stitched view of both chunks in a second reservation, cached (free).
+func goodView() View {
+	base := vmm.DevicePtr(0x1000_0000)
+	st := base + vmm.DevicePtr(8*mb)
+	return View{
+		Policy: "gmlake", Granularity: 2 * mb,
+		Live: []Alloc{
+			{Ptr: base, Requested: 100, Size: 2 * mb, Stream: 0, Block: 1},
+			{Ptr: base.Add(2 * mb), Requested: 2 * mb, Size: 2 * mb, Stream: 1, Block: 2},
+		},
+		Blocks: []Block{
+			{ID: 1, State: BlockLive, Range: vmm.Range{Base: base, Size: 2 * mb}},
+			{ID: 2, State: BlockLive, Range: vmm.Range{Base: base.Add(2 * mb), Size: 2 * mb}, Stream: 1},
+			{ID: 3, Stitched: true, State: BlockFree, Range: vmm.Range{Base: st, Size: 4 * mb}, Parts: []uint64{1, 2}},
+		},
+		Chunks:       []Chunk{{Handle: 1, Size: 2 * mb, Refs: 2}, {Handle: 2, Size: 2 * mb, Refs: 2}},
+		Reservations: []vmm.Range{{Base: base, Size: 4 * mb}, {Base: st, Size: 4 * mb}},
+		Mappings: []Mapping{
+			{VA: vmm.Range{Base: base, Size: 2 * mb}, Handle: 1}, {VA: vmm.Range{Base: base.Add(2 * mb), Size: 2 * mb}, Handle: 2},
+			{VA: vmm.Range{Base: st, Size: 2 * mb}, Handle: 1}, {VA: vmm.Range{Base: st.Add(2 * mb), Size: 2 * mb}, Handle: 2},
+		},
+		Stats: Stats{Requested: 100 + 2*mb, PeakRequested: 100 + 2*mb, Allocated: 4 * mb, PeakAllocated: 4 * mb,
+			Reserved: 4 * mb, PeakReserved: 4 * mb, Mapped: 8 * mb, NumLive: 2},
+		Device: Device{
+			Reservations: []vmm.Range{{Base: base, Size: 4 * mb}, {Base: st, Size: 4 * mb}},
+			Mappings: []DevMapping{
+				{VA: vmm.Range{Base: base, Size: 2 * mb}, Handle: 1, Accessible: true},
+				{VA: vmm.Range{Base: base.Add(2 * mb), Size: 2 * mb}, Handle: 2, Accessible: true},
+				{VA: vmm.Range{Base: st, Size: 2 * mb}, Handle: 1, Accessible: true},
+				{VA: vmm.Range{Base: st.Add(2 * mb), Size: 2 * mb}, Handle: 2, Accessible: true},
+			},
+			Handles:  []DevHandle{{Handle: 1, Size: 2 * mb, Mappings: 2}, {Handle: 2, Size: 2 * mb, Mappings: 2}},
+			Used:     4 * mb,
+			Capacity: 16 * mb,
+		},
+	}
+}
+
+func wantOnly(t *testing.T, v View, inv string) {
+	t.Helper()
+	vs := Check(v)
+	if len(vs) == 0 {
+		t.Fatalf("%s: no violation found", inv)
+	}
+	for _, x := range vs {
+		if x.Inv != inv {
+			t.Errorf("want only %s, got %v", inv, x)
+		}
+	}
+}
+
+func TestCheckGoodViewHasNoViolation(t *testing.T) {
+	if vs := Check(goodView()); len(vs) != 0 {
+		t.Fatalf("consistent view judged broken: %v", vs)
+	}
+}
+
+// INV-NOOVERLAP
+func TestCheckNoOverlap(t *testing.T) {
+	v := goodView()
+	v.Live[1].Ptr = v.Live[0].Ptr.Add(mb) // overlaps the first
+	if vs := CheckNoOverlap(v); len(vs) != 1 || vs[0].Inv != InvNoOverlap {
+		t.Fatalf("overlap not caught: %v", vs)
+	}
+}
+
+// INV-MAPPED
+func TestCheckMapped(t *testing.T) {
+	v := goodView()
+	v.Device.Mappings[1].Accessible = false
+	wantOnly(t, v, InvMapped)
+	v = goodView()
+	v.Live[1].Size = 3 * mb // runs past the mapping into unmapped space
+	v.Blocks[1].Range.Size = 3 * mb
+	if vs := CheckMapped(v); len(vs) != 1 || vs[0].Inv != InvMapped {
+		t.Fatalf("unmapped tail not caught: %v", vs)
+	}
+}
+
+// INV-NOALIAS: the second live allocation moves onto the stitched view, whose first chunk backs the first.
+func TestCheckNoAlias(t *testing.T) {
+	v := goodView()
+	st := v.Blocks[2].Range.Base
+	v.Live[1].Ptr = st
+	v.Blocks[1].Range.Base = st
+	vs := CheckNoAlias(v)
+	if len(vs) != 1 || !strings.Contains(vs[0].Msg, "handle 1") {
+		t.Fatalf("alias through the stitched view not caught: %v", vs)
+	}
+}
+
+// INV-REFCOUNT
+func TestCheckRefcount(t *testing.T) {
+	v := goodView()
+	v.Chunks[0].Refs = 3
+	wantOnly(t, v, InvRefcount)
+}
+
+// INV-STATS
+func TestCheckStats(t *testing.T) {
+	for name, f := range map[string]func(*View){
+		"allocated": func(v *View) { v.Stats.Allocated += 2 * mb; v.Stats.PeakAllocated += 2 * mb },
+		"reserved":  func(v *View) { v.Stats.Reserved -= 2 * mb },
+		"numlive":   func(v *View) { v.Stats.NumLive = 1 },
+		"peak":      func(v *View) { v.Stats.PeakRequested = 1 },
+		"mapped":    func(v *View) { v.Stats.Mapped = 4 * mb },
+	} {
+		v := goodView()
+		f(&v)
+		if vs := CheckStats(v); len(vs) == 0 {
+			t.Errorf("%s: stats error not caught", name)
+		}
+	}
+}
+
+// INV-MIRROR
+func TestCheckMirror(t *testing.T) {
+	v := goodView()
+	v.Device.Handles = append(v.Device.Handles, DevHandle{Handle: 9, Size: 2 * mb})
+	v.Device.Used += 2 * mb
+	vs := CheckMirror(v)
+	if len(vs) != 1 || !strings.Contains(vs[0].Msg, "leaked") {
+		t.Fatalf("leaked handle not caught: %v", vs)
+	}
+	v = goodView()
+	v.Mappings = v.Mappings[:3]
+	if vs := CheckMirror(v); len(vs) != 1 {
+		t.Fatalf("unknown device mapping not caught: %v", vs)
+	}
+}
+
+// INV-BLOCKS
+func TestCheckBlocks(t *testing.T) {
+	v := goodView()
+	v.Live[1].Block = 1
+	if vs := CheckBlocks(v); len(vs) == 0 {
+		t.Fatal("two allocations on one block not caught")
+	}
+}
+
+// INV-NOLEAK
+func TestCheckNoLeak(t *testing.T) {
+	v := goodView()
+	v.Closed = true
+	if vs := CheckNoLeak(v); len(vs) != 2 {
+		t.Fatalf("leaks after close not caught: %v", vs)
+	}
+	empty := View{Closed: true, Device: Device{Capacity: 16 * mb}}
+	if vs := Check(empty); len(vs) != 0 {
+		t.Fatalf("an empty closed view is fine: %v", vs)
+	}
+}
+
+// INV-STREAM: a free on stream 0 with pending work; reuse on stream 1 before completion is a violation,
+// on stream 0 it is not, and after completion it is not.
+func TestHistoryStream(t *testing.T) {
+	v := goodView()
+	h := NewHistory()
+	h.Launch(0)
+	if !h.OnFree(v, v.Live[0].Ptr) {
+		t.Fatal("OnFree did not find the live allocation")
+	}
+	if len(h.Marks()) != 1 {
+		t.Fatalf("want 1 mark, got %v", h.Marks())
+	}
+	other := v
+	other.Live = []Alloc{{Ptr: v.Live[0].Ptr, Size: 2 * mb, Stream: 1}}
+	h2 := *h
+	if vs := h2.OnAlloc(other, other.Live[0].Ptr, 1); len(vs) != 1 || vs[0].Inv != InvStream {
+		t.Fatalf("early cross-stream reuse not caught: %v", vs)
+	}
+	h3 := NewHistory()
+	h3.Launch(0)
+	h3.OnFree(v, v.Live[0].Ptr)
+	if vs := h3.OnAlloc(other, other.Live[0].Ptr, 0); len(vs) != 0 {
+		t.Fatalf("same-stream reuse is legal: %v", vs)
+	}
+	h4 := NewHistory()
+	h4.Launch(0)
+	h4.OnFree(v, v.Live[0].Ptr)
+	h4.Completed(0)
+	if vs := h4.OnAlloc(other, other.Live[0].Ptr, 1); len(vs) != 0 {
+		t.Fatalf("reuse after completion is legal: %v", vs)
+	}
+}
+
+// INV-RELEASESAFE
+func TestHistoryReleaseSafe(t *testing.T) {
+	v := goodView()
+	h := NewHistory()
+	h.Launch(1)
+	h.OnFree(v, v.Live[1].Ptr)
+	if vs := h.CheckRelease(v); len(vs) != 0 {
+		t.Fatalf("still mapped: %v", vs)
+	}
+	gone := v
+	gone.Device.Mappings = v.Device.Mappings[:1]
+	gone.Device.Handles = v.Device.Handles[:1]
+	if vs := h.CheckRelease(gone); len(vs) != 1 || vs[0].Inv != InvReleaseSafe {
+		t.Fatalf("release under pending work not caught: %v", vs)
+	}
+}
+
+// INV-NOSPURIOUSOOM
+func TestCheckNoSpuriousOOM(t *testing.T) {
+	v := goodView()
+	// 12 MiB free on the device, nothing usable cached (both chunks back live allocations).
+	if vs := CheckNoSpuriousOOM(v, nil, GranularNeed(2*mb), 14*mb, 0); len(vs) != 0 {
+		t.Fatalf("14 MiB cannot fit: %v", vs)
+	}
+	if vs := CheckNoSpuriousOOM(v, nil, GranularNeed(2*mb), 12*mb, 0); len(vs) != 1 {
+		t.Fatalf("12 MiB fits the free device: %v", vs)
+	}
+	// Free the first allocation: its chunk becomes usable, so 14 MiB fits.
+	v.Live = v.Live[1:]
+	if vs := CheckNoSpuriousOOM(v, nil, GranularNeed(2*mb), 14*mb, 0); len(vs) != 1 {
+		t.Fatalf("14 MiB fits with the cached chunk: %v", vs)
+	}
+	// ... unless the chunk waits for work on stream 1 and the request is on stream 0.
+	h := NewHistory()
+	h.Launch(1)
+	w := goodView()
+	w.Live[0].Uses = []vmm.Stream{1}
+	h.OnFree(w, w.Live[0].Ptr)
+	if vs := CheckNoSpuriousOOM(v, h, GranularNeed(2*mb), 14*mb, 0); len(vs) != 0 {
+		t.Fatalf("a chunk waiting for another stream is not usable: %v", vs)
+	}
+	// PyTorch's caching allocator needs a whole 20 MiB segment for a 3 MiB request.
+	if vs := CheckNoSpuriousOOM(goodView(), nil, SegmentNeed(mb, 2*mb, 10*mb, 20*mb, 2*mb), 3*mb, 0); len(vs) != 0 {
+		t.Fatalf("caching: a 20 MiB segment does not fit 12 MiB free: %v", vs)
+	}
+}

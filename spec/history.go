@@ -1,0 +1,327 @@
+package spec
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// History is what INV-STREAM, INV-RELEASESAFE and INV-NOSPURIOUSOOM need beyond one View: the stream
+// clock as the test drives it, and, for each physical byte freed while stream work that may still touch
+// it was pending, the work that must complete before it is reused on another stream or unmapped.
+//
+// The harness owns the clock (it alone calls Launch and Complete on the simulated device) and tells the
+// History: Launch(s) when it submits a unit of work to s, Completed(s) when all of s's work has completed.
+// Around each allocator call it calls OnFree (before a Free, with the View before it) and OnAlloc (after a
+// successful Alloc, with the View after it), and CheckRelease after every step.
+//
+// The clock counts only the test's own Launch units. Work the allocator itself submits (a wait on an event)
+// is not counted; Completed(s) marks all of s's work done. So a checker never believes work completed that
+// has not; it may believe work pending that a cross-stream wait completed (the engine does not use waits).
+//
+// A History is not safe for concurrent use. Its zero value is not usable; call NewHistory.
+type History struct {
+	launched map[vmm.Stream]uint64 // units launched on each stream, ever
+	done     map[vmm.Stream]uint64 // units known completed. Invariant: done[s] <= launched[s]
+	marks    []Mark                // physical byte ranges freed while work was pending
+}
+
+// Mark is a physical byte range freed while work that may use it was pending: it may be reused by an
+// allocation on stream S only once, for every stream T != S in Clock, done[T] >= Clock[T]; it may be
+// unmapped or released only once that holds for every T in Clock.
+type Mark struct {
+	Phys    PhysRange
+	FreedOn vmm.Stream            // the allocation stream of the freed block
+	Clock   map[vmm.Stream]uint64 // stream -> units launched on it at the free
+	VA      vmm.Range             // the virtual range through which it was in use
+}
+
+// NewHistory returns an empty history.
+func NewHistory() *History {
+	return &History{launched: map[vmm.Stream]uint64{}, done: map[vmm.Stream]uint64{}}
+}
+
+// Launch records one unit of work submitted to s.
+func (h *History) Launch(s vmm.Stream) { h.launched[s]++ }
+
+// Completed records that every unit submitted to s so far has completed.
+func (h *History) Completed(s vmm.Stream) {
+	h.done[s] = h.launched[s]
+	h.prune()
+}
+
+// CompletedAll records that all work on every stream has completed.
+func (h *History) CompletedAll() {
+	for s := range h.launched {
+		h.done[s] = h.launched[s]
+	}
+	h.prune()
+}
+
+// Pending returns the units launched on s not known to have completed.
+func (h *History) Pending(s vmm.Stream) uint64 { return h.launched[s] - h.done[s] }
+
+// Marks returns the outstanding marks (for reports and tests).
+func (h *History) Marks() []Mark { return h.marks }
+
+// OnFree records the free of the live allocation at ptr, given the View before the Free. It returns false
+// if ptr is not live in before (nothing recorded).
+func (h *History) OnFree(before View, ptr vmm.DevicePtr) bool {
+	var a *Alloc
+	for i := range before.Live {
+		if before.Live[i].Ptr == ptr {
+			a = &before.Live[i]
+		}
+	}
+	if a == nil {
+		return false
+	}
+	clock := map[vmm.Stream]uint64{}
+	for _, s := range append([]vmm.Stream{a.Stream}, a.Uses...) {
+		if h.Pending(s) > 0 {
+			clock[s] = h.launched[s]
+		}
+	}
+	if len(clock) == 0 {
+		return true
+	}
+	phys, _ := before.Device.Backing(a.Range())
+	for _, p := range phys {
+		h.marks = append(h.marks, Mark{Phys: p, FreedOn: a.Stream, Clock: clock,
+			VA: vmm.Range{Base: p.VA, Size: p.Hi - p.Lo}})
+	}
+	return true
+}
+
+// waitingFor returns the streams in m.Clock, other than except, whose work at the free has not completed.
+func (h *History) waitingFor(m Mark, except vmm.Stream, exceptOK bool) []vmm.Stream {
+	var ss []vmm.Stream
+	for s, n := range m.Clock {
+		if exceptOK && s == except {
+			continue
+		}
+		if h.done[s] < n {
+			ss = append(ss, s)
+		}
+	}
+	sort.Slice(ss, func(i, j int) bool { return ss[i] < ss[j] })
+	return ss
+}
+
+// OnAlloc checks INV-STREAM for the allocation at ptr just made on stream s (after is the View after the
+// Alloc): none of its physical bytes may be under a mark still waiting for work on a stream other than s.
+// The marks it covers are then consumed (the new owner's own free will make new ones).
+func (h *History) OnAlloc(after View, ptr vmm.DevicePtr, s vmm.Stream) []Violation {
+	var a *Alloc
+	for i := range after.Live {
+		if after.Live[i].Ptr == ptr {
+			a = &after.Live[i]
+		}
+	}
+	if a == nil {
+		return nil
+	}
+	phys, _ := after.Device.Backing(a.Range())
+	var out []Violation
+	var keep []Mark
+	for _, m := range h.marks {
+		hit := false
+		for _, p := range phys {
+			if p.Handle == m.Phys.Handle && p.Lo < m.Phys.Hi && m.Phys.Lo < p.Hi {
+				hit = true
+				if w := h.waitingFor(m, s, true); len(w) > 0 {
+					out = append(out, violation(InvStream,
+						"allocation %v on stream %d reuses handle %d bytes [%#x, %#x) freed on stream %d while work on streams %v launched before the free has not completed",
+						a.Range(), s, m.Phys.Handle, max(p.Lo, m.Phys.Lo), min(p.Hi, m.Phys.Hi), m.FreedOn, w))
+				}
+				// Keep the parts of the mark outside p.
+				if m.Phys.Lo < p.Lo {
+					left := m
+					left.Phys.Hi = p.Lo
+					left.VA.Size = p.Lo - m.Phys.Lo
+					keep = append(keep, left)
+				}
+				if p.Hi < m.Phys.Hi {
+					right := m
+					right.Phys.Lo = p.Hi
+					right.VA = vmm.Range{Base: m.VA.Base.Add(p.Hi - m.Phys.Lo), Size: m.Phys.Hi - p.Hi}
+					keep = append(keep, right)
+				}
+				break
+			}
+		}
+		if !hit {
+			keep = append(keep, m)
+		}
+	}
+	h.marks = keep
+	return dedupe(out)
+}
+
+// CheckRelease is INV-RELEASESAFE: a physical byte freed while work was pending stays backed (its handle
+// alive, its virtual range still mapped to the same handle) until that work has completed: unmap and release
+// do not wait for in-flight work (vmm rule 9).
+func (h *History) CheckRelease(v View) []Violation {
+	alive := map[vmm.Handle]bool{}
+	for _, d := range v.Device.Handles {
+		alive[d.Handle] = true
+	}
+	var out []Violation
+	var keep []Mark
+	for _, m := range h.marks {
+		w := h.waitingFor(m, 0, false)
+		if len(w) == 0 {
+			continue
+		}
+		switch {
+		case !alive[m.Phys.Handle]:
+			out = append(out, violation(InvReleaseSafe, "handle %d was released while work on streams %v that may use bytes [%#x, %#x) (freed on stream %d) is pending",
+				m.Phys.Handle, w, m.Phys.Lo, m.Phys.Hi, m.FreedOn))
+			continue // report once
+		case !mappedTo(v.Device, m.VA, m.Phys.Handle):
+			out = append(out, violation(InvReleaseSafe, "%v (handle %d) was unmapped while work on streams %v that may use it (freed on stream %d) is pending",
+				m.VA, m.Phys.Handle, w, m.FreedOn))
+			continue
+		}
+		keep = append(keep, m)
+	}
+	h.marks = keep
+	return dedupe(out)
+}
+
+// prune drops marks whose work has all completed.
+func (h *History) prune() {
+	keep := h.marks[:0]
+	for _, m := range h.marks {
+		if len(h.waitingFor(m, 0, false)) > 0 {
+			keep = append(keep, m)
+		}
+	}
+	h.marks = keep
+}
+
+// blockedFor reports whether any byte of handle hd is under a mark still waiting for work on a stream other
+// than s.
+func (h *History) blockedFor(hd vmm.Handle, s vmm.Stream) bool {
+	for _, m := range h.marks {
+		if m.Phys.Handle == hd && len(h.waitingFor(m, s, true)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func mappedTo(d Device, va vmm.Range, hd vmm.Handle) bool {
+	for _, m := range overlappingDev(d.Mappings, va) {
+		if m.Handle != hd || m.VA.Base > va.Base || m.VA.Limit() < va.Limit() {
+			return false
+		}
+		return true
+	}
+	return false
+}
+
+func dedupe(vs []Violation) []Violation {
+	seen := map[string]bool{}
+	out := vs[:0]
+	for _, v := range vs {
+		if !seen[v.String()] {
+			seen[v.String()] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// OOMRule says, for one policy, how much physical memory a request of size bytes may need beyond what it
+// can take from the free cache; INV-NOSPURIOUSOOM flags an out-of-memory only when that much was available.
+type OOMRule struct {
+	// Need returns the physical bytes a request of size bytes needs (at least size rounded up to the
+	// granularity; more for policies that must create whole segments of a fixed size).
+	Need func(size uint64) uint64
+	// WholeSegments: only chunks whose whole segment (every chunk mapped in the same reservation) is free
+	// count as usable, for policies that release cached memory a segment at a time (the original GMLake
+	// releases whole free pBlocks only).
+	WholeSegments bool
+	_             struct{}
+}
+
+// GranularNeed is the rule for stitching policies: a request needs its size rounded up to the granularity.
+func GranularNeed(gran uint64) OOMRule {
+	return OOMRule{Need: func(size uint64) uint64 { return vmm.AlignUp(max(size, 1), gran) }}
+}
+
+// SegmentNeed is the rule for the PyTorch policies: small requests (<= smallMax) need one small segment
+// (smallSeg), medium requests (< largeMin) one large segment (largeSeg), larger ones their size rounded up
+// to round (and, under expandable segments, to whole pages).
+func SegmentNeed(smallMax, smallSeg, largeMin, largeSeg, round uint64) OOMRule {
+	return OOMRule{Need: func(size uint64) uint64 {
+		switch {
+		case size <= smallMax:
+			return smallSeg
+		case size < largeMin:
+			return max(largeSeg, vmm.AlignUp(size, round))
+		}
+		return vmm.AlignUp(size, round)
+	}}
+}
+
+// CheckNoSpuriousOOM is INV-NOSPURIOUSOOM: Alloc(size, s) failed with out of memory, with no driver fault
+// injected, in the state before. It was spurious if the device's free memory plus the usable free cache
+// covered rule.Need(size): a chunk is usable for s when no live allocation is backed by any of its bytes
+// and none of its bytes waits for work on a stream other than s (INV-STREAM forbids it; INV-RELEASESAFE
+// forbids releasing it).
+func CheckNoSpuriousOOM(before View, h *History, rule OOMRule, size uint64, s vmm.Stream) []Violation {
+	if size > before.Device.Capacity {
+		return nil
+	}
+	busy := map[vmm.Handle]bool{}
+	for _, a := range before.Live {
+		phys, _ := before.Device.Backing(a.Range())
+		for _, p := range phys {
+			busy[p.Handle] = true
+		}
+	}
+	if rule.WholeSegments {
+		// A chunk is busy if any chunk mapped in one of its reservations is busy.
+		res := before.Device.Reservations
+		resOf := func(p vmm.DevicePtr) int {
+			i := sort.Search(len(res), func(i int) bool { return res[i].Limit() > p })
+			if i < len(res) && res[i].Contains(p) {
+				return i
+			}
+			return -1
+		}
+		busyRes := map[int]bool{}
+		for _, m := range before.Device.Mappings {
+			if busy[m.Handle] {
+				busyRes[resOf(m.VA.Base)] = true
+			}
+		}
+		for _, m := range before.Device.Mappings {
+			if busyRes[resOf(m.VA.Base)] {
+				busy[m.Handle] = true
+			}
+		}
+	}
+	var usable uint64
+	for _, c := range before.Chunks {
+		if !busy[c.Handle] && (h == nil || !h.blockedFor(c.Handle, s)) {
+			usable += c.Size
+		}
+	}
+	need := rule.Need(size)
+	free := before.Device.Free()
+	if need <= free+usable {
+		return []Violation{violation(InvNoSpuriousOOM,
+			"Alloc(%d) on stream %d failed with out of memory, but it needs %s and the device had %s free plus %s of usable free cached chunks",
+			size, s, vmm.FormatBytes(need), vmm.FormatBytes(free), vmm.FormatBytes(usable))}
+	}
+	return nil
+}
+
+// String summarizes the history for failure reports.
+func (h *History) String() string {
+	return fmt.Sprintf("launched %v done %v, %d outstanding marks", h.launched, h.done, len(h.marks))
+}

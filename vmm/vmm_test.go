@@ -1,0 +1,98 @@
+package vmm
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Property: every CUDA result used by the project maps one to one onto a sentinel that errors.Is finds
+// through a CallError and through fmt.Errorf wrapping, and onto no other sentinel.
+func TestErrorsMapResultsOneToOne(t *testing.T) {
+	sentinels := map[Result]error{
+		InvalidValue: ErrInvalidValue, OutOfMemory: ErrOutOfMemory, NotInitialized: ErrNotInitialized,
+		NoDevice: ErrNoDevice, InvalidDevice: ErrInvalidDevice, InvalidContext: ErrInvalidContext,
+		NotMapped: ErrNotMapped, InvalidHandle: ErrInvalidHandle, NotFound: ErrNotFound, NotReady: ErrNotReady,
+		IllegalAddress: ErrIllegalAddress, NotPermitted: ErrNotPermitted, NotSupported: ErrNotSupported,
+		DriverNotLoaded: ErrDriverNotLoaded,
+	}
+	for r, s := range sentinels {
+		err := fmt.Errorf("allocator: %w", Errorf(CallMap, r, "ptr %#x", 0x1000))
+		assert.True(t, errors.Is(err, s), "%v should match its sentinel", r)
+		assert.Equal(t, r, ResultOf(err))
+		for r2, s2 := range sentinels {
+			if r2 != r {
+				assert.False(t, errors.Is(err, s2), "%v must not match %v", r, r2)
+			}
+		}
+		assert.Contains(t, err.Error(), r.Name())
+		assert.Contains(t, err.Error(), fmt.Sprintf("(%d)", int32(r)))
+		assert.Contains(t, err.Error(), "cuMemMap")
+	}
+	assert.Equal(t, Success, ResultOf(nil))
+	assert.Nil(t, Success.Err())
+	assert.Equal(t, UnknownCUDAError, ResultOf(errors.New("plain")))
+	assert.Equal(t, "CUresult(12345)", Result(12345).Name())
+}
+
+// Property: the cost model returns the measured H200 medians at the measured sizes, interpolates
+// monotonically between them, and charges small calls what the smallest measured call cost.
+func TestCostModelMatchesNotesTable(t *testing.T) {
+	m := H200Costs()
+	cases := []struct {
+		k    CallKind
+		size uint64
+		want float64 // microseconds
+	}{
+		{CallCreate, 2 * MiB, 11.8}, {CallCreate, GiB, 24.4},
+		{CallSetAccess, 2 * MiB, 29.6}, {CallSetAccess, 256 * MiB, 48.2}, {CallSetAccess, GiB, 66.4},
+		{CallUnmap, 20 * MiB, 19.5}, {CallRelease, GiB, 582.9}, {CallMap, 2 * MiB, 1.0},
+		{CallFreeAddress, 2 * MiB, 0.9}, {CallReserve, 20 * MiB, 4.4},
+	}
+	for _, c := range cases {
+		got := float64(m.Cost(c.k, c.size)) / float64(time.Microsecond)
+		assert.InDelta(t, c.want, got, 0.01, "%v at %s", c.k, FormatBytes(c.size))
+	}
+	assert.Equal(t, m.Cost(CallSetAccess, 2*MiB), m.Cost(CallSetAccess, 4096), "below the table: flat")
+	mid := m.Cost(CallRelease, 64*MiB)
+	assert.Greater(t, mid, m.Cost(CallRelease, 20*MiB))
+	assert.Less(t, mid, m.Cost(CallRelease, 256*MiB))
+	assert.Greater(t, m.Cost(CallRelease, 4*GiB), m.Cost(CallRelease, GiB), "extrapolates past the table")
+	assert.Equal(t, 300*time.Nanosecond, m.Cost(CallQueryEvent, 0))
+	assert.Zero(t, m.Cost(NumCallKinds, 1))
+}
+
+// Property: call kinds have unique names that parse back.
+func TestCallKindNamesRoundTrip(t *testing.T) {
+	seen := map[string]bool{}
+	for k := CallKind(0); k < NumCallKinds; k++ {
+		require.False(t, seen[k.Short()], "duplicate %s", k.Short())
+		seen[k.Short()] = true
+		for _, s := range []string{k.Short(), k.String()} {
+			got, ok := ParseCallKind(s)
+			require.True(t, ok, s)
+			require.Equal(t, k, got)
+		}
+	}
+	var c CallCounts
+	c[CallMap] = 3
+	c[CallUnmap] = 2
+	assert.Equal(t, uint64(5), c.Total())
+	assert.Equal(t, map[string]uint64{"map": 3, "unmap": 2}, c.Map())
+}
+
+// Property: ranges are half-open.
+func TestRangeHalfOpen(t *testing.T) {
+	r := Range{Base: 0x1000, Size: 0x1000}
+	assert.True(t, r.Contains(0x1000))
+	assert.False(t, r.Contains(0x2000))
+	assert.False(t, r.Overlaps(Range{Base: 0x2000, Size: 1}))
+	assert.True(t, r.Overlaps(Range{Base: 0x1fff, Size: 1}))
+	assert.False(t, r.Overlaps(Range{Base: 0x1800, Size: 0}))
+	assert.Equal(t, uint64(4*MiB), AlignUp(2*MiB+1, 2*MiB))
+	assert.Equal(t, "1.50 GiB", FormatBytes(GiB+GiB/2))
+}
