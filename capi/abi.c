@@ -2,6 +2,7 @@
 // (void*, cudaStream_t) and the integer-typed Go exports of main.go (gmlakeGo*), so that no Go code converts
 // integers to pointers. Also: the per-thread last-error buffer, and the exit hook that flushes traces.
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,19 +51,41 @@ int gmlake_trace_start(const char *path) { return gmlakeGoTraceStart((char *)pat
 int gmlake_trace_stop(void) { return gmlakeGoTraceStop(); }
 
 // The calling thread's last error. Go writes it from inside an export, which runs on the calling C thread.
-static __thread char tls_err[4096];
+// A pthread key, not __thread: a library loaded with dlopen gets its thread-local storage from the small
+// static TLS surplus (the Go runtime asks for the initial-exec model), and a buffer there would not fit.
+enum { ERR_CAP = 4096 };
+static pthread_key_t err_key;
+static pthread_once_t err_once = PTHREAD_ONCE_INIT;
+
+static void err_key_init(void) { pthread_key_create(&err_key, free); }
 
 void gmlake_set_thread_error(const char *msg, size_t n) {
-	if (n >= sizeof tls_err) {
-		n = sizeof tls_err - 1;
+	pthread_once(&err_once, err_key_init);
+	char *buf = pthread_getspecific(err_key);
+	if (buf == NULL) {
+		if (n == 0) {
+			return;
+		}
+		buf = malloc(ERR_CAP);
+		if (buf == NULL || pthread_setspecific(err_key, buf) != 0) {
+			free(buf);
+			return;
+		}
 	}
-	memcpy(tls_err, msg, n);
-	tls_err[n] = 0;
+	if (n >= ERR_CAP) {
+		n = ERR_CAP - 1;
+	}
+	if (n > 0) {
+		memcpy(buf, msg, n);
+	}
+	buf[n] = 0;
 }
 
 int gmlake_last_error(char *buf, size_t len) {
-	if (tls_err[0] != 0) {
-		return gmlake_copy_out(tls_err, strlen(tls_err), buf, len);
+	pthread_once(&err_once, err_key_init);
+	const char *mine = pthread_getspecific(err_key);
+	if (mine != NULL && mine[0] != 0) {
+		return gmlake_copy_out(mine, strlen(mine), buf, len);
 	}
 	return gmlakeGoLastError(buf, len);
 }

@@ -131,40 +131,37 @@ func EngineIntegrity(d vmm.Driver, cfg IntegrityConfig) (*IntegrityReport, error
 		return min(n+uint64(rng.Int64N(int64(n))), cfg.MaxSize)
 	}
 
-	for op := 0; op < cfg.Ops; op++ {
-		if len(live) > 0 && (rng.IntN(2) == 0 || liveBytes > cfg.MaxLive) {
-			i := rng.IntN(len(live))
-			x := live[i]
-			if err := check(x, "before free"); err != nil {
-				return rep, err
-			}
-			if err := a.Free(x.p); err != nil {
-				return rep, fmt.Errorf("integrity: Free(%v): %w", x.p, err)
-			}
-			rep.Frees++
-			live[i] = live[len(live)-1]
-			live = live[:len(live)-1]
-			liveBytes -= x.size
-			continue
+	free := func(i int) error {
+		x := live[i]
+		if err := check(x, "before free"); err != nil {
+			return err
 		}
-		n := size()
-		s := streams[rng.IntN(len(streams))]
+		if err := a.Free(x.p); err != nil {
+			return fmt.Errorf("integrity: Free(%v): %w", x.p, err)
+		}
+		rep.Frees++
+		live[i] = live[len(live)-1]
+		live = live[:len(live)-1]
+		liveBytes -= x.size
+		return nil
+	}
+	alloc := func(n uint64, s vmm.Stream) error {
 		p, err := a.Alloc(n, s)
 		if err != nil {
 			if vmm.ResultOf(err) == vmm.OutOfMemory || isOOM(err) {
 				rep.OOMs++
-				continue
+				return nil
 			}
-			return rep, fmt.Errorf("integrity: Alloc(%s): %w", vmm.FormatBytes(n), err)
+			return fmt.Errorf("integrity: Alloc(%s): %w", vmm.FormatBytes(n), err)
 		}
 		rep.Allocs++
 		x := liveAlloc{p: p, size: n, s: s, v: byte(1 + rng.IntN(254))}
 		tail := n - n/4
 		if err := d.Memset(p, tail, x.v, s); err != nil {
-			return rep, fmt.Errorf("integrity: Memset of allocation %v (%s): %w", p, vmm.FormatBytes(n), err)
+			return fmt.Errorf("integrity: Memset of allocation %v (%s): %w", p, vmm.FormatBytes(n), err)
 		}
 		if err := d.Memset(p.Add(tail), n-tail, ^x.v, s); err != nil {
-			return rep, fmt.Errorf("integrity: Memset of allocation %v (%s): %w", p, vmm.FormatBytes(n), err)
+			return fmt.Errorf("integrity: Memset of allocation %v (%s): %w", p, vmm.FormatBytes(n), err)
 		}
 		if len(streams) > 1 && rng.IntN(4) == 0 {
 			// Use it on a second stream too (the same bytes again, asynchronously) and tell the allocator:
@@ -173,10 +170,10 @@ func EngineIntegrity(d vmm.Driver, cfg IntegrityConfig) (*IntegrityReport, error
 			other := streams[rng.IntN(len(streams))]
 			if other != s {
 				if err := d.Memset(p, tail, x.v, other); err != nil {
-					return rep, fmt.Errorf("integrity: Memset on a second stream: %w", err)
+					return fmt.Errorf("integrity: Memset on a second stream: %w", err)
 				}
 				if err := a.RecordStream(p, other); err != nil {
-					return rep, fmt.Errorf("integrity: RecordStream(%v, %d): %w", p, other, err)
+					return fmt.Errorf("integrity: RecordStream(%v, %d): %w", p, other, err)
 				}
 				rep.CrossStream++
 			}
@@ -186,8 +183,43 @@ func EngineIntegrity(d vmm.Driver, cfg IntegrityConfig) (*IntegrityReport, error
 		rep.PeakLive = max(rep.PeakLive, liveBytes)
 		if rng.IntN(8) == 0 { // spot-check an older allocation: a new one must not have overwritten it
 			if err := check(live[rng.IntN(len(live))], "spot check"); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+
+	for op := 0; op < cfg.Ops; op++ {
+		if op%150 == 149 {
+			// A fragmenting burst: 12 blocks of S, every other one freed, then one of 6 S. No free block
+			// fits it, the freed ones together do: stitching policies stitch here (gmlake-paper when
+			// 6 S >= 512 MiB).
+			sz := 48*vmm.MiB + uint64(rng.Int64N(int64(80*vmm.MiB)))
+			s := streams[rng.IntN(len(streams))]
+			base := len(live)
+			for j := 0; j < 12; j++ {
+				if err := alloc(sz, s); err != nil {
+					return rep, err
+				}
+			}
+			for j := len(live) - 1; j >= base; j -= 2 {
+				if err := free(j); err != nil {
+					return rep, err
+				}
+			}
+			if err := alloc(6*sz, s); err != nil {
 				return rep, err
 			}
+			continue
+		}
+		if len(live) > 0 && (rng.IntN(2) == 0 || liveBytes > cfg.MaxLive) {
+			if err := free(rng.IntN(len(live))); err != nil {
+				return rep, err
+			}
+			continue
+		}
+		if err := alloc(size(), streams[rng.IntN(len(streams))]); err != nil {
+			return rep, err
 		}
 	}
 	for _, x := range live {

@@ -100,7 +100,14 @@ func RunLinear(cfg LinearConfig) LinearResult {
 	var history []porcupine.Operation
 	record := func(client int, in model.ContractInput, call func() model.ContractOutput) model.ContractOutput {
 		start := clock.Add(1)
-		out := call()
+		out := func() (out model.ContractOutput) {
+			defer func() {
+				if p := recover(); p != nil {
+					out = model.ContractOutput{Err: fmt.Errorf("engine panicked: %v", p)}
+				}
+			}()
+			return call()
+		}()
 		end := clock.Add(1)
 		mu.Lock()
 		history = append(history, porcupine.Operation{ClientId: client, Input: in, Call: start, Output: out, Return: end})
@@ -162,7 +169,10 @@ func RunLinear(cfg LinearConfig) LinearResult {
 	}
 	wg.Wait()
 	dev.CompleteAll()
-	_, _ = a.Close()
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = a.Close()
+	}()
 
 	res, info := porcupine.CheckOperationsVerbose(ContractModel(ccfg), history, cfg.Timeout)
 	out := LinearResult{Result: res, Ops: len(history)}

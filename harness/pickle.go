@@ -112,19 +112,19 @@ func SnapshotName(path string) string {
 	return n
 }
 
-// countingReader counts the bytes the unpickler consumed, for error offsets.
-type countingReader struct {
+// snapCountingReader counts the bytes the unpickler consumed, for error offsets.
+type snapCountingReader struct {
 	r *bufio.Reader
 	n int64
 }
 
-func (c *countingReader) Read(p []byte) (int, error) {
+func (c *snapCountingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	return n, err
 }
 
-func (c *countingReader) ReadByte() (byte, error) {
+func (c *snapCountingReader) ReadByte() (byte, error) {
 	b, err := c.r.ReadByte()
 	if err == nil {
 		c.n++
@@ -139,7 +139,7 @@ func ReadSnapshot(r io.Reader, file string, device int) (t *trace.Trace, err err
 	if !ok {
 		br = bufio.NewReaderSize(r, 1<<16)
 	}
-	cr := &countingReader{r: br}
+	cr := &snapCountingReader{r: br}
 	u := pickle.NewUnpickler(cr)
 	var root any
 	func() {
@@ -164,12 +164,12 @@ func ReadSnapshot(r io.Reader, file string, device int) (t *trace.Trace, err err
 	return snapshotToTrace(root, file, device)
 }
 
-func bad(file string, dev, entry int, format string, args ...any) error {
+func snapErr(file string, dev, entry int, format string, args ...any) error {
 	return &SnapshotError{File: file, Offset: -1, Device: dev, Entry: entry, Msg: fmt.Sprintf(format, args...)}
 }
 
-// dictGet looks a string key up in a decoded dict.
-func dictGet(v any, key string) (any, bool) {
+// pyDictGet looks a string key up in a decoded dict.
+func pyDictGet(v any, key string) (any, bool) {
 	switch d := v.(type) {
 	case *types.Dict:
 		for _, e := range *d {
@@ -186,7 +186,7 @@ func dictGet(v any, key string) (any, bool) {
 	return nil, false
 }
 
-func listItems(v any) ([]any, bool) {
+func pyListItems(v any) ([]any, bool) {
 	switch l := v.(type) {
 	case *types.List:
 		return *l, true
@@ -198,7 +198,7 @@ func listItems(v any) ([]any, bool) {
 	return nil, false
 }
 
-func toInt(v any) (int64, bool) {
+func pyInt(v any) (int64, bool) {
 	switch x := v.(type) {
 	case int:
 		return int64(x), true
@@ -222,8 +222,8 @@ func toInt(v any) (int64, bool) {
 	return 0, false
 }
 
-// rawEvent is a converted event before stream numbering.
-type rawEvent struct {
+// snapEvent is a converted event before stream numbering.
+type snapEvent struct {
 	op     trace.Op
 	id     uint64
 	size   uint64
@@ -231,28 +231,28 @@ type rawEvent struct {
 }
 
 func snapshotToTrace(root any, file string, device int) (*trace.Trace, error) {
-	dts, ok := dictGet(root, "device_traces")
+	dts, ok := pyDictGet(root, "device_traces")
 	if !ok {
-		return nil, bad(file, -1, -1, "no \"device_traces\" key: not a torch.cuda.memory._snapshot() dict "+
+		return nil, snapErr(file, -1, -1, "no \"device_traces\" key: not a torch.cuda.memory._snapshot() dict "+
 			"(was the history recorded with torch.cuda.memory._record_memory_history()?)")
 	}
-	devs, ok := listItems(dts)
+	devs, ok := pyListItems(dts)
 	if !ok {
-		return nil, bad(file, -1, -1, "\"device_traces\" is a %T, want a list per device", dts)
+		return nil, snapErr(file, -1, -1, "\"device_traces\" is a %T, want a list per device", dts)
 	}
 	if len(devs) == 0 {
-		return nil, bad(file, -1, -1, "\"device_traces\" is empty")
+		return nil, snapErr(file, -1, -1, "\"device_traces\" is empty")
 	}
 	if device >= len(devs) {
-		return nil, bad(file, -1, -1, "device %d asked for, the snapshot has %d", device, len(devs))
+		return nil, snapErr(file, -1, -1, "device %d asked for, the snapshot has %d", device, len(devs))
 	}
 	if device < 0 {
 		best := -1
 		for d, v := range devs {
-			items, _ := listItems(v)
+			items, _ := pyListItems(v)
 			n := 0
 			for _, e := range items {
-				if a, _ := dictGet(e, "action"); a == "alloc" {
+				if a, _ := pyDictGet(e, "action"); a == "alloc" {
 					n++
 				}
 			}
@@ -261,9 +261,9 @@ func snapshotToTrace(root any, file string, device int) (*trace.Trace, error) {
 			}
 		}
 	}
-	entries, ok := listItems(devs[device])
+	entries, ok := pyListItems(devs[device])
 	if !ok {
-		return nil, bad(file, device, -1, "device_traces[%d] is a %T, want a list of entries", device, devs[device])
+		return nil, snapErr(file, device, -1, "device_traces[%d] is a %T, want a list of entries", device, devs[device])
 	}
 
 	type liveBlock struct {
@@ -271,29 +271,29 @@ func snapshotToTrace(root any, file string, device int) (*trace.Trace, error) {
 		requested bool
 	}
 	live := make(map[int64]liveBlock)
-	var prelude, body []rawEvent
+	var prelude, body []snapEvent
 	var nextID uint64
 	newID := func() uint64 { nextID++; return nextID - 1 }
 
 	field := func(j int, e any, key string) (int64, error) {
-		v, ok := dictGet(e, key)
+		v, ok := pyDictGet(e, key)
 		if !ok {
-			return 0, bad(file, device, j, "entry has no %q", key)
+			return 0, snapErr(file, device, j, "entry has no %q", key)
 		}
-		n, ok := toInt(v)
+		n, ok := pyInt(v)
 		if !ok {
-			return 0, bad(file, device, j, "%q is a %T, want an integer", key, v)
+			return 0, snapErr(file, device, j, "%q is a %T, want an integer", key, v)
 		}
 		return n, nil
 	}
 	for j, e := range entries {
-		av, ok := dictGet(e, "action")
+		av, ok := pyDictGet(e, "action")
 		if !ok {
-			return nil, bad(file, device, j, "entry is a %T without an \"action\"", e)
+			return nil, snapErr(file, device, j, "entry is a %T without an \"action\"", e)
 		}
 		action, ok := av.(string)
 		if !ok {
-			return nil, bad(file, device, j, "\"action\" is a %T, want a string", av)
+			return nil, snapErr(file, device, j, "\"action\" is a %T, want a string", av)
 		}
 		if action != "alloc" && action != "free_requested" && action != "free_completed" && action != "free" {
 			continue
@@ -311,42 +311,42 @@ func snapshotToTrace(root any, file string, device int) (*trace.Trace, error) {
 			return nil, err
 		}
 		if size <= 0 {
-			return nil, bad(file, device, j, "%s of %d bytes at %#x: want a positive size", action, size, addr)
+			return nil, snapErr(file, device, j, "%s of %d bytes at %#x: want a positive size", action, size, addr)
 		}
 		b, isLive := live[addr]
 		if action != "alloc" && !isLive {
 			// Allocated before the trace's window: live from the start.
 			b = liveBlock{id: newID()}
-			prelude = append(prelude, rawEvent{op: trace.OpAlloc, id: b.id, size: uint64(size), stream: stream})
+			prelude = append(prelude, snapEvent{op: trace.OpAlloc, id: b.id, size: uint64(size), stream: stream})
 			live[addr] = b
 		}
 		switch action {
 		case "alloc":
 			if isLive {
-				return nil, bad(file, device, j, "alloc at %#x, which is already allocated (id %d) and not freed", addr, b.id)
+				return nil, snapErr(file, device, j, "alloc at %#x, which is already allocated (id %d) and not freed", addr, b.id)
 			}
 			id := newID()
 			live[addr] = liveBlock{id: id}
-			body = append(body, rawEvent{op: trace.OpAlloc, id: id, size: uint64(size), stream: stream})
+			body = append(body, snapEvent{op: trace.OpAlloc, id: id, size: uint64(size), stream: stream})
 		case "free_requested":
 			if b.requested {
-				return nil, bad(file, device, j, "second free_requested of the block at %#x", addr)
+				return nil, snapErr(file, device, j, "second free_requested of the block at %#x", addr)
 			}
-			if j+1 < len(entries) && isCompletionOf(entries[j+1], addr) {
+			if j+1 < len(entries) && snapIsCompletionOf(entries[j+1], addr) {
 				continue // the pair becomes one f at the free_completed
 			}
 			b.requested = true
 			live[addr] = b
-			body = append(body, rawEvent{op: trace.OpFreeRequest, id: b.id})
+			body = append(body, snapEvent{op: trace.OpFreeRequest, id: b.id})
 		default: // free_completed, free
 			delete(live, addr)
-			body = append(body, rawEvent{op: trace.OpFree, id: b.id})
+			body = append(body, snapEvent{op: trace.OpFree, id: b.id})
 		}
 	}
 
 	t := &trace.Trace{Name: SnapshotName(file), Events: make([]trace.Event, 0, len(prelude)+len(body))}
 	streamNum := make(map[int64]int)
-	for _, evs := range [][]rawEvent{prelude, body} {
+	for _, evs := range [][]snapEvent{prelude, body} {
 		for _, r := range evs {
 			ev := trace.Event{Op: r.op, ID: r.id}
 			if r.op == trace.OpAlloc {
@@ -364,12 +364,12 @@ func snapshotToTrace(root any, file string, device int) (*trace.Trace, error) {
 	return t, nil
 }
 
-func isCompletionOf(e any, addr int64) bool {
-	a, _ := dictGet(e, "action")
+func snapIsCompletionOf(e any, addr int64) bool {
+	a, _ := pyDictGet(e, "action")
 	if a != "free_completed" {
 		return false
 	}
-	v, _ := dictGet(e, "addr")
-	n, ok := toInt(v)
+	v, _ := pyDictGet(e, "addr")
+	n, ok := pyInt(v)
 	return ok && n == addr
 }

@@ -119,7 +119,7 @@ func TestReadSnapshotNotASnapshot(t *testing.T) {
 
 // A converted snapshot replays like any trace.
 func TestReplaySnapshot(t *testing.T) {
-	withBump(t, 0)
+	withBumpAllocator(t, 0)
 	tr, err := LoadTrace("testdata/snapshot.pickle")
 	if err != nil {
 		t.Fatal(err)
@@ -155,4 +155,32 @@ func TestLoadTraceTextAndErrors(t *testing.T) {
 	if _, err := LoadTrace(bad); err == nil || !strings.HasPrefix(err.Error(), bad+":2:") {
 		t.Errorf("bad trace: %v, want %s:2: ...", err, bad)
 	}
+}
+
+// FuzzReadSnapshot: any bytes give a trace or an error wrapping ErrSnapshot, never a panic, and a trace that
+// comes back is legal (it writes and reads back through the text parser).
+func FuzzReadSnapshot(f *testing.F) {
+	for _, p := range []string{"testdata/snapshot.pickle", "testdata/snapshot_bad_entry.pickle"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tr, err := ReadSnapshot(bytes.NewReader(b), "fuzz.pickle", -1)
+		if err != nil {
+			if !errors.Is(err, ErrSnapshot) {
+				t.Fatalf("error %v does not wrap ErrSnapshot", err)
+			}
+			return
+		}
+		var buf bytes.Buffer
+		if err := trace.Write(&buf, tr.Events); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := trace.Read(&buf, "fuzz.trace"); err != nil {
+			t.Fatalf("converted trace is not legal: %v", err)
+		}
+	})
 }

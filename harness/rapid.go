@@ -22,9 +22,10 @@ import (
 // with every invariant after every step.
 type RapidConfig struct {
 	Policy    string
-	Streams   int           // 0: 3
-	Mutations impl.Mutation // seeded bugs (TestMutationsCaught)
-	NoFaults  bool          // no driver fault injection
+	Streams   int             // 0: 3
+	Mutations impl.Mutation   // seeded bugs (TestMutationsCaught)
+	NoFaults  bool            // no driver fault injection
+	Ignore    map[string]bool // invariants whose violations are dropped (see EnvConfig.Ignore)
 	// Counters, if non-nil, count runs (sequences) and steps.
 	Counters *RapidCounters
 	_        struct{}
@@ -102,7 +103,8 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 		streams = 3
 	}
 	capacity := rapid.SampledFrom([]uint64{64 * vmm.MiB, 512 * vmm.MiB, 4 * vmm.GiB}).Draw(t, "capacity")
-	env, err := NewEnv(EnvConfig{Policy: cfg.Policy, Capacity: capacity, Streams: streams, Mutations: cfg.Mutations})
+	env, err := NewEnv(EnvConfig{Policy: cfg.Policy, Capacity: capacity, Streams: streams, Mutations: cfg.Mutations,
+		Ignore: cfg.Ignore})
 	if err != nil {
 		t.Fatalf("%v", err)
 	}

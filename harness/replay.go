@@ -101,8 +101,8 @@ type ReplayResult struct {
 var ErrReplay = errors.New("replay failed")
 
 // allocator is the part of *impl.Allocator a replay drives. It is an interface so that the harness can be
-// tested on its own; newAllocator builds the real engine.
-type allocator interface {
+// tested on its own; newReplayAllocator builds the real engine.
+type replayAllocator interface {
 	Alloc(size uint64, s vmm.Stream) (vmm.DevicePtr, error)
 	Free(p vmm.DevicePtr) error
 	RecordStream(p vmm.DevicePtr, s vmm.Stream) error
@@ -111,7 +111,7 @@ type allocator interface {
 }
 
 // counter is implemented by drivers that count their calls and charge a cost model (the simulated device).
-type counter interface {
+type replayCounter interface {
 	Counts() vmm.CallCounts
 	ModeledTime() time.Duration
 }
@@ -132,18 +132,18 @@ func Replay(ctx context.Context, t *trace.Trace, opts ReplayOptions) (*ReplayRes
 	if drv == nil {
 		drv = model.NewDevice(model.DeviceConfig{SyncStreams: true})
 	} else {
-		device = describeDriver(drv)
+		device = describeReplayDriver(drv)
 	}
 	res := &ReplayResult{Trace: t.Name, Policy: policy, Device: device, Events: len(t.Events)}
 
-	ids, slots := denseIDs(t.Events)
+	ids, slots := replayDenseIDs(t.Events)
 	ptrs := make([]vmm.DevicePtr, slots)
 	sizes := make([]uint64, slots) // rounded live size; 0 when not live
 	streams := make([]vmm.Stream, 0, 4)
 	haveStream := make([]bool, 0, 4)
 
-	before := readCounters(drv)
-	a, err := newAllocator(drv, cfg)
+	before := readReplayCounters(drv)
+	a, err := newReplayAllocator(drv, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("replay %s with policy %s: %w", t.Name, policy, err)
 	}
@@ -215,19 +215,19 @@ func Replay(ctx context.Context, t *trace.Trace, opts ReplayOptions) (*ReplayRes
 			sizes[id] = 0
 		}
 		if opts.SampleEvery > 0 && (i+1)%opts.SampleEvery == 0 {
-			res.Timeline = append(res.Timeline, sample(a, i, live))
+			res.Timeline = append(res.Timeline, takeSample(a, i, live))
 		}
 	}
 	res.ReplaySeconds = time.Since(start).Seconds()
 	if opts.SampleEvery > 0 && total%opts.SampleEvery != 0 {
-		res.Timeline = append(res.Timeline, sample(a, total-1, live))
+		res.Timeline = append(res.Timeline, takeSample(a, total-1, live))
 	}
 	if opts.Progress != nil {
 		opts.Progress(total, total)
 	}
 
 	res.Stats = a.Stats()
-	after := readCounters(drv)
+	after := readReplayCounters(drv)
 	for k := range res.DriverCalls {
 		res.DriverCalls[k] = after.calls[k] - before.calls[k]
 	}
@@ -263,34 +263,34 @@ func replayErr(t *trace.Trace, policy string, i int, ev *trace.Event, err error)
 	return fmt.Errorf("replay %s with policy %s: event %d of %d (%v): %w: %w", t.Name, policy, i+1, len(t.Events), *ev, ErrReplay, err)
 }
 
-func sample(a allocator, i int, live uint64) Sample {
+func takeSample(a replayAllocator, i int, live uint64) Sample {
 	st := a.Stats()
 	return Sample{Event: i, Live: live, Allocated: st.AllocatedBytes, Reserved: st.ReservedBytes}
 }
 
-type counters struct {
+type replayCounters struct {
 	calls             vmm.CallCounts
 	modeled, measured time.Duration
 }
 
-// readCounters reads what the driver counts: a *TimingDriver counts calls and wall time (and passes the
+// readReplayCounters reads what the driver counts: a *TimingDriver counts calls and wall time (and passes the
 // modeled time through from the driver it wraps); the simulated device counts calls and modeled time.
-func readCounters(d vmm.Driver) counters {
-	var c counters
+func readReplayCounters(d vmm.Driver) replayCounters {
+	var c replayCounters
 	if td, ok := d.(*TimingDriver); ok {
 		c.calls, c.measured = td.Counts(), td.Measured()
-		if inner, ok := td.Inner().(counter); ok {
+		if inner, ok := td.Inner().(replayCounter); ok {
 			c.modeled = inner.ModeledTime()
 		}
 		return c
 	}
-	if m, ok := d.(counter); ok {
+	if m, ok := d.(replayCounter); ok {
 		c.calls, c.modeled = m.Counts(), m.ModeledTime()
 	}
 	return c
 }
 
-func describeDriver(d vmm.Driver) string {
+func describeReplayDriver(d vmm.Driver) string {
 	if td, ok := d.(*TimingDriver); ok {
 		d = td.Inner()
 	}
@@ -306,7 +306,7 @@ func describeDriver(d vmm.Driver) string {
 // denseIDs returns, when the trace's IDs are sparse, a dense renumbering (ids[i] is event i's new ID) and
 // the number of slots; when the IDs are already small (the bundled traces number them 0, 1, 2, ...) it
 // returns nil and max ID + 1, and events are indexed by their own ID.
-func denseIDs(evs []trace.Event) (ids []uint64, slots int) {
+func replayDenseIDs(evs []trace.Event) (ids []uint64, slots int) {
 	var maxID uint64
 	for i := range evs {
 		if evs[i].ID > maxID {

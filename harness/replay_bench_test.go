@@ -46,9 +46,9 @@ func BenchmarkReplayHarness(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	old := newAllocator
-	newAllocator = func(vmm.Driver, impl.Config) (allocator, error) { return &nopAlloc{}, nil }
-	defer func() { newAllocator = old }()
+	old := newReplayAllocator
+	newReplayAllocator = func(vmm.Driver, impl.Config) (replayAllocator, error) { return &nopAlloc{}, nil }
+	defer func() { newReplayAllocator = old }()
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := Replay(context.Background(), tr, ReplayOptions{}); err != nil {

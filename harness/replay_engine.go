@@ -6,9 +6,9 @@ import (
 )
 
 // The engine satisfies what a replay drives.
-var _ allocator = (*impl.Allocator)(nil)
+var _ replayAllocator = (*impl.Allocator)(nil)
 
-// newAllocator builds the engine a replay drives; tests of the harness alone replace it.
-var newAllocator = func(d vmm.Driver, cfg impl.Config) (allocator, error) {
+// newReplayAllocator builds the engine a replay drives; tests of the harness alone replace it.
+var newReplayAllocator = func(d vmm.Driver, cfg impl.Config) (replayAllocator, error) {
 	return impl.New(d, cfg)
 }

@@ -155,13 +155,13 @@ func WriteJSON(w io.Writer, results []*ReplayResult, peaks TorchPeaks) error {
 	return enc.Encode(rows)
 }
 
-// tableKinds are the driver call kinds that get their own column; the rest are summed under "other".
-var tableKinds = []vmm.CallKind{vmm.CallCreate, vmm.CallMap, vmm.CallSetAccess, vmm.CallUnmap, vmm.CallRelease,
+// replayTableKinds are the driver call kinds that get their own column; the rest are summed under "other".
+var replayTableKinds = []vmm.CallKind{vmm.CallCreate, vmm.CallMap, vmm.CallSetAccess, vmm.CallUnmap, vmm.CallRelease,
 	vmm.CallReserve, vmm.CallFreeAddress}
 
-func gib(n uint64) string { return fmt.Sprintf("%.2f", float64(n)/float64(vmm.GiB)) }
+func fmtGiB(n uint64) string { return fmt.Sprintf("%.2f", float64(n)/float64(vmm.GiB)) }
 
-func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
+func fmtPct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 
 // WriteTable prints the comparison table: one row per result, in the order given. Sizes are GiB (2^30 B).
 // frag is 1 - peak allocated / peak reserved; frag/live is 1 - peak live / peak reserved. "torch" is
@@ -171,10 +171,10 @@ func WriteTable(w io.Writer, results []*ReplayResult, peaks TorchPeaks) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"trace", "policy", "events", "live GiB", "alloc GiB", "resv GiB", "frag", "frag/live",
 		"torch GiB", "Δ torch"}
-	for _, k := range tableKinds {
+	for _, k := range replayTableKinds {
 		head = append(head, k.Short())
 	}
-	head = append(head, "other", "driver ms", "%train")
+	head = append(head, "other", "modeled ms", "%train")
 	measured := false
 	for _, r := range results {
 		if r.MeasuredDriverTime > 0 {
@@ -188,23 +188,23 @@ func WriteTable(w io.Writer, results []*ReplayResult, peaks TorchPeaks) error {
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	for _, r := range results {
 		row := Row(r, peaks)
-		cells := []string{r.Trace, r.Policy, fmt.Sprint(r.Events), gib(r.PeakLiveBytes), gib(r.PeakAllocatedBytes),
-			gib(r.PeakReservedBytes), pct(r.Fragmentation), pct(r.LiveFragmentation)}
+		cells := []string{r.Trace, r.Policy, fmt.Sprint(r.Events), fmtGiB(r.PeakLiveBytes), fmtGiB(r.PeakAllocatedBytes),
+			fmtGiB(r.PeakReservedBytes), fmtPct(r.Fragmentation), fmtPct(r.LiveFragmentation)}
 		if row.TorchReservedDiff != nil {
 			conf := "nat"
 			if row.TorchConf == ConfExpandable {
 				conf = "exp"
 			}
-			cells = append(cells, gib(row.TorchPeakReserved)+" "+conf, fmt.Sprintf("%+.2f%%", 100**row.TorchReservedDiff))
+			cells = append(cells, fmtGiB(row.TorchPeakReserved)+" "+conf, fmt.Sprintf("%+.2f%%", 100**row.TorchReservedDiff))
 		} else {
 			cells = append(cells, "-", "-")
 		}
 		other := r.DriverCalls.Total()
-		for _, k := range tableKinds {
+		for _, k := range replayTableKinds {
 			cells = append(cells, fmt.Sprint(r.DriverCalls[k]))
 			other -= r.DriverCalls[k]
 		}
-		cells = append(cells, fmt.Sprint(other), fmt.Sprintf("%.1f", ms(r.ModeledDriverTime)))
+		cells = append(cells, fmt.Sprint(other), fmt.Sprintf("%.1f", msOf(r.ModeledDriverTime)))
 		if row.DriverTimeFraction != nil {
 			cells = append(cells, fmt.Sprintf("%.2f%%", 100**row.DriverTimeFraction))
 		} else {
@@ -216,7 +216,7 @@ func WriteTable(w io.Writer, results []*ReplayResult, peaks TorchPeaks) error {
 				if r.ModeledDriverTime > 0 {
 					ratio = fmt.Sprintf("%.2f", float64(r.MeasuredDriverTime)/float64(r.ModeledDriverTime))
 				}
-				cells = append(cells, fmt.Sprintf("%.1f", ms(r.MeasuredDriverTime)), ratio)
+				cells = append(cells, fmt.Sprintf("%.1f", msOf(r.MeasuredDriverTime)), ratio)
 			} else {
 				cells = append(cells, "-", "-")
 			}
@@ -227,10 +227,10 @@ func WriteTable(w io.Writer, results []*ReplayResult, peaks TorchPeaks) error {
 	return tw.Flush()
 }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// policyColors gives each policy a fixed color in plots.
-var policyColors = map[string]color.RGBA{
+// replayPolicyColors gives each policy a fixed color in plots.
+var replayPolicyColors = map[string]color.RGBA{
 	impl.PolicyCaching:     {R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 	impl.PolicyExpandable:  {R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
 	impl.PolicyGMLakePaper: {R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
@@ -294,7 +294,7 @@ func WritePlot(path string, results []*ReplayResult) error {
 
 func tracePlot(name string, rs []*ReplayResult) (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = name
+	p.Title.Text = name + "   (solid: reserved, dashed: allocated, black: live)"
 	p.X.Label.Text = "trace event"
 	p.Y.Label.Text = "GiB"
 	p.Legend.Top = true
@@ -309,7 +309,7 @@ func tracePlot(name string, rs []*ReplayResult) (*plot.Plot, error) {
 	}
 	maxY := 0.0
 	for i, r := range rs {
-		c, ok := policyColors[r.Policy]
+		c, ok := replayPolicyColors[r.Policy]
 		if !ok {
 			c = color.RGBA{R: 0x80, G: 0x80, B: 0x80, A: 0xff}
 		}
@@ -320,7 +320,6 @@ func tracePlot(name string, rs []*ReplayResult) (*plot.Plot, error) {
 			}
 			l.Color, l.Width = color.Black, vg.Points(0.5)
 			p.Add(l)
-			p.Legend.Add("live", l)
 		}
 		res, err := line(r, func(s Sample) uint64 { return s.Reserved })
 		if err != nil {
@@ -333,10 +332,9 @@ func tracePlot(name string, rs []*ReplayResult) (*plot.Plot, error) {
 		}
 		al.Color, al.Width, al.Dashes = c, vg.Points(0.8), []vg.Length{vg.Points(3), vg.Points(2)}
 		p.Add(res, al)
-		p.Legend.Add(r.Policy+" reserved", res)
-		p.Legend.Add(r.Policy+" allocated", al)
+		p.Legend.Add(r.Policy, res)
 		maxY = math.Max(maxY, float64(r.PeakReservedBytes)/g)
 	}
-	p.Y.Min, p.Y.Max = 0, maxY*1.05+0.01
+	p.Y.Min, p.Y.Max = 0, maxY*1.3+0.01 // headroom for the legend
 	return p, nil
 }

@@ -61,17 +61,17 @@ func (b *bumpAlloc) RecordStream(vmm.DevicePtr, vmm.Stream) error { return nil }
 func (b *bumpAlloc) Stats() impl.Stats                            { return b.st }
 func (b *bumpAlloc) Close() (impl.CloseReport, error)             { return impl.CloseReport{}, nil }
 
-// withBump makes Replay use bumpAlloc for the rest of the test.
-func withBump(t *testing.T, limit uint64) {
+// withBumpAllocator makes Replay use bumpAlloc for the rest of the test.
+func withBumpAllocator(t *testing.T, limit uint64) {
 	t.Helper()
-	old := newAllocator
-	newAllocator = func(d vmm.Driver, cfg impl.Config) (allocator, error) {
+	old := newReplayAllocator
+	newReplayAllocator = func(d vmm.Driver, cfg impl.Config) (replayAllocator, error) {
 		return &bumpAlloc{d: d, live: map[vmm.DevicePtr]uint64{}, limit: limit}, nil
 	}
-	t.Cleanup(func() { newAllocator = old })
+	t.Cleanup(func() { newReplayAllocator = old })
 }
 
-func parse(t testing.TB, text string) *trace.Trace {
+func parseTrace(t testing.TB, text string) *trace.Trace {
 	t.Helper()
 	tr, err := trace.Read(strings.NewReader(text), "synthetic.trace")
 	if err != nil {
@@ -80,13 +80,11 @@ func parse(t testing.TB, text string) *trace.Trace {
 	return tr
 }
 
-const MiB = vmm.MiB
-
 // The harness's own accounting: live bytes rounded to 512 B, 'r' keeping a block until its 'f', streams
 // created once each, driver counters taken as a difference, the timeline and unfreed count.
 func TestReplayHarnessAccounting(t *testing.T) {
-	withBump(t, 0)
-	tr := parse(t, `a 0 1000 0
+	withBumpAllocator(t, 0)
+	tr := parseTrace(t, `a 0 1000 0
 a 1 3145728 1
 r 1
 a 2 100 2
@@ -105,16 +103,16 @@ a 3 1 1
 		t.Fatal(err)
 	}
 	// live: 1024, +3 MiB, (r keeps it), +512 = 3 MiB + 1536 peak; then -1024, -3 MiB, +512.
-	if want := 3*MiB + 1536; r.PeakLiveBytes != want {
+	if want := 3*vmm.MiB + 1536; r.PeakLiveBytes != want {
 		t.Errorf("PeakLiveBytes = %d, want %d", r.PeakLiveBytes, want)
 	}
-	if want := 3*MiB + 1536; r.PeakAllocatedBytes != want {
+	if want := 3*vmm.MiB + 1536; r.PeakAllocatedBytes != want {
 		t.Errorf("PeakAllocatedBytes = %d, want %d", r.PeakAllocatedBytes, want)
 	}
-	if want := 2*MiB + 4*MiB + 2*MiB + 2*MiB; r.PeakReservedBytes != want {
+	if want := 2*vmm.MiB + 4*vmm.MiB + 2*vmm.MiB + 2*vmm.MiB; r.PeakReservedBytes != want {
 		t.Errorf("PeakReservedBytes = %d, want %d", r.PeakReservedBytes, want)
 	}
-	if want := 1 - float64(3*MiB+1536)/float64(10*MiB); r.Fragmentation != want {
+	if want := 1 - float64(3*vmm.MiB+1536)/float64(10*vmm.MiB); r.Fragmentation != want {
 		t.Errorf("Fragmentation = %v, want %v", r.Fragmentation, want)
 	}
 	if r.DriverCalls[vmm.CallMemInfo] != 4 || r.DriverCalls[vmm.CallCreateStream] != 2 {
@@ -127,10 +125,10 @@ a 3 1 1
 		t.Errorf("result %+v", r)
 	}
 	wantTL := []Sample{
-		{Event: 1, Live: 1024 + 3*MiB, Allocated: 1024 + 3*MiB, Reserved: 6 * MiB},
-		{Event: 3, Live: 1536 + 3*MiB, Allocated: 1536 + 3*MiB, Reserved: 8 * MiB},
-		{Event: 5, Live: 512, Allocated: 512, Reserved: 8 * MiB},
-		{Event: 6, Live: 1024, Allocated: 1024, Reserved: 10 * MiB},
+		{Event: 1, Live: 1024 + 3*vmm.MiB, Allocated: 1024 + 3*vmm.MiB, Reserved: 6 * vmm.MiB},
+		{Event: 3, Live: 1536 + 3*vmm.MiB, Allocated: 1536 + 3*vmm.MiB, Reserved: 8 * vmm.MiB},
+		{Event: 5, Live: 512, Allocated: 512, Reserved: 8 * vmm.MiB},
+		{Event: 6, Live: 1024, Allocated: 1024, Reserved: 10 * vmm.MiB},
 	}
 	if len(r.Timeline) != len(wantTL) {
 		t.Fatalf("timeline %+v, want %+v", r.Timeline, wantTL)
@@ -147,8 +145,8 @@ a 3 1 1
 
 // Sparse IDs (a trace converted from addresses, say) are renumbered, not used as slice indexes.
 func TestReplaySparseIDs(t *testing.T) {
-	withBump(t, 0)
-	tr := parse(t, "a 18446744073709551615 4096 0\na 77 10 0\nf 18446744073709551615\n")
+	withBumpAllocator(t, 0)
+	tr := parseTrace(t, "a 18446744073709551615 4096 0\na 77 10 0\nf 18446744073709551615\n")
 	r, err := Replay(context.Background(), tr, ReplayOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -160,8 +158,8 @@ func TestReplaySparseIDs(t *testing.T) {
 
 // An engine failure names the trace, the policy and the event, and keeps the engine's error kind.
 func TestReplayErrorNamesEvent(t *testing.T) {
-	withBump(t, 4*MiB)
-	tr := parse(t, "a 0 2097152 0\na 1 2097152 0\na 2 1 0\n")
+	withBumpAllocator(t, 4*vmm.MiB)
+	tr := parseTrace(t, "a 0 2097152 0\na 1 2097152 0\na 2 1 0\n")
 	_, err := Replay(context.Background(), tr, ReplayOptions{Policy: "caching"})
 	if !errors.Is(err, vmm.ErrOutOfMemory) || !errors.Is(err, ErrReplay) {
 		t.Fatalf("err = %v, want out of memory wrapped in ErrReplay", err)
@@ -174,12 +172,12 @@ func TestReplayErrorNamesEvent(t *testing.T) {
 }
 
 func TestReplayStopsOnCancel(t *testing.T) {
-	withBump(t, 0)
+	withBumpAllocator(t, 0)
 	var sb strings.Builder
 	for i := 0; i < 40000; i++ {
 		sb.WriteString("a " + strconv.Itoa(i) + " 512 0\nf " + strconv.Itoa(i) + "\n")
 	}
-	tr := parse(t, sb.String())
+	tr := parseTrace(t, sb.String())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := Replay(ctx, tr, ReplayOptions{}); !errors.Is(err, context.Canceled) {
@@ -190,7 +188,7 @@ func TestReplayStopsOnCancel(t *testing.T) {
 // The bundled traces are complete: their live peak (each request rounded to 512 B) is within 0.5% of the
 // peak_allocated PyTorch measured on the native run (testdata/traces/README.md).
 func TestBundledTracesLivePeakMatchesTorch(t *testing.T) {
-	withBump(t, 0)
+	withBumpAllocator(t, 0)
 	peaks, err := LoadTorchPeaks("../testdata/traces/peaks.json")
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +219,7 @@ func TestBundledTracesLivePeakMatchesTorch(t *testing.T) {
 	}
 }
 
-func sampleResults() []*ReplayResult {
+func sampleReplayResults() []*ReplayResult {
 	var calls vmm.CallCounts
 	calls[vmm.CallCreate], calls[vmm.CallMap], calls[vmm.CallSetAccess] = 3, 3, 2
 	return []*ReplayResult{{
@@ -244,7 +242,7 @@ func TestWriteJSONFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := WriteJSON(&buf, sampleResults(), peaks); err != nil {
+	if err := WriteJSON(&buf, sampleReplayResults(), peaks); err != nil {
 		t.Fatal(err)
 	}
 	var rows []map[string]any
@@ -283,14 +281,14 @@ func TestWriteJSONFields(t *testing.T) {
 func TestWriteTableHasOneRowPerResult(t *testing.T) {
 	peaks, _ := LoadTorchPeaks("../testdata/traces/peaks.json")
 	var buf bytes.Buffer
-	if err := WriteTable(&buf, sampleResults(), peaks); err != nil {
+	if err := WriteTable(&buf, sampleReplayResults(), peaks); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 3 {
 		t.Fatalf("table has %d lines, want header + 2:\n%s", len(lines), buf.String())
 	}
-	for _, want := range []string{"frag", "torch GiB", "set_access", "driver ms", "%train"} {
+	for _, want := range []string{"frag", "torch GiB", "set_access", "modeled ms", "%train"} {
 		if !strings.Contains(lines[0], want) {
 			t.Errorf("header lacks %q: %s", want, lines[0])
 		}
@@ -305,7 +303,7 @@ func TestWritePlotPNGAndSVG(t *testing.T) {
 	dir := t.TempDir()
 	for _, name := range []string{"p.png", "p.svg"} {
 		path := filepath.Join(dir, name)
-		if err := WritePlot(path, sampleResults()); err != nil {
+		if err := WritePlot(path, sampleReplayResults()); err != nil {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(path)
@@ -322,10 +320,10 @@ func TestWritePlotPNGAndSVG(t *testing.T) {
 			t.Errorf("%s is not an SVG", name)
 		}
 	}
-	if err := WritePlot(filepath.Join(dir, "p.gif"), sampleResults()); err == nil {
+	if err := WritePlot(filepath.Join(dir, "p.gif"), sampleReplayResults()); err == nil {
 		t.Error("WritePlot accepted a .gif")
 	}
-	noTL := sampleResults()
+	noTL := sampleReplayResults()
 	noTL[0].Timeline = nil
 	if err := WritePlot(filepath.Join(dir, "q.png"), noTL); err == nil {
 		t.Error("WritePlot accepted a result without a timeline")
@@ -365,8 +363,8 @@ func TestTimingDriverCountsAndForwards(t *testing.T) {
 
 // Replay through a TimingDriver reports measured time and the inner device's modeled time.
 func TestReplayOnTimingDriver(t *testing.T) {
-	withBump(t, 0)
-	tr := parse(t, "a 0 10 0\na 1 10 0\n")
+	withBumpAllocator(t, 0)
+	tr := parseTrace(t, "a 0 10 0\na 1 10 0\n")
 	td := NewTimingDriver(model.NewDevice(model.DeviceConfig{SyncStreams: true}))
 	r, err := Replay(context.Background(), tr, ReplayOptions{Driver: td})
 	if err != nil {

@@ -30,7 +30,7 @@ func NewTimingDriver(d vmm.Driver) *TimingDriver { return &TimingDriver{inner: d
 func (t *TimingDriver) Inner() vmm.Driver { return t.inner }
 
 // String describes the wrapped driver.
-func (t *TimingDriver) String() string { return "timed " + describeDriver(t.inner) }
+func (t *TimingDriver) String() string { return "timed " + describeReplayDriver(t.inner) }
 
 // Counts returns the calls made through the wrapper, by kind.
 func (t *TimingDriver) Counts() vmm.CallCounts {

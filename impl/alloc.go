@@ -67,8 +67,10 @@ func expSize(b *block) uint64 {
 // releases the cache and tries once more.
 func (a *Allocator) allocMiss(ss *streamState, pool poolKind, rs, size uint64) (*block, error) {
 	var err error
+	defer func() { a.lastResort = false }()
 	for attempt := 0; attempt < 2; attempt++ {
 		var b *block
+		a.lastResort = attempt > 0
 		if b, err = a.allocNew(ss, pool, rs, attempt > 0); err == nil {
 			return b, nil
 		}
@@ -229,7 +231,7 @@ func (a *Allocator) undoReserve(p vmm.DevicePtr, size uint64) {
 // --- arenas (expandable, gmlake) ---
 
 func (a *Allocator) newArena(ss *streamState, pool poolKind) (*segment, error) {
-	size := vmm.AlignUp(a.total/arenaSlackDen*arenaSlackNum, a.gran)
+	size := roundUp(a.total/arenaSlackDen*arenaSlackNum, a.quantum(pool))
 	base, err := a.d.Reserve(size)
 	if err != nil {
 		return nil, err
@@ -322,7 +324,12 @@ func (a *Allocator) quantum(pool poolKind) uint64 {
 func (a *Allocator) mapInto(u *block, n uint64) (*block, error) {
 	seg := u.seg
 	q := a.quantum(seg.pool)
-	sz := min(vmm.AlignUp(n, q), u.size)
+	sz := min(roundUp(n, q), u.size)
+	if a.lastResort {
+		// After releasing the cache, map no more than the granularity requires: a last page shorter than
+		// the page size rather than a spurious out-of-memory.
+		sz = min(roundUp(n, a.gran), u.size)
+	}
 	piece := sz
 	if a.p.pageSmall != 0 {
 		piece = q
@@ -460,7 +467,7 @@ func (a *Allocator) tryStitch(ss *streamState, rs uint64) (b *block, ok bool, er
 	chosen := make([]*chunk, 0, 8)
 	taken := make([]bool, len(cands))
 	for i, c := range cands {
-		if len(chosen) >= maxStitchPcs || rem == 0 {
+		if len(chosen) >= a.p.maxPieces || rem == 0 {
 			break
 		}
 		if c.size <= rem {
@@ -469,7 +476,7 @@ func (a *Allocator) tryStitch(ss *streamState, rs uint64) (b *block, ok bool, er
 			rem -= c.size
 		}
 	}
-	if rem > 0 && len(chosen) < maxStitchPcs {
+	if rem > 0 && len(chosen) < a.p.maxPieces {
 		// The smallest chunk not taken that covers the rest: no new memory, some slack in the block.
 		for i := len(cands) - 1; i >= 0; i-- {
 			if !taken[i] && cands[i].size >= rem {
@@ -500,11 +507,11 @@ func (a *Allocator) tryStitch(ss *streamState, rs uint64) (b *block, ok bool, er
 			return nil, false, nil
 		}
 		if rem > 0 {
-			c, err := a.arenaChunk(ss, rem)
+			cs, err := a.arenaChunks(ss, rem)
 			if err != nil {
 				return nil, false, err
 			}
-			chosen = append(chosen, c)
+			chosen = append(chosen, cs...)
 		}
 	}
 	// Map in address order of the sources: deterministic, and neighbours stay neighbours.
@@ -525,9 +532,9 @@ func (a *Allocator) tryStitch(ss *streamState, rs uint64) (b *block, ok bool, er
 	return sb, true, nil
 }
 
-// arenaChunk maps a new chunk of size bytes into ss's large arena, to be stitched; it stays a free block
-// there (the stitch holds it next).
-func (a *Allocator) arenaChunk(ss *streamState, size uint64) (*chunk, error) {
+// arenaChunks maps new memory of size bytes into ss's large arena, to be stitched (in pieces of at most
+// chunkMax, like any growth); it stays free there until the stitch holds it. It returns the new chunks.
+func (a *Allocator) arenaChunks(ss *streamState, size uint64) ([]*chunk, error) {
 	seg := ss.arena[largePool]
 	if seg == nil {
 		var err error
@@ -546,14 +553,14 @@ func (a *Allocator) arenaChunk(ss *streamState, size uint64) (*chunk, error) {
 		return nil, errOOMArena
 	}
 	off := uint64(u.ptr - seg.base)
-	saved := a.p.chunkMax
-	a.p.chunkMax = 0 // one chunk, so it can be stitched whole
-	_, err := a.mapInto(u, size)
-	a.p.chunkMax = saved
-	if err != nil {
+	if _, err := a.mapInto(u, size); err != nil {
 		return nil, err
 	}
-	return seg.chunks[seg.chunkIndex(off)], nil
+	var out []*chunk
+	for i := seg.chunkIndex(off); i < len(seg.chunks) && seg.chunks[i].off < off+size; i++ {
+		out = append(out, seg.chunks[i])
+	}
+	return out, nil
 }
 
 // buildSBlock reserves a range, maps chunks side by side into it, sets access, and holds the pBlocks under

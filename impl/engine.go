@@ -47,6 +47,8 @@ type Allocator struct {
 	total  uint64 // device capacity (MemInfo total at New)
 	closed bool
 
+	lastResort bool // the retry after releasing the cache: map only what the granularity requires
+
 	streams map[vmm.Stream]*streamState
 	last    *streamState // the last stream used (hot path cache)
 	// ptrs maps every pointer ever handed out to the block last handed out there. The allocation at p is
@@ -313,28 +315,34 @@ func (a *Allocator) getEvent() (vmm.Event, error) {
 // safe reports whether work that used a block freed on st at seq has completed, recording a fence event on
 // st when needed. Costs at most a RecordEvent and a QueryEvent; nothing on the hot path calls it.
 func (a *Allocator) safe(st *streamState, seq uint64) bool {
-	if seq <= st.safeSeq || a.mut&MutEarlyCrossStreamReuse != 0 {
+	if a.mut&MutEarlyCrossStreamReuse != 0 {
 		return true
 	}
-	if !st.hasFence {
-		e, err := a.getEvent()
-		if err != nil {
+	// Two rounds: an old fence may complete yet predate seq; then a fresh one is recorded.
+	for round := 0; round < 2; round++ {
+		if seq <= st.safeSeq {
+			return true
+		}
+		if !st.hasFence {
+			e, err := a.getEvent()
+			if err != nil {
+				return false
+			}
+			if err := a.d.RecordEvent(e, st.s); err != nil {
+				a.evFree = append(a.evFree, e)
+				return false
+			}
+			st.fence, st.fenceSeq, st.hasFence = e, a.freeSeq, true
+		}
+		done, err := a.d.QueryEvent(st.fence)
+		if err != nil || !done {
 			return false
 		}
-		if err := a.d.RecordEvent(e, st.s); err != nil {
-			a.evFree = append(a.evFree, e)
-			return false
-		}
-		st.fence, st.fenceSeq, st.hasFence = e, a.freeSeq, true
+		st.safeSeq = st.fenceSeq
+		st.hasFence = false
+		a.evFree = append(a.evFree, st.fence)
+		st.fence = 0
 	}
-	done, err := a.d.QueryEvent(st.fence)
-	if err != nil || !done {
-		return false
-	}
-	st.safeSeq = st.fenceSeq
-	st.hasFence = false
-	a.evFree = append(a.evFree, st.fence)
-	st.fence = 0
 	return seq <= st.safeSeq
 }
 

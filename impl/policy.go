@@ -15,7 +15,8 @@ const (
 	minLargeAlloc = 10 << 20        // kMinLargeAlloc
 	roundLarge    = 2 << 20         // kRoundLarge: larger requests round up to 2 MiB
 	paperStitch   = 512 << 20       // GMLake's fragment limit: stitch only requests of at least 512 MiB
-	maxStitchPcs  = 256             // the most chunks one new sBlock maps
+	defaultChunk  = 64 << 20        // gmlake: the largest physical chunk one growth creates (doc.go: measured)
+	maxStitchPcs  = 1 << 20         // the most chunks one new sBlock maps
 	arenaSlackNum = 9               // arenas reserve 9/8 of the device (PyTorch's ExpandableSegment)
 	arenaSlackDen = 8               //
 	noLimit       = ^uint64(0) >> 1 //
@@ -34,6 +35,7 @@ type params struct {
 	greedy      bool   // gmlake-paper: stitch only when free chunks cover the request, largest first, no growth
 	crossStream bool   // stitch chunks of other streams' pools once their free events completed
 	sblockCache int    // cached free sBlocks before LRU StitchFree; < 0 unlimited
+	maxPieces   int    // the most chunks one new sBlock maps
 }
 
 func resolve(cfg Config, gran uint64) (params, error) {
@@ -74,13 +76,15 @@ func resolve(cfg Config, gran uint64) (params, error) {
 	case PolicyGMLake:
 		p.arena, p.splitAny, p.stitch, p.crossStream = true, true, true, !cfg.NoCrossStream
 		p.stitchMin = or(cfg.StitchMin, 2*gran)
-		p.chunkMax = or(cfg.ChunkSize, noLimit)
+		p.chunkMax = or(cfg.ChunkSize, vmm.AlignUp(defaultChunk, gran))
 		p.sblockCache = 256
+		p.maxPieces = maxStitchPcs
 	case PolicyGMLakePaper:
 		p.stitch, p.greedy = true, true
 		p.stitchMin = or(cfg.StitchMin, paperStitch)
 		p.chunkMax = or(cfg.ChunkSize, vmm.AlignUp(2<<20, gran))
 		p.sblockCache = 64
+		p.maxPieces = 1 << 30
 	default:
 		return p, fmt.Errorf("%w %q (want one of %v)", ErrUnknownPolicy, cfg.Policy, Policies)
 	}
@@ -124,3 +128,6 @@ func (p *params) shouldSplit(b *block, rs uint64) bool {
 	}
 	return rem > smallSize
 }
+
+// roundUp rounds n up to a multiple of q (any q > 0, not only powers of two: expandable's 20 MiB pages).
+func roundUp(n, q uint64) uint64 { return (n + q - 1) / q * q }

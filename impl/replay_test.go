@@ -183,3 +183,25 @@ func TestReplayTable(t *testing.T) {
 		}
 	}
 }
+
+// TestChunkSweep prints gmlake's fragmentation and modeled driver time by knob values (GMLAKE_SWEEP=1).
+func TestChunkSweep(t *testing.T) {
+	if os.Getenv("GMLAKE_SWEEP") == "" {
+		t.Skip("set GMLAKE_SWEEP=1")
+	}
+	peaks := loadPeaks(t)
+	cfgs := []Config{{ChunkSize: 32 << 20}, {ChunkSize: 48 << 20}, {ChunkSize: 64 << 20}, {ChunkSize: 96 << 20},
+		{ChunkSize: 64 << 20, StitchMin: 32 << 20}, {ChunkSize: 64 << 20, SBlockCache: -1}}
+	for _, name := range bundledTraces(t) {
+		tr := loadTrace(t, name)
+		exp := replay(t, tr, Config{Policy: PolicyExpandable})
+		nat, _ := findPeak(peaks, name, "native")
+		for _, c := range cfgs {
+			r := replay(t, tr, c)
+			fmt.Printf("%-14s chunk=%-4d stitchMin=%-4d frag=%6.2f%% res/exp=%.3f time/exp=%.2f %%train=%.3f%% stitches=%d reuses=%d sfree=%d\n",
+				name, c.ChunkSize>>20, c.StitchMin>>20, 100*r.frag(),
+				float64(r.Stats.PeakReservedBytes)/float64(exp.Stats.PeakReservedBytes), float64(r.Modeled)/float64(exp.Modeled),
+				100*r.Modeled.Seconds()/nat.Seconds, r.Stats.NumStitches, r.Stats.NumStitchReuses, r.Stats.NumStitchFrees)
+		}
+	}
+}

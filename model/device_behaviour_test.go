@@ -591,12 +591,12 @@ func TestDeviceConcurrentUse(t *testing.T) {
 func TestDeviceRandomCallsKeepInvariants(t *testing.T) {
 	steps := 3000
 	if testingLong() {
-		steps = 100000
+		steps = 50000
 	}
 	d := NewDevice(DeviceConfig{Capacity: 64 * mib, Seed: 3})
 	d.FailProb(vmm.CallMap, 0.05, vmm.OutOfMemory)
 	rng := rand.New(rand.NewSource(42))
-	var handles []vmm.Handle
+	var handles []vmm.Handle // every handle ever created (released ones too: their use must fail)
 	var resv []vmm.Range
 	pick := func() vmm.DevicePtr {
 		if len(resv) == 0 || rng.Intn(10) == 0 {
@@ -617,10 +617,12 @@ func TestDeviceRandomCallsKeepInvariants(t *testing.T) {
 		}
 		return handles[rng.Intn(len(handles))]
 	}
+	var ok, failed [8]int
 	for i := 0; i < steps; i++ {
 		before := dump(d)
 		var err error
-		switch rng.Intn(8) {
+		op := rng.Intn(8)
+		switch op {
 		case 0:
 			var x vmm.Handle
 			if x, err = d.Create(size()); err == nil {
@@ -629,6 +631,9 @@ func TestDeviceRandomCallsKeepInvariants(t *testing.T) {
 		case 1:
 			err = d.Release(h())
 		case 2:
+			if len(resv) > 24 {
+				break // keep the state small enough to compare after every step
+			}
 			var p vmm.DevicePtr
 			sz := size()
 			if p, err = d.Reserve(sz * 2); err == nil {
@@ -636,24 +641,50 @@ func TestDeviceRandomCallsKeepInvariants(t *testing.T) {
 			}
 		case 3:
 			if len(resv) > 0 {
-				r := resv[rng.Intn(len(resv))]
-				err = d.FreeAddress(r.Base, r.Size)
+				j := rng.Intn(len(resv))
+				r := resv[j]
+				if err = d.FreeAddress(r.Base, r.Size); err == nil {
+					resv = append(resv[:j], resv[j+1:]...)
+				}
 			}
 		case 4, 5:
 			x := h()
-			sz := size()
-			for _, hi := range d.State().Handles {
-				if hi.Handle == x && rng.Intn(2) == 0 {
-					sz = hi.Size
+			if rng.Intn(2) == 0 {
+				// Prefer a handle that may be mapped: live and not released.
+				d.mu.Lock()
+				for _, y := range handles {
+					if hd := d.mu.handles[y]; hd != nil && !hd.released && rng.Intn(3) == 0 {
+						x = y
+						break
+					}
 				}
+				d.mu.Unlock()
 			}
+			sz := size()
+			d.mu.Lock()
+			if hd := d.mu.handles[x]; hd != nil && rng.Intn(2) == 0 {
+				sz = hd.size
+			}
+			d.mu.Unlock()
 			err = d.Map(pick(), sz, x, 0)
-		case 6:
-			err = d.Unmap(pick(), size())
-		case 7:
-			err = d.SetAccess(pick(), size())
+		case 6, 7:
+			p, sz := pick(), size()
+			if ms := d.State().Mappings; len(ms) > 0 && rng.Intn(2) == 0 {
+				// Aim at real mappings: one, or a run from one to a later one (maybe with holes).
+				j := rng.Intn(len(ms))
+				k := j + rng.Intn(min(3, len(ms)-j))
+				p, sz = ms[j].VA.Base, uint64(ms[k].VA.Limit()-ms[j].VA.Base)
+			}
+			if op == 6 {
+				err = d.Unmap(p, sz)
+			} else {
+				err = d.SetAccess(p, sz)
+			}
 		}
-		if err != nil {
+		if err == nil {
+			ok[op]++
+		} else {
+			failed[op]++
 			var ce *vmm.CallError
 			require.True(t, errors.As(err, &ce), "step %d: %T %v", i, err, err)
 			require.Equal(t, before, dump(d), "step %d: failed call %v changed the device", i, err)
@@ -663,6 +694,11 @@ func TestDeviceRandomCallsKeepInvariants(t *testing.T) {
 		}
 	}
 	checkInvariants(t, d)
+	t.Logf("successes by op %v, failures %v", ok, failed)
+	for op := range ok {
+		assert.Positive(t, ok[op], "op %d never succeeded: the walk is too weak", op)
+		assert.Positive(t, failed[op], "op %d never failed: the walk is too weak", op)
+	}
 }
 
 func testingLong() bool { return strings.EqualFold(os.Getenv("GMLAKE_PROFILE"), "long") }

@@ -20,6 +20,8 @@ const (
 	InvReleaseSafe   = "INV-RELEASESAFE"
 	InvNoSpuriousOOM = "INV-NOSPURIOUSOOM"
 	InvContract      = "INV-CONTRACT"
+	InvSelfCheck     = "INV-SELFCHECK"
+	InvBestFit       = "INV-BESTFIT"
 )
 
 // StateInvariants lists the invariants Check evaluates on a single View, with their predicates.
@@ -237,8 +239,8 @@ func CheckMirror(v View) []Violation {
 }
 
 // CheckBlocks is INV-BLOCKS: each live allocation is served by exactly one live block that starts at its
-// pointer and has its size; no two live allocations share a block; every other live block is a part of a
-// live sBlock.
+// pointer and has its size; no two live allocations share a block; every other live block is a pBlock held
+// by an sBlock (live or pending) that lists it among its parts.
 func CheckBlocks(v View) []Violation {
 	byID := map[uint64]Block{}
 	for _, b := range v.Blocks {
@@ -246,19 +248,25 @@ func CheckBlocks(v View) []Violation {
 	}
 	var out []Violation
 	used := map[uint64]bool{}
-	// pBlocks held by a live sBlock are live too (they serve it); they are not allocations of their own.
-	held := map[uint64]bool{}
-	for _, b := range v.Blocks {
-		if b.Stitched && b.State == BlockLive {
-			for _, p := range b.Parts {
-				held[p] = true
-			}
-		}
-	}
+	// pBlocks held by an sBlock (live, or pending after its free) are live too: they are not allocations
+	// of their own. A holder must exist and list the pBlock among its parts.
 	nLive := 0
 	for _, b := range v.Blocks {
-		if b.State == BlockLive && !held[b.ID] {
+		if b.State != BlockLive {
+			continue
+		}
+		if b.HeldBy == 0 {
 			nLive++
+			continue
+		}
+		h, ok := byID[b.HeldBy]
+		switch {
+		case !ok || !h.Stitched:
+			out = append(out, violation(InvBlocks, "pBlock %d %v is held by %d, which is not an sBlock", b.ID, b.Range, b.HeldBy))
+		case h.State == BlockFree:
+			out = append(out, violation(InvBlocks, "pBlock %d %v is held by sBlock %d, which is free (cached)", b.ID, b.Range, h.ID))
+		case !containsID(h.Parts, b.ID):
+			out = append(out, violation(InvBlocks, "pBlock %d %v is held by sBlock %d, whose parts %v omit it", b.ID, b.Range, h.ID, h.Parts))
 		}
 	}
 	for _, a := range v.Live {
@@ -280,6 +288,15 @@ func CheckBlocks(v View) []Violation {
 		out = append(out, violation(InvBlocks, "%d blocks are live but %d allocations are", nLive, len(v.Live)))
 	}
 	return out
+}
+
+func containsID(ids []uint64, id uint64) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
 }
 
 // CheckNoLeak is INV-NOLEAK: after Close the device holds nothing: no reservation, no mapping, no handle,
@@ -318,4 +335,56 @@ func overlappingDev(ms []DevMapping, r vmm.Range) []DevMapping {
 		j++
 	}
 	return ms[i:j]
+}
+
+// CheckBestFit is INV-BESTFIT: when Alloc(size, s) is served by a free pBlock F that existed before the
+// call (the new allocation starts at F's base), F is a best fit: no other free pBlock of stream s in the
+// same segment (reservation, hence the same pool) held the rounded request with fewer bytes. Blocks that
+// touch unmapped room of their segment (expandable segments' growing end) are not compared: a policy may
+// count them with the room they can grow into.
+func CheckBestFit(before, after View, ptr vmm.DevicePtr, s vmm.Stream, rounded uint64) []Violation {
+	var f *Block
+	for i := range before.Blocks {
+		b := &before.Blocks[i]
+		if !b.Stitched && b.State == BlockFree && b.Range.Base == ptr && b.Stream == s {
+			f = b
+		}
+	}
+	if f == nil || f.Range.Size < rounded {
+		return nil
+	}
+	resOf := func(p vmm.DevicePtr) (vmm.Range, bool) {
+		rs := before.Device.Reservations
+		i := sort.Search(len(rs), func(i int) bool { return rs[i].Limit() > p })
+		if i < len(rs) && rs[i].Contains(p) {
+			return rs[i], true
+		}
+		return vmm.Range{}, false
+	}
+	fr, ok := resOf(f.Range.Base)
+	if !ok {
+		return nil
+	}
+	growing := func(b Block) bool {
+		lim := b.Range.Limit()
+		if r, _ := resOf(b.Range.Base); lim >= r.Limit() {
+			return false
+		}
+		_, holes := before.Device.Backing(vmm.Range{Base: lim, Size: 1})
+		return len(holes) > 0
+	}
+	if growing(*f) {
+		return nil
+	}
+	for _, g := range before.Blocks {
+		if g.Stitched || g.State != BlockFree || g.Stream != s || g.ID == f.ID || g.Range.Size < rounded || g.Range.Size >= f.Range.Size {
+			continue
+		}
+		if gr, ok := resOf(g.Range.Base); !ok || gr != fr || growing(g) {
+			continue
+		}
+		return []Violation{violation(InvBestFit, "Alloc of %d bytes (rounded) on stream %d took free block %v (%d bytes) although free block %v (%d bytes) of the same segment fits",
+			rounded, s, f.Range, f.Range.Size, g.Range, g.Range.Size)}
+	}
+	return nil
 }

@@ -56,7 +56,8 @@ type Block struct {
 	Range    vmm.Range
 	Stream   vmm.Stream
 	Parts    []uint64
-	Events   int // events still outstanding before the block is reusable
+	Events   int    // events still outstanding before the block is reusable
+	HeldBy   uint64 // for a pBlock: the sBlock whose view holds its chunks (it is then live too), 0 if none
 }
 
 // Chunk is one physical handle the allocator holds, with the number of mappings it counts for it.

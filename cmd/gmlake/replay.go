@@ -153,7 +153,8 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 					prog.clear()
 					return err
 				}
-				real.ModeledDriverTime = sim.ModeledDriverTime // what the cost model says the same calls cost
+				real.Device = "cuda:0"
+				real.ModeledDriverTime = sim.ModeledDriverTime // what the cost model charges for the same replay
 				prog.finished(real)
 				results = append(results, real)
 			}

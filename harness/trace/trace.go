@@ -2,10 +2,16 @@
 // (gzip or plain), one event a line in program order:
 //
 //	a ID SIZE STREAM   allocation ID of SIZE bytes (as requested) on STREAM (0, 1, 2 in order of first use)
-//	r ID               free requested while another stream may still use the block
+//	r ID               free requested: the program is done with the block, but it may not be reused yet
+//	                   (another stream may still use it); PyTorch records one before each free_completed
 //	f ID               free completed: from now on the block may be reused
 //
-// It owns parsing and writing that format; replaying a trace through an allocator lives in harness.
+// Blank lines and lines whose first field starts with '#' are skipped. Every ID is allocated once, and
+// freed (r then f, or f alone) at most once after; Read refuses anything else with a *ParseError naming
+// file and line, and a compressed stream that ends early with an error naming the line it ended at.
+//
+// It owns parsing and writing that format; replaying a trace through an allocator, and converting PyTorch's
+// memory snapshot pickles to a Trace, live in harness (replay.go, pickle.go).
 package trace
 
 import (

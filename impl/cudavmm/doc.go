@@ -1,4 +1,35 @@
 // Package cudavmm implements vmm.Driver on a real NVIDIA GPU through the CUDA driver API, loaded at run
 // time with dlopen("libcuda.so.1"): no CUDA headers or libraries are needed to build it, and New returns a
 // clear error on machines without a driver. It is the only package that imports "C" or unsafe.
+//
+// # Layout
+//
+//   - cuda.h declares, by hand, the few CUDA types the package needs (from the C ABI in notes/cuda-vmm.md:
+//     the 12-byte CUmemAccessDesc, the 32-byte CUmemAllocationProp, handles as 64-bit values, streams and
+//     events as pointers) and the gm_* wrappers. cuda.c loads every symbol once, by its versioned name where
+//     the unsuffixed one has the old 32-bit ABI (cuMemGetInfo_v2, cuMemcpyDtoH_v2, cuStreamDestroy_v2,
+//     cuEventDestroy_v2, cuDevicePrimaryCtxRelease_v2, cuMemAlloc_v2, cuMemFree_v2).
+//   - driver.go is the Driver: one per device ordinal, on the device's primary context (retained by New,
+//     released by Close). Every gm_* wrapper calls cuCtxSetCurrent before its driver call, inside the same C
+//     call, so the call runs in the right context on whatever OS thread the goroutine is on.
+//   - probe.go measures the cost of each call kind (gmlake probe prints it).
+//   - driver_nocgo.go stands in when cgo is off: the package builds, New says there is no driver.
+//
+// # Errors
+//
+// A failed CUDA call returns a *vmm.CallError with the call kind, vmm.Result(code) (so errors.Is works and
+// the message carries the CUDA name and code) and the arguments. No CUDA driver on the machine: an error
+// matching vmm.ErrDriverNotLoaded that says so. Calls after Close: vmm.ErrInvalidContext.
+//
+// # What the real driver does that the simulated one reports
+//
+// Using a handle after its last release, or a stream or event after it was destroyed, is undefined on the
+// GPU: handles, streams and events are driver pointers, and on the H200 (driver 580) cuMemMap of a freed
+// handle crashes the process. A Memset or Read on a range without access faults the GPU and loses the
+// context for the rest of the process. The simulated device (model) reports all of these as errors; callers
+// of this package must not make them. DestroyStream(DefaultStream) is refused here, before the driver.
+//
+// Streams created here are blocking (they synchronise with the legacy default stream, vmm.DefaultStream);
+// events have timing disabled. StreamFromHandle wraps a cudaStream_t from elsewhere (PyTorch's) as a
+// vmm.Stream. Memset is cuMemsetD8Async on the stream; Read synchronises the stream, then copies.
 package cudavmm

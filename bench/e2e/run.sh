@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The end-to-end GPU benchmark of gmlake in PyTorch (issue 8; docs/pytorch.md). Runs on the GPU machine
+# (torch, transformers, peft; no Go there: build capi/libgmlake.so with `make capi` first and bring it along).
+#
+#   bench/e2e/run.sh                                   # every single-GPU phase (about 8 minutes on an H200)
+#   PHASES="check micro ckpt lora" bench/e2e/run.sh    # a subset; phases run in the order given
+#   PHASES="check fsdp" bench/e2e/run.sh               # FSDP2 on 2 GPUs (torchrun)
+#
+# Phases: check (the library loads into torch; smoke test on the GPU), micro (hot path in C++, PyTorch's
+# allocator native and with expandable_segments), ckpt / lora / fsdp (the timed training job under each
+# allocator, one process per run), maxbatch (largest batch per allocator, config $MAXBATCH_CONFIG), record
+# (a gmlake run of the ckpt job that writes its allocation trace with gmlake_torch.record()).
+# Results: $OUT/e2e.jsonl (one JSON object per run, written as each run ends), $OUT/summary.md (tables and
+# targets, also printed), $OUT/run.log (everything printed). Knobs (environment): OUT, PHASES, ALLOCS, STEPS,
+# WARMUP, RUN_TIMEOUT (s per run), MAXBATCH_CONFIG, BUDGET_GIB, NPROC, GMLAKE_POLICY, GMLAKE_LIB.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+OUT=${OUT:-$REPO/out/e2e}
+mkdir -p "$OUT"
+RESULTS=$OUT/e2e.jsonl
+LOG=$OUT/run.log
+PHASES=${PHASES:-"check micro ckpt lora maxbatch record"}
+ALLOCS=${ALLOCS:-"native expandable gmlake"}
+STEPS=${STEPS:-12}
+WARMUP=${WARMUP:-3}
+RUN_TIMEOUT=${RUN_TIMEOUT:-300}
+MAXBATCH_CONFIG=${MAXBATCH_CONFIG:-ckpt}
+BUDGET_GIB=${BUDGET_GIB:-24}
+NPROC=${NPROC:-2}
+PY=${PYTHON:-python3}
+
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+export GMLAKE_LIB=${GMLAKE_LIB:-$REPO/capi/libgmlake.so}
+export CUBLAS_WORKSPACE_CONFIG=${CUBLAS_WORKSPACE_CONFIG:-:4096:8}
+export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+# NVLink multicast stays off on the lent machines (KINDS.md): keep these set for every child, torchrun too.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+unset PYTORCH_CUDA_ALLOC_CONF
+
+T0=$(date +%s)
+say() { echo "[$(date -u +%H:%M:%S) +$(($(date +%s) - T0))s] $*" | tee -a "$LOG"; }
+
+# run_one KIND CONFIG ALLOC CMD...: runs one benchmark process under ALLOC's environment, with a timeout,
+# its output appended to the log. If it died without writing its result line, writes one that says so.
+run_one() {
+	local kind=$1 config=$2 alloc=$3
+	shift 3
+	local before after rc envs=(env -u PYTORCH_CUDA_ALLOC_CONF)
+	[ "$alloc" = expandable ] && envs=(env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)
+	before=$(wc -l <"$RESULTS" 2>/dev/null || echo 0)
+	say "start $kind $config $alloc: $*"
+	set +e
+	"${envs[@]}" timeout -k 20 "$RUN_TIMEOUT" "$@" 2>&1 | tee -a "$LOG" | grep -E '^(RESULT|MICRO|SMOKE) |step [0-9]+ |PROBE|Error|error' | cut -c1-400
+	rc=${PIPESTATUS[0]}
+	set -e
+	after=$(wc -l <"$RESULTS" 2>/dev/null || echo 0)
+	if [ "$after" -le "$before" ]; then
+		"$PY" -c 'import json,sys; print(json.dumps(dict(kind=sys.argv[1], config=sys.argv[2], alloc=sys.argv[3], ok=False, error="process exited with status %s (124: timeout) before writing a result; see run.log" % sys.argv[4])))' \
+			"$kind" "$config" "$alloc" "$rc" >>"$RESULTS"
+	fi
+	say "end $kind $config $alloc: exit $rc"
+}
+
+say "gmlake e2e benchmark: phases [$PHASES], allocators [$ALLOCS], out $OUT"
+if [ ! -f "$GMLAKE_LIB" ]; then
+	say "FATAL: $GMLAKE_LIB not found: run 'make capi' on the build machine and carry capi/libgmlake.so"
+	exit 2
+fi
+ngpu=$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>>"$LOG" || echo 0)
+say "python $("$PY" -c 'import sys; print(sys.version.split()[0])'), $ngpu GPU(s), library $GMLAKE_LIB"
+
+for phase in $PHASES; do
+	case $phase in
+	check)
+		# Fails fast (and stops the benchmark) if the library cannot be used inside PyTorch at all.
+		run_one smoke smoke gmlake "$PY" "$HERE/smoke.py" --out "$RESULTS" || true
+		if ! tail -n 1 "$RESULTS" | grep -q '"ok": true'; then
+			say "smoke test FAILED: gmlake runs will fail; continuing with native/expandable only"
+			ALLOCS=$(echo "$ALLOCS" | tr ' ' '\n' | grep -v '^gmlake$' | tr '\n' ' ')
+		fi
+		;;
+	micro)
+		run_one micro micro native "$PY" "$HERE/microbench.py" --out "$RESULTS"
+		run_one micro micro expandable "$PY" "$HERE/microbench.py" --out "$RESULTS"
+		;;
+	ckpt | lora)
+		for alloc in $ALLOCS; do
+			run_one train "$phase" "$alloc" "$PY" "$HERE/train.py" --config "$phase" --alloc "$alloc" \
+				--steps "$STEPS" --warmup "$WARMUP" --out "$RESULTS"
+		done
+		;;
+	fsdp)
+		if [ "$ngpu" -lt "$NPROC" ]; then
+			say "skip fsdp: $ngpu GPU(s), $NPROC needed (use the nvidia-h200-x2 machine)"
+			continue
+		fi
+		for alloc in $ALLOCS; do
+			run_one train fsdp "$alloc" torchrun --standalone --nproc_per_node "$NPROC" "$HERE/train.py" \
+				--config fsdp --alloc "$alloc" --steps "$STEPS" --warmup "$WARMUP" --out "$RESULTS"
+		done
+		;;
+	maxbatch)
+		for alloc in $ALLOCS; do
+			run_one maxbatch "$MAXBATCH_CONFIG" "$alloc" "$PY" "$HERE/train.py" --config "$MAXBATCH_CONFIG" \
+				--alloc "$alloc" --maxbatch --budget-gib "$BUDGET_GIB" --out "$RESULTS"
+		done
+		;;
+	record)
+		case " $ALLOCS " in *" gmlake "*) ;; *)
+			say "skip record: gmlake is not among the allocators"
+			continue
+			;;
+		esac
+		run_one record ckpt gmlake "$PY" "$HERE/train.py" --config ckpt --alloc gmlake --steps 6 --warmup 2 \
+			--trace "$OUT/ckpt-gmlake.trace.gz" --out "$RESULTS"
+		;;
+	*)
+		say "unknown phase $phase (phases: check micro ckpt lora fsdp maxbatch record)"
+		;;
+	esac
+	"$PY" "$HERE/summarize.py" "$RESULTS" --md "$OUT/summary.md" >/dev/null 2>>"$LOG" || true
+done
+
+say "done in $(($(date +%s) - T0)) s"
+"$PY" "$HERE/summarize.py" "$RESULTS" --md "$OUT/summary.md" | tee -a "$LOG"

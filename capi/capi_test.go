@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	libOnce sync.Once
+	libDir  string
+	libErr  error
+	tmpRoot string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if tmpRoot != "" {
+		os.RemoveAll(tmpRoot)
+	}
+	os.Exit(code)
+}
+
+// buildLib builds libgmlake.so once per test run (or uses $GMLAKE_LIB) and returns its folder. Building a
+// c-shared library takes 15-45 s on the 2-core build machine, so -short skips the tests that need it.
+func buildLib(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: building the c-shared library takes a while")
+	}
+	if lib := os.Getenv("GMLAKE_LIB"); lib != "" {
+		return filepath.Dir(lib)
+	}
+	libOnce.Do(func() {
+		if tmpRoot, libErr = os.MkdirTemp("", "gmlake-capi-test"); libErr != nil {
+			return
+		}
+		goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+		out, err := exec.Command(goBin, "build", "-buildmode=c-shared", "-o",
+			filepath.Join(tmpRoot, "libgmlake.so"), ".").CombinedOutput()
+		if err != nil {
+			libErr = fmt.Errorf("go build -buildmode=c-shared: %v\n%s", err, out)
+		}
+		libDir = tmpRoot
+	})
+	if libErr != nil {
+		t.Fatal(libErr)
+	}
+	return libDir
+}
+
+func simEnv() []string {
+	return append(os.Environ(), "GMLAKE_DEVICE=sim", "GMLAKE_SIM_CAPACITY=256MiB", "GMLAKE_TEST_PANIC_SIZE=12345")
+}
+
+// Property: the C ABI behaves as PyTorch needs, driven by a C++ program on the simulated device: distinct
+// blocks, statistics, NULL and an error text on out-of-memory, a C++ exception from gmlake_alloc_throw, the
+// memory fraction cap, bad frees that do not crash, an exact trace, concurrent threads, and a panic that never
+// crosses into C (see testdata/abi_test.cc for each check).
+func TestCABI(t *testing.T) {
+	cxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skip("no g++ on this machine")
+	}
+	dir := buildLib(t)
+	bin := filepath.Join(t.TempDir(), "abi_test")
+	cmd := exec.Command(cxx, "-O1", "-o", bin, filepath.Join("testdata", "abi_test.cc"), "-I.", "-L"+dir, "-lgmlake",
+		"-Wl,-rpath,"+dir, "-lpthread")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("compiling abi_test.cc: %v\n%s", err, out)
+	}
+	run := exec.Command(bin, filepath.Join(t.TempDir(), "abi.trace"))
+	run.Env = simEnv()
+	out, err := run.CombinedOutput()
+	text := string(out)
+	if err != nil || !strings.Contains(text, " passed, 0 failed") {
+		t.Fatalf("abi_test: %v\n%s", err, text)
+	}
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, "passed") || strings.HasPrefix(l, "hot path") {
+			t.Log(l)
+		}
+	}
+}
+
+// Property: the Python module works against the library without PyTorch: statistics, out-of-memory as an
+// exception with the library's text, bad frees counted, record() writing the trace format (plain and gzip),
+// the memory fraction (see python/tests/test_gmlake_torch.py).
+func TestPython(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on this machine")
+	}
+	dir := buildLib(t)
+	cmd := exec.Command(py, "-m", "unittest", "discover", "-s", filepath.Join("..", "python", "tests"), "-v")
+	cmd.Env = append(simEnv(), "GMLAKE_LIB="+filepath.Join(dir, "libgmlake.so"), "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "\nOK") {
+		t.Fatalf("python tests: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gmlake/gmlake/fuzz"
+	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+func init() {
+	var (
+		device, policy, capacity, maxSize, out, replay string
+		duration, checkEvery, progressEvery, minimizeFor time.Duration
+		seed                                            int64
+		streams, maxLive, cudaDevice, logOps            int
+		memInfoCheck, minimize                          bool
+	)
+	cmd := &cobra.Command{
+		Use:   "fuzz",
+		Short: "Run a fuzz campaign against the allocator on the simulated device or a real GPU",
+		Long: `fuzz runs random operations from one goroutine per stream on one allocator for --duration: allocations
+of 1 B to GBs, frees, RecordStream (the other stream then writes the block), stream work, EmptyCache. Every
+allocation is filled with a pattern on the device and a sample is read back before its free; every
+--check-every the workers pause and the spec's invariants are checked on the allocator's snapshot and the
+device's state (on a GPU: what this process holds, booked by a ledger). At the end everything is freed and
+the allocator closed, and the device must hold nothing of ours.
+
+A progress line goes to stderr every --progress-every; one JSON summary line per policy goes to stdout
+(ops, ops_per_sec, violations, leaks, ...). On failure the last operations are saved as a trace file
+(extended with '#!' lines) in --out, re-run single-threaded on the simulated device, and minimized; the
+paths are printed. Exit status 1 on any violation or leak.
+
+--replay FILE runs a saved program (or any trace) single-threaded on the simulated device through the
+program's policy (or --policy, or every policy), checking every step; with --minimize a failure is
+minimized to FILE.min.trace.
+
+Examples:
+  gmlake fuzz --duration 30s --policy caching
+  gmlake fuzz --device cuda --policy gmlake --duration 5m --capacity 30GiB --streams 8 --seed 1
+  gmlake fuzz --replay gmlake-fuzz-gmlake-sim-seed1-1764400000.trace`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if replay != "" {
+				return runReplayProgram(cmd, replay, policy, minimize, minimizeFor)
+			}
+			capBytes, err := parseBytes(capacity)
+			if err != nil {
+				return fmt.Errorf("--capacity: %w", err)
+			}
+			maxBytes, err := parseBytes(maxSize)
+			if err != nil {
+				return fmt.Errorf("--max-size: %w", err)
+			}
+			policies := []string{policy}
+			if policy == "all" {
+				policies = impl.Policies
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			defer stop()
+			var bad []string
+			for _, p := range policies {
+				cfg := fuzz.CampaignConfig{Device: device, Policy: p, Duration: duration, Seed: seed, Streams: streams,
+					Capacity: capBytes, MaxSize: maxBytes, MaxLive: maxLive, CheckEvery: checkEvery,
+					Progress: cmd.ErrOrStderr(), ProgressEvery: progressEvery, OutDir: out, MinimizeFor: minimizeFor,
+					LogOps: logOps, MemInfoCheck: memInfoCheck, CUDADevice: cudaDevice}
+				fmt.Fprintf(cmd.ErrOrStderr(), "fuzz: policy %s on %s for %v, %d streams, seed %d\n", p, device, duration, streams, seed)
+				sum, err := fuzz.RunCampaign(ctx, cfg)
+				if err != nil {
+					return err
+				}
+				line, _ := json.Marshal(sum)
+				fmt.Fprintln(cmd.OutOrStdout(), string(line))
+				if !sum.OK() {
+					bad = append(bad, fmt.Sprintf("%s: %d violations, %d leaks (%s)", p, sum.Violations, sum.Leaks, sum.Failure))
+				}
+				if ctx.Err() != nil {
+					break
+				}
+			}
+			if len(bad) > 0 {
+				return fmt.Errorf("fuzz campaign failed: %s", strings.Join(bad, "; "))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&device, "device", "sim", "sim (the simulated H200) or cuda (a real GPU through libcuda.so.1)")
+	f.StringVar(&policy, "policy", impl.PolicyGMLake, "policy to fuzz: "+strings.Join(impl.Policies, ", ")+", or all (one after the other)")
+	f.DurationVar(&duration, "duration", 30*time.Second, "how long to run (per policy)")
+	f.Int64Var(&seed, "seed", 0, "random seed (0: from the clock; printed in the summary)")
+	f.IntVar(&streams, "streams", 8, "streams, one worker goroutine each")
+	f.StringVar(&capacity, "capacity", "", "sim: device size (default 16GiB); cuda: most bytes kept live (default half the free memory). E.g. 30GiB")
+	f.StringVar(&maxSize, "max-size", "", "largest request (default capacity/8)")
+	f.IntVar(&maxLive, "max-live", 48, "most live allocations per worker")
+	f.DurationVar(&checkEvery, "check-every", time.Second, "period of the lock-step invariant checks (negative: only at the end)")
+	f.DurationVar(&progressEvery, "progress-every", 5*time.Second, "period of the progress line on stderr")
+	f.StringVar(&out, "out", ".", "folder for failing sequences")
+	f.DurationVar(&minimizeFor, "minimize-time", 60*time.Second, "time budget to minimize a failing sequence (negative: do not)")
+	f.IntVar(&logOps, "log-ops", 20000, "operations kept for the reproducer")
+	f.BoolVar(&memInfoCheck, "meminfo-check", false, "cuda: also require cuMemGetInfo's free memory back to its start value (only when no other process uses the GPU)")
+	f.IntVar(&cudaDevice, "cuda-device", 0, "cuda: device ordinal")
+	f.StringVar(&replay, "replay", "", "run a saved program (or trace) single-threaded on the simulated device instead of a campaign")
+	f.BoolVar(&minimize, "minimize", false, "with --replay: minimize a failure into FILE.min.trace")
+	rootCmd.AddCommand(cmd)
+}
+
+// runReplayProgram runs a saved program through its policy (or the given one, or all).
+func runReplayProgram(cmd *cobra.Command, path, policy string, minimize bool, minimizeFor time.Duration) error {
+	p, err := fuzz.ReadProgramFile(path)
+	if err != nil {
+		return err
+	}
+	var policies []string
+	switch {
+	case cmd.Flags().Changed("policy") && policy == "all":
+		policies = impl.Policies
+	case cmd.Flags().Changed("policy"):
+		policies = []string{policy}
+	case p.Policy != "":
+		policies = []string{p.Policy}
+	default:
+		policies = impl.Policies
+	}
+	failed := 0
+	for _, pol := range policies {
+		start := time.Now()
+		rep, f := fuzz.Exec(p, pol, fuzz.ExecOptions{})
+		if f == nil {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok: %d steps, %d allocs, %d frees, %d errors (%.2fs)\n",
+				pol, rep.Steps, rep.Allocs, rep.Frees, rep.Errors, time.Since(start).Seconds())
+			continue
+		}
+		failed++
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: FAIL: %v\n", pol, f)
+		if minimize {
+			if minimizeFor <= 0 {
+				minimizeFor = 60 * time.Second
+			}
+			m, runs := fuzz.Minimize(p, pol, fuzz.ExecOptions{}, f.Inv(), time.Now().Add(minimizeFor))
+			m.Policy = pol
+			mpath := strings.TrimSuffix(strings.TrimSuffix(path, ".gz"), ".trace") + ".min.trace"
+			if err := m.WriteFile(mpath, fmt.Sprintf("minimized from %s (%d -> %d operations, %d runs)", path, len(p.Ops), len(m.Ops), runs)); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: minimized to %d operations: %s\n", pol, len(m.Ops), mpath)
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%s fails under %d of %d policies", path, failed, len(policies))
+	}
+	return nil
+}
+
+// parseBytes reads a size: a number of bytes, or with a unit (KiB, MiB, GiB, TiB; K, M, G, T mean the same;
+// KB, MB, GB, TB are powers of ten). "" is 0.
+func parseBytes(s string) (uint64, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	units := []struct {
+		suf string
+		m   uint64
+	}{{"KiB", vmm.KiB}, {"MiB", vmm.MiB}, {"GiB", vmm.GiB}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+		{"K", vmm.KiB}, {"M", vmm.MiB}, {"G", vmm.GiB}, {"T", 1 << 40}, {"B", 1}}
+	mult := uint64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suf) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suf)), u.m
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("bad size %q (want e.g. 1073741824, 512MiB, 30GiB)", s)
+	}
+	return uint64(v * float64(mult)), nil
+}

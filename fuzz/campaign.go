@@ -1,0 +1,735 @@
+package fuzz
+
+// The campaign (`gmlake fuzz`): many goroutines, one per stream, run random operations on ONE allocator
+// for a fixed time, on the simulated device or a real GPU.
+//
+//   - Every allocation is filled with a byte derived from its id on the device (Memset on its stream) and a
+//     sample of it is read back and compared before its free (pattern.go): aliasing, missing mappings or
+//     access, and reuse while another stream still writes the block show up as wrong data, on the real
+//     GPU too, where no model can look.
+//   - RecordStream hands a block to another stream, which then writes it (on the GPU a real memset of the
+//     block on that stream; on the simulated device a unit of pending work).
+//   - Lock-step checks: every CheckEvery the workers are paused between operations (a RWMutex: workers hold
+//     it for reading around each operation), the allocator's snapshot and the device's state (the simulated
+//     device's own, or on a GPU the ledger of what this process holds, ledger.go) are judged by the spec's
+//     invariants, and the allocator's live set is compared with the workers'.
+//   - At the end every worker frees what it holds, all stream work completes, the allocator is closed, and
+//     the device must hold nothing of ours (the device's leak report, or the ledger; and cuMemGetInfo's
+//     free memory back where it started when the GPU is not shared).
+//   - Every operation is logged (a ring of the last LogOps, plus the allocations still live from before
+//     it). On the first violation the workers stop, the log is saved as a program file in the extended
+//     trace format (ops.go: `gmlake replay` reads it as a trace, `gmlake fuzz --replay` runs it exactly),
+//     re-run single-threaded on the simulated device, and minimized (minimize.go).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/impl/cudavmm"
+	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// CampaignConfig configures a campaign. Zero fields take the defaults noted.
+type CampaignConfig struct {
+	Device   string        // "sim" (default) or "cuda" (impl/cudavmm, device CUDADevice)
+	Policy   string        // one of impl.Policies; "": the default policy
+	Duration time.Duration // 0: 10s
+	Seed     int64         // 0: from the clock (printed)
+	Streams  int           // worker goroutines, one stream each (the first on the default stream); 0: 8
+	// Capacity: on "sim" the simulated device's size (0: 16 GiB); on "cuda" the most bytes the workers keep
+	// live at once (0: half the GPU's free memory). The workers keep their live bytes under 90% of it, so
+	// out-of-memory comes from the allocator's cache and fragmentation, and is legal.
+	Capacity   uint64
+	MaxSize    uint64        // largest request; 0: Capacity/8
+	MaxLive    int           // most live allocations per worker; 0: 48
+	CheckEvery time.Duration // lock-step check period; 0: 1s; < 0: never (the end checks still run)
+	// Progress receives a progress line every ProgressEvery (0: 5s); nil: none.
+	Progress      io.Writer
+	ProgressEvery time.Duration
+	OutDir        string        // where failing programs are saved; "": the current directory
+	MinimizeFor   time.Duration // time budget of the minimizer; 0: 60s; < 0: no minimization
+	LogOps        int           // operations kept in the log for the reproducer; 0: 20000
+	// MemInfoCheck also requires the device's free memory (cuMemGetInfo) back to its value at the start
+	// after Close. Leave it off when other processes share the GPU; the ledger check always runs.
+	MemInfoCheck bool
+	CUDADevice   int           // device ordinal for "cuda"
+	Mutations    impl.Mutation // seeded engine bugs (tests proving the campaign bites)
+	_            struct{}
+}
+
+// Summary is what a campaign did; printed as one JSON line by `gmlake fuzz`.
+type Summary struct {
+	Policy        string            `json:"policy"`
+	Device        string            `json:"device"`
+	Seed          int64             `json:"seed"`
+	Streams       int               `json:"streams"`
+	Seconds       float64           `json:"seconds"`
+	Ops           uint64            `json:"ops"`
+	OpsPerSec     float64           `json:"ops_per_sec"`
+	Allocs        uint64            `json:"allocs"`
+	Frees         uint64            `json:"frees"`
+	Records       uint64            `json:"record_streams"`
+	EmptyCaches   uint64            `json:"empty_caches"`
+	OOMs          uint64            `json:"ooms"`
+	BytesAlloced  uint64            `json:"bytes_allocated"`
+	BytesVerified uint64            `json:"bytes_verified"`
+	Checks        uint64            `json:"checks"`
+	PeakReserved  uint64            `json:"peak_reserved_bytes"`
+	PeakAllocated uint64            `json:"peak_allocated_bytes"`
+	DriverCalls   map[string]uint64 `json:"driver_calls"`
+	Violations    int               `json:"violations"`
+	Leaks         int               `json:"leaks"`
+	MemFreeStart  uint64            `json:"mem_free_start"`
+	MemFreeEnd    uint64            `json:"mem_free_end"`
+	Failure       string            `json:"failure,omitempty"`
+	Trace         string            `json:"trace,omitempty"`           // the saved program
+	Reproduced    *bool             `json:"reproduced,omitempty"`      // did it fail again single-threaded on the simulated device
+	Minimized     string            `json:"minimized_trace,omitempty"` // the minimized program
+	MinimizedOps  int               `json:"minimized_ops,omitempty"`
+}
+
+// OK reports whether the campaign found nothing.
+func (s *Summary) OK() bool { return s.Violations == 0 && s.Leaks == 0 }
+
+// campaign is the shared state of a running campaign.
+type campaign struct {
+	cfg     CampaignConfig
+	drv     vmm.Driver    // what the allocator uses (the ledger on cuda)
+	sim     *model.Device // nil on cuda
+	led     *ledger       // nil on sim
+	a       *impl.Allocator
+	streams []vmm.Stream
+	budget  uint64
+	gate    sync.RWMutex // workers hold it for reading around each operation; the checker for writing
+	stop    atomic.Bool
+	live    atomic.Uint64 // bytes the workers hold live
+	nextID  atomic.Uint64
+	workers []*worker
+
+	failMu   sync.Mutex
+	failures []Violation
+
+	log opLog
+	sum Summary
+}
+
+// worker runs operations on one stream. Its fields are owned by its goroutine, except live, which the
+// checker reads while the worker is paused (the gate).
+type worker struct {
+	c      *campaign
+	i      int
+	s      vmm.Stream
+	rng    *rand.Rand
+	live   []*liveAlloc
+	buf    []byte
+	ops    atomic.Uint64
+	allocs, frees, records, empties, ooms, bytes, verified atomic.Uint64
+}
+
+// RunCampaign runs a campaign until its duration passes or ctx is done, and returns its summary. The
+// error is for setup problems (no GPU, bad policy); violations are in the summary.
+func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
+	if cfg.Device == "" {
+		cfg.Device = "sim"
+	}
+	if cfg.Policy == "" {
+		cfg.Policy = impl.PolicyGMLake
+	}
+	if cfg.Duration == 0 {
+		cfg.Duration = 10 * time.Second
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = time.Now().UnixNano() % 1_000_000_007
+	}
+	if cfg.Streams <= 0 {
+		cfg.Streams = 8
+	}
+	if cfg.MaxLive <= 0 {
+		cfg.MaxLive = 48
+	}
+	if cfg.CheckEvery == 0 {
+		cfg.CheckEvery = time.Second
+	}
+	if cfg.ProgressEvery <= 0 {
+		cfg.ProgressEvery = 5 * time.Second
+	}
+	if cfg.MinimizeFor == 0 {
+		cfg.MinimizeFor = 60 * time.Second
+	}
+	if cfg.LogOps <= 0 {
+		cfg.LogOps = 20000
+	}
+	c := &campaign{cfg: cfg}
+	c.sum = Summary{Policy: cfg.Policy, Device: cfg.Device, Seed: cfg.Seed, Streams: cfg.Streams}
+	switch cfg.Device {
+	case "sim":
+		if cfg.Capacity == 0 {
+			cfg.Capacity = 16 * vmm.GiB
+		}
+		c.sim = model.NewDevice(model.DeviceConfig{Capacity: cfg.Capacity, Seed: cfg.Seed})
+		c.drv = c.sim
+	case "cuda":
+		d, err := cudavmm.New(cfg.CUDADevice)
+		if err != nil {
+			return nil, fmt.Errorf("fuzz: --device cuda: %w", err)
+		}
+		defer d.Close()
+		c.led = newLedger(d)
+		c.drv = c.led
+		if cfg.Capacity == 0 {
+			free, _, err := d.MemInfo()
+			if err != nil {
+				return nil, fmt.Errorf("fuzz: cuMemGetInfo: %w", err)
+			}
+			cfg.Capacity = free / 2
+		}
+	default:
+		return nil, fmt.Errorf("fuzz: unknown device %q (want sim or cuda)", cfg.Device)
+	}
+	if cfg.MaxSize == 0 {
+		cfg.MaxSize = max(cfg.Capacity/8, vmm.MiB)
+	}
+	c.cfg = cfg
+	c.budget = cfg.Capacity / 10 * 9
+	c.log.init(cfg.LogOps)
+
+	var err error
+	if c.sum.MemFreeStart, _, err = c.drv.MemInfo(); err != nil {
+		return nil, fmt.Errorf("fuzz: MemInfo: %w", err)
+	}
+	c.streams = []vmm.Stream{vmm.DefaultStream}
+	for len(c.streams) < cfg.Streams {
+		s, err := c.drv.CreateStream()
+		if err != nil {
+			return nil, fmt.Errorf("fuzz: creating stream %d: %w", len(c.streams), err)
+		}
+		c.streams = append(c.streams, s)
+	}
+	defer func() {
+		for _, s := range c.streams[1:] {
+			c.drv.DestroyStream(s)
+		}
+	}()
+	if c.a, err = impl.New(c.drv, impl.Config{Policy: cfg.Policy, TestOnlyMutations: cfg.Mutations}); err != nil {
+		return nil, fmt.Errorf("fuzz: policy %q: %w", cfg.Policy, err)
+	}
+	c.nextID.Store(0)
+
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, s := range c.streams {
+		w := &worker{c: c, i: i, s: s, rng: rand.New(rand.NewSource(cfg.Seed*1_000_003 + int64(i)))}
+		c.workers = append(c.workers, w)
+	}
+	for _, w := range c.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					c.fail(Violation{CheckPanic, fmt.Sprintf("worker %d: %v", w.i, r)})
+				}
+			}()
+			for !c.stop.Load() {
+				c.gate.RLock()
+				w.step()
+				c.gate.RUnlock()
+			}
+		}()
+	}
+	ticker := time.NewTicker(cfg.ProgressEvery)
+	defer ticker.Stop()
+	var checkC <-chan time.Time
+	if cfg.CheckEvery > 0 {
+		ct := time.NewTicker(cfg.CheckEvery)
+		defer ct.Stop()
+		checkC = ct.C
+	}
+	lastOps, lastT := uint64(0), start
+loop:
+	for !c.stop.Load() {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-checkC:
+			c.lockstepCheck()
+		case now := <-ticker.C:
+			ops := c.ops()
+			c.progress(now.Sub(start), ops, float64(ops-lastOps)/now.Sub(lastT).Seconds())
+			lastOps, lastT = ops, now
+		case <-time.After(50 * time.Millisecond): // notice c.stop promptly
+		}
+	}
+	c.stop.Store(true)
+	wg.Wait()
+	elapsed := time.Since(start)
+	if len(c.failures) == 0 {
+		c.lockstepCheck()
+	}
+	failed := len(c.failures) > 0
+	if failed {
+		c.saveFailure()
+	}
+	c.finish(failed)
+	if !failed && len(c.failures) > 0 {
+		c.saveFailure() // a leak or a failure found while freeing at the end
+	}
+	c.summarize(elapsed)
+	return &c.sum, nil
+}
+
+func (c *campaign) ops() uint64 {
+	var n uint64
+	for _, w := range c.workers {
+		n += w.ops.Load()
+	}
+	return n
+}
+
+func (c *campaign) fail(v Violation) {
+	c.failMu.Lock()
+	c.failures = append(c.failures, v)
+	c.failMu.Unlock()
+	c.stop.Store(true)
+}
+
+func (c *campaign) progress(el time.Duration, ops uint64, rate float64) {
+	if c.cfg.Progress == nil {
+		return
+	}
+	st := c.a.Stats()
+	var ooms uint64
+	for _, w := range c.workers {
+		ooms += w.ooms.Load()
+	}
+	fmt.Fprintf(c.cfg.Progress, "fuzz %s/%s %5.0fs: %d ops (%.0f ops/s), %d live (%s), reserved %s, %d OOMs, %d checks, %d violations\n",
+		c.cfg.Policy, c.cfg.Device, el.Seconds(), ops, rate, st.NumLive, vmm.FormatBytes(st.AllocatedBytes),
+		vmm.FormatBytes(st.ReservedBytes), ooms, c.sum.Checks, len(c.failures))
+}
+
+// state returns the device's account of memory: the simulated device's own, or the ledger's.
+func (c *campaign) state() model.DeviceState {
+	if c.sim != nil {
+		return c.sim.State()
+	}
+	return c.led.State()
+}
+
+// lockstepCheck pauses the workers between operations and judges the state.
+func (c *campaign) lockstepCheck() {
+	c.gate.Lock()
+	defer c.gate.Unlock()
+	var live []*liveAlloc
+	for _, w := range c.workers {
+		live = append(live, w.live...)
+	}
+	sort.Slice(live, func(i, j int) bool { return live[i].ptr < live[j].ptr })
+	c.sum.Checks++
+	if v := checkState(c.a.Snapshot(), c.state(), live); len(v) > 0 {
+		for _, x := range v {
+			c.fail(x)
+		}
+	}
+}
+
+// --- the workers ---
+
+func (w *worker) step() {
+	c := w.c
+	r := w.rng.Intn(1000)
+	switch {
+	case len(w.live) == 0 || (r < 430 && len(w.live) < c.cfg.MaxLive):
+		w.alloc()
+	case r < 800 || len(w.live) >= c.cfg.MaxLive:
+		w.free(w.rng.Intn(len(w.live)))
+	case r < 860:
+		w.record()
+	case r < 930:
+		w.launch(w.s)
+	case r < 995:
+		if c.sim != nil {
+			s := c.streams[w.rng.Intn(len(c.streams))]
+			c.log.add(Op{Kind: OpComplete, Stream: c.streamIndex(s)}, nil)
+			c.sim.Complete(s)
+		} else {
+			w.launch(w.s)
+		}
+	default:
+		c.log.add(Op{Kind: OpEmptyCache}, nil)
+		w.empties.Add(1)
+		if err := c.a.EmptyCache(); err != nil {
+			c.fail(Violation{CheckError, fmt.Sprintf("EmptyCache: %v", err)})
+		}
+	}
+	w.ops.Add(1)
+}
+
+func (c *campaign) streamIndex(s vmm.Stream) int {
+	for i, x := range c.streams {
+		if x == s {
+			return i
+		}
+	}
+	return 0
+}
+
+// campaignSize draws a request size: mostly small and medium, with a tail up to max.
+func campaignSize(r *rand.Rand, maxSize uint64) uint64 {
+	var s uint64
+	m := uint16(r.Intn(1 << 16))
+	switch x := r.Intn(100); {
+	case x < 25:
+		s = logUniform(1, 64*vmm.KiB, m)
+	case x < 50:
+		s = logUniform(64*vmm.KiB, 2*vmm.MiB, m)
+	case x < 72:
+		s = logUniform(2*vmm.MiB, 32*vmm.MiB, m)
+	case x < 87:
+		s = logUniform(32*vmm.MiB, 256*vmm.MiB, m)
+	case x < 93:
+		s = logUniform(256*vmm.MiB, 4*vmm.GiB, m)
+	case x < 97:
+		s = (1 + uint64(r.Intn(256))) * 2 * vmm.MiB
+	default:
+		s = commonSizes[r.Intn(len(commonSizes))]
+	}
+	return max(1, min(s, maxSize))
+}
+
+func (w *worker) alloc() {
+	c := w.c
+	size := campaignSize(w.rng, c.cfg.MaxSize)
+	if c.live.Load()+size > c.budget {
+		if len(w.live) > 0 {
+			w.free(w.rng.Intn(len(w.live)))
+			return
+		}
+		size = max(1, min(size, c.budget/uint64(4*len(c.workers))))
+	}
+	id := c.nextID.Add(1)
+	op := Op{Kind: OpAlloc, ID: id, Size: size, Stream: w.i}
+	ptr, err := c.a.Alloc(size, w.s)
+	if err != nil {
+		// Logged as an allocation freed at once: in a replay it may succeed.
+		c.log.add(op, nil)
+		c.log.add(Op{Kind: OpFree, ID: id}, nil)
+		if errors.Is(err, vmm.ErrOutOfMemory) {
+			w.ooms.Add(1)
+			if len(w.live) > 0 {
+				w.free(w.rng.Intn(len(w.live)))
+			}
+			return
+		}
+		c.fail(Violation{CheckError, fmt.Sprintf("Alloc(%d) on stream %d: %v", size, w.s, err)})
+		return
+	}
+	l := &liveAlloc{id: id, ptr: ptr, size: size, stream: w.s, val: patternByte(id)}
+	c.log.add(op, &op)
+	w.live = append(w.live, l)
+	c.live.Add(size)
+	w.allocs.Add(1)
+	w.bytes.Add(size)
+	if err := fill(c.drv, ptr, size, l.val, w.s); err != nil {
+		c.fail(Violation{CheckIntegrity, fmt.Sprintf("allocation %d (worker %d): %v", id, w.i, err)})
+	}
+}
+
+func (w *worker) free(i int) {
+	c := w.c
+	l := w.live[i]
+	probes := 16
+	if c.sim == nil {
+		probes = 4
+	}
+	if err := verify(c.drv, l.ptr, l.size, l.val, w.s, c.drv.Granularity(), probes, w.buf); err != nil {
+		c.fail(Violation{CheckIntegrity, fmt.Sprintf("allocation %d (worker %d) before its free: %v", l.id, w.i, err)})
+		return
+	}
+	w.verified.Add(min(l.size, 64*vmm.KiB))
+	w.live[i] = w.live[len(w.live)-1]
+	w.live = w.live[:len(w.live)-1]
+	c.log.add(Op{Kind: OpFree, ID: l.id}, nil) // before the free: a reuse is logged after it
+	if err := c.a.Free(l.ptr); err != nil {
+		c.fail(Violation{CheckError, fmt.Sprintf("Free(%v) of allocation %d (worker %d): %v", l.ptr, l.id, w.i, err)})
+	}
+	c.live.Add(-l.size)
+	w.frees.Add(1)
+}
+
+// record hands one of the worker's blocks to another stream, which then writes it.
+func (w *worker) record() {
+	c := w.c
+	if len(c.streams) < 2 {
+		w.launch(w.s)
+		return
+	}
+	l := w.live[w.rng.Intn(len(w.live))]
+	j := w.rng.Intn(len(c.streams) - 1)
+	if j >= w.i {
+		j++
+	}
+	s := c.streams[j]
+	c.log.add(Op{Kind: OpRecord, ID: l.id, Stream: j}, nil)
+	if err := c.a.RecordStream(l.ptr, s); err != nil {
+		c.fail(Violation{CheckError, fmt.Sprintf("RecordStream(%v, stream %d) of allocation %d: %v", l.ptr, s, l.id, err)})
+		return
+	}
+	w.records.Add(1)
+	if c.sim != nil {
+		c.sim.Launch(s)
+		return
+	}
+	// On the GPU the other stream really writes the block (the same pattern: a correct allocator keeps the
+	// block from anyone else until this work is done).
+	if err := fill(c.drv, l.ptr, l.size, l.val, s); err != nil {
+		c.fail(Violation{CheckIntegrity, fmt.Sprintf("allocation %d used on stream %d: %v", l.id, s, err)})
+	}
+}
+
+// launch submits work on s: a unit of pending work on the simulated device; on the GPU a rewrite of one of
+// the worker's blocks with its own pattern.
+func (w *worker) launch(s vmm.Stream) {
+	c := w.c
+	if c.sim != nil {
+		c.log.add(Op{Kind: OpLaunch, Stream: c.streamIndex(s)}, nil)
+		c.sim.Launch(s)
+		return
+	}
+	l := w.live[w.rng.Intn(len(w.live))]
+	if err := fill(c.drv, l.ptr, l.size, l.val, s); err != nil {
+		c.fail(Violation{CheckIntegrity, fmt.Sprintf("allocation %d rewritten on stream %d: %v", l.id, s, err)})
+	}
+}
+
+// --- the end ---
+
+// finish frees what the workers hold (verifying it), completes all work, closes the allocator and checks
+// for leaks. After a failure it still closes (best effort) but judges nothing more.
+func (c *campaign) finish(failed bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.fail(Violation{CheckPanic, fmt.Sprintf("at the end (free all, Close): %v", r)})
+		}
+	}()
+	for _, w := range c.workers {
+		for len(w.live) > 0 && !failed {
+			w.free(len(w.live) - 1)
+			failed = len(c.failures) > 0
+		}
+	}
+	c.syncAll()
+	if !failed {
+		c.lockstepCheck()
+		failed = len(c.failures) > 0
+	}
+	if _, err := c.a.Close(); err != nil && !failed {
+		c.fail(Violation{CheckError, "Close: " + err.Error()})
+	}
+	if failed {
+		return
+	}
+	if c.sim != nil {
+		if lk := c.sim.Leaks(); !lk.Empty() {
+			c.sum.Leaks++
+			c.fail(Violation{CheckLeak, lk.String()})
+		}
+	} else if ok, what := c.led.Empty(); !ok {
+		c.sum.Leaks++
+		c.fail(Violation{CheckLeak, what})
+	}
+	c.sum.MemFreeEnd, _, _ = c.drv.MemInfo()
+	if (c.sim != nil || c.cfg.MemInfoCheck) && c.sum.MemFreeEnd < c.sum.MemFreeStart {
+		c.sum.Leaks++
+		c.fail(Violation{CheckLeak, fmt.Sprintf("device free memory %d B after Close, %d B at the start",
+			c.sum.MemFreeEnd, c.sum.MemFreeStart)})
+	}
+}
+
+// syncAll waits for all stream work.
+func (c *campaign) syncAll() {
+	if c.sim != nil {
+		c.sim.CompleteAll()
+		return
+	}
+	type syncer interface{ Synchronize(vmm.Stream) error }
+	for _, s := range c.streams {
+		if d, ok := c.led.Driver.(syncer); ok {
+			d.Synchronize(s)
+		}
+	}
+}
+
+func (c *campaign) summarize(el time.Duration) {
+	s := &c.sum
+	s.Seconds = el.Seconds()
+	for _, w := range c.workers {
+		s.Ops += w.ops.Load()
+		s.Allocs += w.allocs.Load()
+		s.Frees += w.frees.Load()
+		s.Records += w.records.Load()
+		s.EmptyCaches += w.empties.Load()
+		s.OOMs += w.ooms.Load()
+		s.BytesAlloced += w.bytes.Load()
+		s.BytesVerified += w.verified.Load()
+	}
+	if s.Seconds > 0 {
+		s.OpsPerSec = float64(s.Ops) / s.Seconds
+	}
+	st := c.a.Stats()
+	s.PeakReserved, s.PeakAllocated = st.PeakReservedBytes, st.PeakAllocatedBytes
+	s.DriverCalls = st.DriverCalls.Map()
+	s.Violations = len(c.failures) - s.Leaks
+	if len(c.failures) > 0 && s.Failure == "" {
+		s.Failure = c.failures[0].String()
+	}
+}
+
+// --- failure: save, reproduce, minimize ---
+
+func (c *campaign) saveFailure() {
+	p := &Program{Setup: Setup{Policy: c.cfg.Policy, Capacity: c.cfg.Capacity, Streams: len(c.streams), Seed: c.cfg.Seed},
+		Ops: c.log.program()}
+	if c.sim == nil {
+		p.Capacity = c.cfg.Capacity // the live budget on the GPU: the replay's simulated device
+	}
+	dir := c.cfg.OutDir
+	if dir == "" {
+		dir = "."
+	}
+	os.MkdirAll(dir, 0o755)
+	base := filepath.Join(dir, fmt.Sprintf("gmlake-fuzz-%s-%s-seed%d-%d", c.cfg.Policy, c.cfg.Device, c.cfg.Seed, time.Now().Unix()))
+	path := base + ".trace"
+	first := c.failures[0]
+	c.sum.Failure = first.String()
+	header := []string{
+		fmt.Sprintf("gmlake fuzz campaign failure: policy %s, device %s, seed %d, %d streams", c.cfg.Policy, c.cfg.Device, c.cfg.Seed, len(c.streams)),
+		"violation: " + oneLine(first.String()),
+		"the last operations before the failure, interleaved from all workers (allocations still live from before come first)",
+		"reproduce: gmlake fuzz --replay " + path + "   (or: GMLAKE_FUZZ_REPRO=" + path + " go test -run TestReproduce ./fuzz)",
+		"as a trace: gmlake replay " + path,
+	}
+	if err := p.WriteFile(path, header...); err != nil {
+		c.say("fuzz: could not save the failing sequence: %v\n", err)
+		return
+	}
+	c.sum.Trace = path
+	c.say("fuzz: FAILURE %s\nfuzz: saved %d operations to %s\n", oneLine(first.String()), len(p.Ops), path)
+	_, f := Exec(p, c.cfg.Policy, ExecOptions{Mutations: c.cfg.Mutations})
+	rep := f != nil
+	c.sum.Reproduced = &rep
+	if !rep {
+		c.say("fuzz: the saved sequence does not fail single-threaded on the simulated device (a concurrency- or GPU-only failure); not minimized\n")
+		return
+	}
+	c.say("fuzz: reproduced single-threaded: %s\n", oneLine(f.Error()))
+	if c.cfg.MinimizeFor < 0 {
+		return
+	}
+	c.say("fuzz: minimizing (up to %v)...\n", c.cfg.MinimizeFor)
+	m, tests := Minimize(p, c.cfg.Policy, ExecOptions{Mutations: c.cfg.Mutations}, f.Inv(), time.Now().Add(c.cfg.MinimizeFor))
+	_, mf := Exec(m, c.cfg.Policy, ExecOptions{Mutations: c.cfg.Mutations})
+	mpath := base + ".min.trace"
+	mheader := []string{
+		fmt.Sprintf("minimized from %s (%d -> %d operations, %d runs)", path, len(p.Ops), len(m.Ops), tests),
+		"violation: " + oneLine(mf.Error()),
+		"reproduce: gmlake fuzz --replay " + mpath + "   (or: GMLAKE_FUZZ_REPRO=" + mpath + " go test -run TestReproduce ./fuzz)",
+	}
+	if err := m.WriteFile(mpath, mheader...); err != nil {
+		c.say("fuzz: could not save the minimized sequence: %v\n", err)
+		return
+	}
+	c.sum.Minimized, c.sum.MinimizedOps = mpath, len(m.Ops)
+	c.say("fuzz: minimized to %d operations: %s\n", len(m.Ops), mpath)
+}
+
+func (c *campaign) say(format string, args ...any) {
+	w := c.cfg.Progress
+	if w == nil {
+		w = os.Stderr
+	}
+	fmt.Fprintf(w, format, args...)
+}
+
+func oneLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " ..."
+	}
+	return s
+}
+
+// --- the operation log ---
+
+// opLog is a ring of the last operations, in the order they were logged, and the allocations evicted
+// from it while still live (so the saved program allocates everything it later frees or uses).
+type opLog struct {
+	mu      sync.Mutex
+	ring    []Op
+	n       int // ops logged, ever
+	live    map[uint64]bool
+	carried map[uint64]Op
+}
+
+func (l *opLog) init(size int) {
+	l.ring = make([]Op, size)
+	l.live = make(map[uint64]bool)
+	l.carried = make(map[uint64]Op)
+}
+
+// add logs o; alloc is non-nil for a successful allocation (which stays live until its OpFree is logged).
+func (l *opLog) add(o Op, alloc *Op) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	slot := l.n % len(l.ring)
+	if l.n >= len(l.ring) {
+		switch old := l.ring[slot]; old.Kind {
+		case OpAlloc:
+			if l.live[old.ID] {
+				l.carried[old.ID] = old
+			}
+		case OpFree:
+			delete(l.carried, old.ID)
+		}
+	}
+	l.ring[slot] = o
+	l.n++
+	switch {
+	case alloc != nil:
+		l.live[o.ID] = true
+	case o.Kind == OpFree:
+		delete(l.live, o.ID)
+	}
+}
+
+// program returns the carried allocations (by id) followed by the ring's operations in order.
+func (l *opLog) program() []Op {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Op
+	ids := make([]uint64, 0, len(l.carried))
+	for id := range l.carried {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		out = append(out, l.carried[id])
+	}
+	first := max(0, l.n-len(l.ring))
+	for i := first; i < l.n; i++ {
+		out = append(out, l.ring[i%len(l.ring)])
+	}
+	return out
+}

@@ -1,0 +1,185 @@
+package fuzz
+
+// The ledger: a vmm.Driver wrapper that books every reservation, mapping and physical handle the
+// allocator holds through it. On a real GPU it stands in for model.Device.State(): the spec's invariants
+// (INV-MIRROR, INV-MAPPED, INV-NOALIAS, INV-STATS, INV-NOLEAK) are checked against what this process asked
+// the driver for and the driver accepted, and the leak check at the end does not depend on other processes
+// sharing the GPU (cuMemGetInfo is device-wide).
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+type ledgerHandle struct {
+	size     uint64
+	released bool
+	mappings int
+}
+
+type ledgerMapping struct {
+	size       uint64
+	h          vmm.Handle
+	accessible bool
+}
+
+// ledger wraps a driver and books what succeeded. Safe for concurrent use.
+type ledger struct {
+	vmm.Driver
+	mu struct {
+		sync.Mutex
+		reservations map[vmm.DevicePtr]uint64
+		mappings     map[vmm.DevicePtr]*ledgerMapping // keyed by base
+		handles      map[vmm.Handle]*ledgerHandle     // holding memory: not both released and unmapped
+		used         uint64                           // Invariant: sum of sizes of handles
+	}
+	total uint64
+}
+
+func newLedger(d vmm.Driver) *ledger {
+	l := &ledger{Driver: d}
+	l.mu.reservations = make(map[vmm.DevicePtr]uint64)
+	l.mu.mappings = make(map[vmm.DevicePtr]*ledgerMapping)
+	l.mu.handles = make(map[vmm.Handle]*ledgerHandle)
+	if _, total, err := d.MemInfo(); err == nil {
+		l.total = total
+	}
+	return l
+}
+
+func (l *ledger) Create(size uint64) (vmm.Handle, error) {
+	h, err := l.Driver.Create(size)
+	if err == nil {
+		l.mu.Lock()
+		l.mu.handles[h] = &ledgerHandle{size: size}
+		l.mu.used += size
+		l.mu.Unlock()
+	}
+	return h, err
+}
+
+func (l *ledger) maybeFreeLocked(h vmm.Handle, lh *ledgerHandle) {
+	if lh.released && lh.mappings == 0 {
+		delete(l.mu.handles, h)
+		l.mu.used -= lh.size
+	}
+}
+
+func (l *ledger) Release(h vmm.Handle) error {
+	err := l.Driver.Release(h)
+	if err == nil {
+		l.mu.Lock()
+		if lh := l.mu.handles[h]; lh != nil {
+			lh.released = true
+			l.maybeFreeLocked(h, lh)
+		}
+		l.mu.Unlock()
+	}
+	return err
+}
+
+func (l *ledger) Reserve(size uint64) (vmm.DevicePtr, error) {
+	p, err := l.Driver.Reserve(size)
+	if err == nil {
+		l.mu.Lock()
+		l.mu.reservations[p] = size
+		l.mu.Unlock()
+	}
+	return p, err
+}
+
+func (l *ledger) FreeAddress(p vmm.DevicePtr, size uint64) error {
+	err := l.Driver.FreeAddress(p, size)
+	if err == nil {
+		l.mu.Lock()
+		delete(l.mu.reservations, p)
+		l.mu.Unlock()
+	}
+	return err
+}
+
+func (l *ledger) Map(p vmm.DevicePtr, size uint64, h vmm.Handle, off uint64) error {
+	err := l.Driver.Map(p, size, h, off)
+	if err == nil {
+		l.mu.Lock()
+		l.mu.mappings[p] = &ledgerMapping{size: size, h: h}
+		if lh := l.mu.handles[h]; lh != nil {
+			lh.mappings++
+		}
+		l.mu.Unlock()
+	}
+	return err
+}
+
+// inRangeLocked returns the bases of the mappings inside [p, p+size), sorted.
+func (l *ledger) inRangeLocked(p vmm.DevicePtr, size uint64) []vmm.DevicePtr {
+	var out []vmm.DevicePtr
+	for b, m := range l.mu.mappings {
+		if b >= p && uint64(b)+m.size <= uint64(p)+size {
+			out = append(out, b)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func (l *ledger) Unmap(p vmm.DevicePtr, size uint64) error {
+	err := l.Driver.Unmap(p, size)
+	if err == nil {
+		l.mu.Lock()
+		for _, b := range l.inRangeLocked(p, size) {
+			m := l.mu.mappings[b]
+			delete(l.mu.mappings, b)
+			if lh := l.mu.handles[m.h]; lh != nil {
+				lh.mappings--
+				l.maybeFreeLocked(m.h, lh)
+			}
+		}
+		l.mu.Unlock()
+	}
+	return err
+}
+
+func (l *ledger) SetAccess(p vmm.DevicePtr, size uint64) error {
+	err := l.Driver.SetAccess(p, size)
+	if err == nil {
+		l.mu.Lock()
+		for _, b := range l.inRangeLocked(p, size) {
+			l.mu.mappings[b].accessible = true
+		}
+		l.mu.Unlock()
+	}
+	return err
+}
+
+// State returns what this process holds, in the shape of the simulated device's state.
+func (l *ledger) State() model.DeviceState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := model.DeviceState{Used: l.mu.used, Capacity: l.total}
+	for p, size := range l.mu.reservations {
+		s.Reservations = append(s.Reservations, vmm.Range{Base: p, Size: size})
+	}
+	for p, m := range l.mu.mappings {
+		s.Mappings = append(s.Mappings, model.DeviceMapping{VA: vmm.Range{Base: p, Size: m.size}, Handle: m.h, Accessible: m.accessible})
+	}
+	for h, lh := range l.mu.handles {
+		s.Handles = append(s.Handles, model.HandleInfo{Handle: h, Size: lh.size, Released: lh.released, Mappings: lh.mappings})
+	}
+	sort.Slice(s.Reservations, func(i, j int) bool { return s.Reservations[i].Base < s.Reservations[j].Base })
+	sort.Slice(s.Mappings, func(i, j int) bool { return s.Mappings[i].VA.Base < s.Mappings[j].VA.Base })
+	sort.Slice(s.Handles, func(i, j int) bool { return s.Handles[i].Handle < s.Handles[j].Handle })
+	return s
+}
+
+// Empty reports whether nothing is held, and what is.
+func (l *ledger) Empty() (bool, string) {
+	s := l.State()
+	if len(s.Reservations) == 0 && len(s.Mappings) == 0 && len(s.Handles) == 0 {
+		return true, ""
+	}
+	return false, (model.LeakReport{Reservations: s.Reservations, Mappings: s.Mappings, Handles: s.Handles, Used: s.Used}).String()
+}

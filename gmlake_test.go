@@ -1,0 +1,73 @@
+package gmlake
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// The facade works on the default simulated device, with every policy, and reports leaks as none.
+func TestFacadeAllPolicies(t *testing.T) {
+	for _, pol := range Policies() {
+		dev := model.NewDevice(model.DeviceConfig{SyncStreams: true})
+		a, err := New(Options{Policy: pol, Driver: dev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Policy() != pol {
+			t.Errorf("policy %q, want %q", a.Policy(), pol)
+		}
+		p, err := a.Alloc(3<<20, vmm.DefaultStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Free(p); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Free(p); !errors.Is(err, ErrDoubleFree) {
+			t.Errorf("double free: %v", err)
+		}
+		if _, err := a.Alloc(0, 0); !errors.Is(err, ErrInvalidSize) {
+			t.Errorf("size 0: %v", err)
+		}
+		if err := a.EmptyCache(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if l := dev.Leaks(); !l.Empty() {
+			t.Fatalf("leaks: %v", l)
+		}
+	}
+	a, err := New(Options{})
+	if err != nil || a.Policy() != PolicyGMLake || a.Driver() == nil {
+		t.Fatalf("default: %v %v", err, a)
+	}
+	a.Close()
+}
+
+// ParseConfig reads knobs as text.
+func TestParseConfig(t *testing.T) {
+	cfg, err := ParseConfig(map[string]string{"policy": "expandable", "GMLAKE_PAGE_SIZE_LARGE": "40MiB",
+		"SBlockCache": "12", "NO_CROSS_STREAM": "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Policy != PolicyExpandable || cfg.PageSizeLarge != 40<<20 || cfg.SBlockCache != 12 || !cfg.NoCrossStream {
+		t.Errorf("parsed %+v", cfg)
+	}
+	if _, err := ParseConfig(map[string]string{"policy": "nope"}); !errors.Is(err, ErrUnknownPolicy) {
+		t.Errorf("unknown policy: %v", err)
+	}
+	if _, err := ParseConfig(map[string]string{"CHUNKY": "1"}); !errors.Is(err, ErrBadKnob) {
+		t.Errorf("unknown knob: %v", err)
+	}
+	a, err := New(Options{Knobs: map[string]string{"POLICY": "caching"}})
+	if err != nil || a.Policy() != PolicyCaching {
+		t.Fatalf("knobs in Options: %v", err)
+	}
+	a.Close()
+}
