@@ -271,7 +271,8 @@ func (l *limitDriver) MemInfo() (free, total uint64, err error) {
 		if lim > used {
 			capFree = lim - used
 		}
-		free, total = min(free, capFree), min(total, lim)
+		// total stays the device's: the engine sizes its checks by it at New, and a cap may be lifted later.
+		free = min(free, capFree)
 	}
 	return free, total, err
 }
@@ -290,6 +291,42 @@ type CEngine struct {
 	// only streams it created, so each new C stream gets one. Guarded by simMu.
 	simMu      sync.Mutex
 	simStreams map[uintptr]vmm.Stream
+
+	// syncer is the driver's stream synchronisation (the real GPU), nil if it has none. seen holds every
+	// stream allocated on (keys uintptr), lastSeen the latest, so that the hot path touches seen only when the
+	// stream changes; both are read when synchronising before releasing memory (see syncStreams).
+	syncer     streamSyncer
+	seen       sync.Map
+	lastSeen   atomic.Uintptr
+	syncRetry  atomic.Uint64 // allocations that succeeded only after synchronising the streams
+	syncErrors atomic.Uint64 // synchronisations that failed
+}
+
+// streamSyncer is implemented by drivers whose stream work runs asynchronously (impl/cudavmm).
+type streamSyncer interface {
+	Synchronize(s vmm.Stream) error
+}
+
+// syncStreams waits for the work of every stream allocated on. PyTorch's allocator does the same (a device
+// synchronisation) before it returns cached memory to CUDA, on empty_cache and on its out-of-memory path:
+// the engine releases a cached block only once the event recorded after its free has completed, so without
+// waiting, memory still in use by queued kernels could not be released and a request would fail that PyTorch
+// would serve.
+func (e *CEngine) syncStreams() {
+	if e.syncer == nil {
+		return
+	}
+	if err := e.syncer.Synchronize(vmm.DefaultStream); err != nil {
+		e.syncErrors.Add(1)
+	}
+	e.seen.Range(func(k, _ any) bool {
+		if s := k.(uintptr); s != 0 {
+			if err := e.syncer.Synchronize(vmm.Stream(s)); err != nil {
+				e.syncErrors.Add(1)
+			}
+		}
+		return true
+	})
 }
 
 // NewCEngine opens the driver and starts an engine on it.
@@ -312,6 +349,9 @@ func NewCEngine(cfg CEngineConfig) (*CEngine, error) {
 	}
 	if _, total, err := d.MemInfo(); err == nil {
 		e.total = total
+	}
+	if sy, ok := d.(streamSyncer); ok {
+		e.syncer = sy
 	}
 	a, err := impl.New(e.drv, icfg)
 	if err != nil {
@@ -342,13 +382,27 @@ func (e *CEngine) stream(s uintptr) (vmm.Stream, error) {
 	return v, nil
 }
 
-// Alloc allocates size bytes for use on stream and returns the device address.
+// Alloc allocates size bytes for use on stream and returns the device address. On the real GPU, a request
+// that fails for lack of memory is retried once after the streams' work has completed (see syncStreams).
 func (e *CEngine) Alloc(size uint64, stream uintptr) (uintptr, error) {
 	s, err := e.stream(stream)
 	if err != nil {
 		return 0, err
 	}
+	if e.syncer != nil && e.lastSeen.Load() != stream {
+		if _, ok := e.seen.Load(stream); !ok {
+			e.seen.Store(stream, struct{}{})
+		}
+		e.lastSeen.Store(stream)
+	}
 	p, err := e.a.Alloc(size, s)
+	if err != nil && e.syncer != nil && IsOutOfMemory(err) {
+		e.syncStreams()
+		if q, err2 := e.a.Alloc(size, s); err2 == nil {
+			e.syncRetry.Add(1)
+			return uintptr(q), nil
+		}
+	}
 	return uintptr(p), err
 }
 
@@ -365,8 +419,12 @@ func (e *CEngine) RecordStream(ptr, stream uintptr) error {
 	return e.a.RecordStream(vmm.DevicePtr(ptr), s)
 }
 
-// EmptyCache returns every cached (free) byte to the device.
-func (e *CEngine) EmptyCache() error { return e.a.EmptyCache() }
+// EmptyCache returns every cached (free) byte to the device, after the streams' work has completed (as
+// torch.cuda.empty_cache, which synchronises the device).
+func (e *CEngine) EmptyCache() error {
+	e.syncStreams()
+	return e.a.EmptyCache()
+}
 
 // Policy returns the engine's policy name.
 func (e *CEngine) Policy() string { return e.a.Policy() }
@@ -411,6 +469,7 @@ func (e *CEngine) Stats(extra map[string]any) map[string]any {
 		"num_ooms": s.NumOOMs, "num_cache_flushes": s.NumCacheFlushes,
 		"driver_calls": s.DriverCalls.Map(), "driver_calls_total": s.DriverCalls.Total(),
 		"memory_limit_bytes": e.drv.limit.Load(), "device_total_bytes": e.total,
+		"oom_sync_retries": e.syncRetry.Load(), "sync_errors": e.syncErrors.Load(),
 	}
 	if e.sim != nil {
 		m["modeled_driver_seconds"] = e.sim.ModeledTime().Seconds()

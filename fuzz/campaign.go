@@ -49,7 +49,7 @@ type CampaignConfig struct {
 	Seed     int64         // 0: from the clock (printed)
 	Streams  int           // worker goroutines, one stream each (the first on the default stream); 0: 8
 	// Capacity: on "sim" the simulated device's size (0: 16 GiB); on "cuda" the most bytes the workers keep
-	// live at once (0: half the GPU's free memory). The workers keep their live bytes under 90% of it, so
+	// live at once (0: half the GPU's free memory). The workers keep their live bytes under 80% of it, so
 	// out-of-memory comes from the allocator's cache and fragmentation, and is legal.
 	Capacity   uint64
 	MaxSize    uint64        // largest request; 0: Capacity/8
@@ -128,13 +128,13 @@ type campaign struct {
 // worker runs operations on one stream. Its fields are owned by its goroutine, except live, which the
 // checker reads while the worker is paused (the gate).
 type worker struct {
-	c      *campaign
-	i      int
-	s      vmm.Stream
-	rng    *rand.Rand
-	live   []*liveAlloc
-	buf    []byte
-	ops    atomic.Uint64
+	c                                                      *campaign
+	i                                                      int
+	s                                                      vmm.Stream
+	rng                                                    *rand.Rand
+	live                                                   []*liveAlloc
+	buf                                                    []byte
+	ops                                                    atomic.Uint64
 	allocs, frees, records, empties, ooms, bytes, verified atomic.Uint64
 }
 
@@ -202,7 +202,7 @@ func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
 		cfg.MaxSize = max(cfg.Capacity/8, vmm.MiB)
 	}
 	c.cfg = cfg
-	c.budget = cfg.Capacity / 10 * 9
+	c.budget = cfg.Capacity / 5 * 4
 	c.log.init(cfg.LogOps)
 
 	var err error

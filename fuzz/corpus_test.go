@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -24,22 +23,6 @@ import (
 // `go test ./fuzz` runs every corpus entry through its fuzz target as a regular test.
 
 const tracesGlob = "../testdata/traces/*.trace.gz"
-
-// corpusFile returns the content of a corpus file for one []byte argument ("go test fuzz v1" format).
-func corpusFile(b []byte) []byte {
-	return []byte("go test fuzz v1\n[]byte(" + strconv.Quote(string(b)) + ")\n")
-}
-
-// readCorpusFile parses a corpus file written by corpusFile.
-func readCorpusFile(data []byte) ([]byte, error) {
-	text := strings.TrimSpace(string(data))
-	head, body, ok := strings.Cut(text, "\n")
-	if !ok || head != "go test fuzz v1" || !strings.HasPrefix(body, "[]byte(") || !strings.HasSuffix(body, ")") {
-		return nil, fmt.Errorf("not a one-[]byte corpus file")
-	}
-	s, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(body, "[]byte("), ")"))
-	return []byte(s), err
-}
 
 // windows cuts n windows of size operations, starting at evenly spread points of the program (moved to
 // the next allocation), into programs of their own: operations about allocations made before the window
@@ -146,7 +129,7 @@ func TestGenerateCorpus(t *testing.T) {
 			t.Fatal(err)
 		}
 		// FuzzOps: windows of the real sequence, on a device that fits them and on one that does not.
-		for k, w := range windows(p, 8, 160) {
+		for k, w := range windows(p, 5, 100) {
 			w.Capacity = capacities[len(capacities)-1]
 			if k%2 == 1 {
 				w.Capacity = 4 * vmm.GiB
@@ -175,8 +158,8 @@ func TestGenerateCorpus(t *testing.T) {
 		write("FuzzProgramRead", "trace-"+name+"-mid", mid.Bytes())
 	}
 	r := rand.New(rand.NewSource(20261129))
-	for k := 0; k < 12; k++ {
-		write("FuzzOps", fmt.Sprintf("synthetic-%02d", k), Encode(randomProgram(r, 60+r.Intn(180))))
+	for k := 0; k < 8; k++ {
+		write("FuzzOps", fmt.Sprintf("synthetic-%02d", k), Encode(randomProgram(r, 40+r.Intn(100))))
 	}
 }
 
@@ -184,7 +167,7 @@ func TestGenerateCorpus(t *testing.T) {
 // with operations (the byte format has not drifted from the corpus).
 func TestCorpusDecodes(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzOps", "*"))
-	if len(files) < 20 {
+	if len(files) < 15 {
 		t.Fatalf("the FuzzOps seed corpus has %d entries; regenerate it (see TestGenerateCorpus)", len(files))
 	}
 	traceSeeds := 0

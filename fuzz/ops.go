@@ -19,6 +19,7 @@ package fuzz
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"fmt"
 	"io"
@@ -194,14 +195,44 @@ func (e *ProgramError) Error() string {
 // Unwrap makes errors.Is(err, trace.ErrSyntax) hold, as for the trace parser.
 func (e *ProgramError) Unwrap() error { return trace.ErrSyntax }
 
-// ReadProgramFile reads a program (or any trace, gzip or plain) from path.
+// ReadProgramFile reads a program (or any trace, gzip or plain) from path. A FuzzOps corpus file (go's
+// "go test fuzz v1" format, as in testdata/fuzz/FuzzOps or a new failing input the fuzzer wrote) is
+// decoded into the program the fuzz target ran.
 func ReadProgramFile(path string) (*Program, error) {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return ReadProgram(f, path)
+	if bytes.HasPrefix(data, []byte(corpusHeader)) {
+		b, err := readCorpusFile(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return Decode(b), nil
+	}
+	return ReadProgram(bytes.NewReader(data), path)
+}
+
+const corpusHeader = "go test fuzz v1\n"
+
+// corpusFile returns the content of a corpus file for one []byte argument (go's "go test fuzz v1" format).
+func corpusFile(b []byte) []byte {
+	return []byte(corpusHeader + "[]byte(" + strconv.Quote(string(b)) + ")\n")
+}
+
+// readCorpusFile parses a corpus file of one []byte argument.
+func readCorpusFile(data []byte) ([]byte, error) {
+	text := strings.TrimSpace(string(data))
+	_, body, _ := strings.Cut(text, "\n")
+	body = strings.TrimSpace(body)
+	if !strings.HasPrefix(body, "[]byte(") || !strings.HasSuffix(body, ")") {
+		return nil, fmt.Errorf("not a corpus file of one []byte argument")
+	}
+	s, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(body, "[]byte("), ")"))
+	if err != nil {
+		return nil, fmt.Errorf("corpus file: %w", err)
+	}
+	return []byte(s), nil
 }
 
 // ReadProgram reads a program in the extended trace format from r (gzip or plain); file names the input in

@@ -25,7 +25,10 @@ type ExploreConfig struct {
 	Deadline  time.Duration
 	Mutations impl.Mutation
 	Ignore    map[string]bool // see EnvConfig.Ignore
-	_         struct{}
+	// Differential: count only violations the engine without Mutations does not show (EnvConfig); the
+	// explorer then also keeps going past states whose violations the baseline shares.
+	Differential bool
+	_            struct{}
 }
 
 // ExploreResult is what the explorer covered, and the first violation it found.
@@ -141,7 +144,7 @@ func Explore(cfg ExploreConfig) (ExploreResult, error) {
 	}
 	start := time.Now()
 	envCfg := EnvConfig{Policy: cfg.Policy, Capacity: cfg.Capacity, Streams: cfg.Streams, Mutations: cfg.Mutations,
-		Ignore: cfg.Ignore}
+		Ignore: cfg.Ignore, Differential: cfg.Differential}
 	var res ExploreResult
 	replay := func(prefix []Op) (*Env, error) {
 		light := envCfg

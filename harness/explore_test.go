@@ -14,9 +14,10 @@ import (
 // INV-CONTRACT, INV-NOOVERLAP, INV-MAPPED, INV-NOALIAS, INV-REFCOUNT, INV-STATS, INV-MIRROR, INV-BLOCKS,
 // INV-STREAM, INV-RELEASESAFE, INV-NOSPURIOUSOOM, INV-NOLEAK. States are deduplicated by a canonical hash.
 func TestExplore(t *testing.T) {
-	depth, budget := 3, 12*time.Second
+	// make test: depth 3 in full, then depth 4 until the budget (each policy); make verify: depth 5.
+	depth, budget := 4, 10*time.Second
 	if longProfile() {
-		depth, budget = 5, 20*time.Minute
+		depth, budget = 5, 30*time.Minute
 	}
 	for _, p := range impl.Policies {
 		t.Run(p, func(t *testing.T) {

@@ -174,14 +174,21 @@ func RunLinear(cfg LinearConfig) LinearResult {
 		_, _ = a.Close()
 	}()
 
-	res, info := porcupine.CheckOperationsVerbose(ContractModel(ccfg), history, cfg.Timeout)
+	return CheckHistory(ccfg, history, cfg.Timeout, fmt.Sprintf("%s-seed%d", cfg.Policy, cfg.Seed))
+}
+
+// CheckHistory checks one history against the contract; when it is illegal it writes porcupine's HTML
+// visualization (named name.html in a fresh temporary folder) and returns its path.
+func CheckHistory(ccfg *model.ContractConfig, history []porcupine.Operation, timeout time.Duration, name string) LinearResult {
+	res, info := porcupine.CheckOperationsVerbose(ContractModel(ccfg), history, timeout)
 	out := LinearResult{Result: res, Ops: len(history)}
 	if res == porcupine.Illegal {
 		dir, err := os.MkdirTemp("", "gmlake-porcupine-")
 		if err == nil {
-			out.VizPath = filepath.Join(dir, fmt.Sprintf("%s-seed%d.html", cfg.Policy, cfg.Seed))
+			out.VizPath = filepath.Join(dir, name+".html")
 			if err := porcupine.VisualizePath(ContractModel(ccfg), info, out.VizPath); err != nil {
 				out.VizPath = ""
+				out.Err = err
 			}
 		}
 	}

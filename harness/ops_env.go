@@ -26,7 +26,11 @@ type EnvConfig struct {
 	// Ignore drops violations of these invariants (TestMutationsCaught uses it to set aside what the
 	// engine already breaks without any mutation, so that a catch means the mutation was caught).
 	Ignore map[string]bool
-	_      struct{}
+	// Differential (with Mutations set): a violation counts only if the same ops without the mutations do
+	// not show the same invariant broken at the same step, so that a catch is the mutation's doing and not
+	// a bug the engine has anyway (TestMutationsCaught).
+	Differential bool
+	_            struct{}
 }
 
 // Env runs operations (ops.go) through the engine on the reference device, step by step, and judges each
@@ -87,11 +91,13 @@ func PolicyOOMRule(policy string, gran uint64) spec.OOMRule {
 	case impl.PolicyExpandable:
 		return spec.SegmentNeed(vmm.MiB, 2*vmm.MiB, vmm.MiB+1, 0, 20*vmm.MiB)
 	case impl.PolicyGMLakePaper:
-		r := spec.GranularNeed(gran)
+		// The original GMLake stitches only requests of at least 512 MiB.
+		r := spec.GranularNeed(gran, 512*vmm.MiB)
 		r.WholeSegments = true
 		return r
 	}
-	return spec.GranularNeed(gran)
+	// gmlake stitches rounded requests of at least two granules (impl: stitchMin).
+	return spec.GranularNeed(gran, 2*gran)
 }
 
 // NewEnv makes a device, creates the streams, and opens the engine on it.
@@ -200,6 +206,9 @@ func (e *Env) Step(op Op) (r StepResult) {
 		}
 	}()
 	r = e.step(op)
+	if e.Cfg.Differential && e.Cfg.Mutations != 0 && len(r.Violations) > 0 {
+		r.Violations = e.beyondBaseline(r.Violations, false)
+	}
 	if len(e.Cfg.Ignore) > 0 && len(r.Violations) > 0 {
 		keep := r.Violations[:0]
 		for _, v := range r.Violations {
@@ -312,10 +321,40 @@ func (e *Env) step(op Op) StepResult {
 	return res
 }
 
+// beyondBaseline drops the violations whose invariant the engine without mutations also breaks on the
+// same ops (at the last op, or at Finish when finish is set).
+func (e *Env) beyondBaseline(vs []spec.Violation, finish bool) []spec.Violation {
+	cfg := e.Cfg
+	cfg.Mutations, cfg.Differential, cfg.NoChecks = 0, false, false
+	base, err := NewEnv(cfg)
+	if err != nil {
+		return vs
+	}
+	var last []spec.Violation
+	for _, o := range e.Ops {
+		last = base.Step(o).Violations
+	}
+	if finish {
+		last = base.Finish()
+	}
+	seen := map[string]bool{}
+	for _, v := range last {
+		seen[v.Inv] = true
+	}
+	keep := vs[:0]
+	for _, v := range vs {
+		if !seen[v.Inv] {
+			keep = append(keep, v)
+		}
+	}
+	return keep
+}
+
 // Finish completes all stream work, closes the engine and checks INV-NOLEAK on the view and on the
 // device's own leak report.
 func (e *Env) Finish() []spec.Violation {
 	var out []spec.Violation
+	n := len(e.Ops)
 	if !e.closed {
 		e.Step(Op{Kind: OpClearFaults})
 		r := e.Step(Op{Kind: OpCompleteAll})
@@ -328,6 +367,12 @@ func (e *Env) Finish() []spec.Violation {
 	}
 	if l := e.Dev.Leaks(); !l.Empty() && !e.Cfg.Ignore[spec.InvNoLeak] {
 		out = append(out, spec.Violation{Inv: spec.InvNoLeak, Msg: "device leak report after Close: " + l.String()})
+	}
+	if e.Cfg.Differential && e.Cfg.Mutations != 0 && len(out) > 0 {
+		ops := e.Ops
+		e.Ops = e.Ops[:n] // the baseline's Finish adds its own clearfaults, completeall, close
+		out = e.beyondBaseline(out, true)
+		e.Ops = ops
 	}
 	return out
 }

@@ -48,6 +48,9 @@ func DescribeView(v spec.View) string {
 	for _, c := range v.Chunks {
 		fmt.Fprintf(&b, "  chunk %d size %d refs %d\n", c.Handle, c.Size, c.Refs)
 	}
+	for _, r := range v.Device.Reservations {
+		fmt.Fprintf(&b, "  reservation %v (%d MiB)\n", r, r.Size>>20)
+	}
 	for _, m := range v.Device.Mappings {
 		fmt.Fprintf(&b, "  devmap %v -> %d access=%v\n", m.VA, m.Handle, m.Accessible)
 	}

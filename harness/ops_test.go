@@ -47,3 +47,51 @@ func TestOpsRoundTrip(t *testing.T) {
 		t.Fatalf("ParseOps: %v %v", ops, err)
 	}
 }
+
+// INV-SELFCHECK: a panic inside a step (the engine's own invariant checks panic) is reported as a
+// violation, not a crash of the checker.
+func TestStepReportsEnginePanic(t *testing.T) {
+	env, err := NewEnv(EnvConfig{Capacity: 64 * vmm.MiB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.A = nil // every engine call now panics
+	r := env.Step(Op{Kind: OpAlloc, Size: 4096})
+	if len(r.Violations) != 1 || r.Violations[0].Inv != "INV-SELFCHECK" {
+		t.Fatalf("a panic must be reported as INV-SELFCHECK, got %v", r.Violations)
+	}
+}
+
+// A clean sequence through every op kind passes every check, and the contract state follows it.
+func TestEnvCleanSequence(t *testing.T) {
+	ops, err := ParseOps(`
+alloc a0 4096 s0
+alloc a1 8388608 s1
+record a0 s1
+launch s1
+free a0
+free a0
+free-interior a1 +512
+complete s1
+alloc a2 4096 s1
+emptycache
+fail create 1 CUDA_ERROR_OUT_OF_MEMORY
+alloc a3 33554432 s0
+clearfaults
+completeall
+free a1
+free a2
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"gmlake", "caching", "expandable", "gmlake-paper"} {
+		i, vs, env, err := RunOps(EnvConfig{Policy: p, Capacity: 256 * vmm.MiB}, ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i >= 0 {
+			t.Fatalf("%s: step %d violates %v\n%s", p, i, vs, env.Describe())
+		}
+	}
+}

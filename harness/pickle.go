@@ -26,6 +26,7 @@ package harness
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -134,12 +135,17 @@ func (c *snapCountingReader) ReadByte() (byte, error) {
 
 // ReadSnapshot decodes a PyTorch memory snapshot pickle from r and converts one device's trace (device < 0:
 // the device with the most allocations) to a trace.Trace. file names the input in errors and the trace.
+// The input is read whole and its opcodes checked (scanPickle) before it is decoded, so a truncated or
+// corrupt file is an error at the offset where it goes wrong, never a huge allocation.
 func ReadSnapshot(r io.Reader, file string, device int) (t *trace.Trace, err error) {
-	br, ok := r.(*bufio.Reader)
-	if !ok {
-		br = bufio.NewReaderSize(r, 1<<16)
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, &SnapshotError{File: file, Offset: int64(len(data)), Device: -1, Entry: -1, Msg: "read", Err: err}
 	}
-	cr := &snapCountingReader{r: br}
+	if off, msg := scanPickle(data); msg != "" {
+		return nil, &SnapshotError{File: file, Offset: int64(off), Device: -1, Entry: -1, Msg: msg}
+	}
+	cr := &snapCountingReader{r: bufio.NewReader(bytes.NewReader(data))}
 	u := pickle.NewUnpickler(cr)
 	var root any
 	func() {
@@ -162,6 +168,87 @@ func ReadSnapshot(r io.Reader, file string, device int) (t *trace.Trace, err err
 			Msg: "pickle does not decode (truncated or not a snapshot?)", Err: err}
 	}
 	return snapshotToTrace(root, file, device)
+}
+
+// scanPickle walks the opcodes of a pickle (protocols 0-5) up to its STOP without building anything, and
+// returns the offset and a message for the first opcode that is unknown or whose argument runs past the end
+// of data. It guards the decoder, which allocates whatever length an opcode declares.
+func scanPickle(data []byte) (int, string) {
+	n := len(data)
+	le := func(b []byte) uint64 {
+		var v uint64
+		for i := len(b) - 1; i >= 0; i-- {
+			v = v<<8 | uint64(b[i])
+		}
+		return v
+	}
+	for i := 0; i < n; {
+		op := data[i]
+		at := i
+		i++
+		need := func(k uint64) string {
+			if k > uint64(n-i) {
+				return fmt.Sprintf("opcode %#02x needs %d bytes, only %d remain (truncated file?)", op, k, n-i)
+			}
+			return ""
+		}
+		var fixed, lenBytes int
+		lines := 0
+		switch op {
+		case '.': // STOP
+			return 0, ""
+		case '(', '0', '1', '2', 'N', 'R', 'a', 'b', 'd', '}', 'e', 'l', ']', 'o', 's', 't', ')', 'u', 'Q',
+			0x81, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8f, 0x90, 0x91, 0x92, 0x93, 0x94, 0x97, 0x98:
+		case 0x80, 'K', 'h', 'q', 0x82: // PROTO, BININT1, BINGET, BINPUT, EXT1
+			fixed = 1
+		case 'M', 0x83: // BININT2, EXT2
+			fixed = 2
+		case 'J', 'j', 'r', 0x84: // BININT, LONG_BINGET, LONG_BINPUT, EXT4
+			fixed = 4
+		case 'G', 0x95: // BINFLOAT; FRAME (its length, then opcodes that this loop walks on)
+			fixed = 8
+		case 'I', 'L', 'F', 'S', 'V', 'g', 'p', 'P':
+			lines = 1
+		case 'c', 'i': // GLOBAL, INST: module and name lines
+			lines = 2
+		case 'U', 0x8c, 'C', 0x8a: // SHORT_BINSTRING, SHORT_BINUNICODE, SHORT_BINBYTES, LONG1
+			lenBytes = 1
+		case 'T', 'X', 'B', 0x8b: // BINSTRING, BINUNICODE, BINBYTES, LONG4
+			lenBytes = 4
+		case 0x8d, 0x8e, 0x96: // BINUNICODE8, BINBYTES8, BYTEARRAY8
+			lenBytes = 8
+		default:
+			return at, fmt.Sprintf("unknown pickle opcode %#02x", op)
+		}
+		if msg := need(uint64(fixed + lenBytes)); msg != "" {
+			return at, msg
+		}
+		if op == 0x95 {
+			if msg := need(8 + le(data[i:i+8])); msg != "" {
+				return at, "frame: " + msg
+			}
+		}
+		if lenBytes > 0 {
+			k := le(data[i : i+lenBytes])
+			i += lenBytes
+			if lenBytes == 4 && (op == 'T' || op == 0x8b) && k >= 1<<31 {
+				return at, fmt.Sprintf("opcode %#02x has a negative length", op)
+			}
+			if msg := need(k); msg != "" {
+				return at, msg
+			}
+			i += int(k)
+		}
+		i += fixed
+		for ; lines > 0; lines-- {
+			nl := bytes.IndexByte(data[i:], '\n')
+			if nl < 0 {
+				return at, fmt.Sprintf("opcode %q has no end of line (truncated file?)", op)
+			}
+			i += nl + 1
+		}
+	}
+	return n, "no STOP opcode at the end (truncated file?)"
 }
 
 func snapErr(file string, dev, entry int, format string, args ...any) error {

@@ -112,7 +112,7 @@ func TestReadSnapshotNotASnapshot(t *testing.T) {
 	}
 	// garbage after a pickle header
 	_, err = ReadSnapshot(bytes.NewReader([]byte{0x80, 2, 0xff, 0xfe}), "junk.pickle", -1)
-	if !errors.Is(err, ErrSnapshot) || !strings.HasPrefix(err.Error(), "junk.pickle: offset 3") {
+	if !errors.Is(err, ErrSnapshot) || !strings.HasPrefix(err.Error(), "junk.pickle: offset 2: unknown pickle opcode 0xff") {
 		t.Errorf("err = %v", err)
 	}
 }

@@ -26,6 +26,8 @@ type RapidConfig struct {
 	Mutations impl.Mutation   // seeded bugs (TestMutationsCaught)
 	NoFaults  bool            // no driver fault injection
 	Ignore    map[string]bool // invariants whose violations are dropped (see EnvConfig.Ignore)
+	// Differential: count only violations the engine without Mutations does not show (EnvConfig).
+	Differential bool
 	// Counters, if non-nil, count runs (sequences) and steps.
 	Counters *RapidCounters
 	_        struct{}
@@ -104,7 +106,7 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 	}
 	capacity := rapid.SampledFrom([]uint64{64 * vmm.MiB, 512 * vmm.MiB, 4 * vmm.GiB}).Draw(t, "capacity")
 	env, err := NewEnv(EnvConfig{Policy: cfg.Policy, Capacity: capacity, Streams: streams, Mutations: cfg.Mutations,
-		Ignore: cfg.Ignore})
+		Ignore: cfg.Ignore, Differential: cfg.Differential})
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -189,12 +191,23 @@ func failRapid(t *rapid.T, env *Env, vs []spec.Violation) {
 		fmt.Fprintf(&b, "  %v\n", v)
 	}
 	ops := env.Describe()
-	path := saveOps(ops)
+	// One file per configuration, overwritten by each failing attempt: rapid replays the shrunk case last.
+	path := saveOpsAs(fmt.Sprintf("gmlake-rapid-%s-%#x.ops", env.Cfg.Policy, uint32(env.Cfg.Mutations)), ops)
 	t.Fatalf("invariant violated after %d steps:\n%sops (replay: GMLAKE_OPS=%s go test ./harness -run TestOpsFile -v):\n%s",
 		env.Steps, b.String(), path, ops)
 }
 
-// saveOps writes an op list to a temporary file and returns its path ("" if it could not).
+// saveOpsAs writes an op list to the named file in the temporary folder and returns its path ("" if it
+// could not).
+func saveOpsAs(name, ops string) string {
+	path := filepath.Join(os.TempDir(), name)
+	if err := os.WriteFile(path, []byte(ops), 0o644); err != nil {
+		return ""
+	}
+	return path
+}
+
+// saveOps writes an op list to a fresh temporary file and returns its path ("" if it could not).
 func saveOps(ops string) string {
 	f, err := os.CreateTemp("", "gmlake-ops-*.ops")
 	if err != nil {

@@ -38,9 +38,9 @@ func setRapidChecks(n int) func() {
 // INV-NOSPURIOUSOOM, and INV-NOLEAK at the end. A failure shrinks; rapid prints -rapid.seed / -rapid.failfile
 // to replay it, and the op list is saved for TestOpsFile.
 func TestRapid(t *testing.T) {
-	checks := 60
+	checks := 200
 	if longProfile() {
-		checks = 3000
+		checks = 5000
 	}
 	defer setRapidChecks(checks)()
 	for _, p := range impl.Policies {

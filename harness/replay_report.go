@@ -338,3 +338,75 @@ func tracePlot(name string, rs []*ReplayResult) (*plot.Plot, error) {
 	p.Y.Min, p.Y.Max = 0, maxY*1.3+0.01 // headroom for the legend
 	return p, nil
 }
+
+// Targets for the gmlake policy on every trace (issue 6): peak reserved no more than expandable's, waste
+// against the live bytes at most 3%, modeled driver time at most 2% of training time and at most 1.5 times
+// expandable's.
+const (
+	TargetLiveFragmentation = 0.03
+	TargetDriverFraction    = 0.02
+	TargetDriverVsExpand    = 1.5
+)
+
+// WriteTargets prints, for each trace replayed with both gmlake and expandable, whether gmlake meets the
+// targets, one line per trace. It prints nothing when no trace has both.
+func WriteTargets(w io.Writer, results []*ReplayResult, peaks TorchPeaks) error {
+	type pair struct{ ours, exp *ReplayResult }
+	var order []string
+	pairs := map[string]*pair{}
+	for _, r := range results {
+		if r.Device != "sim" {
+			continue
+		}
+		p := pairs[r.Trace]
+		if p == nil {
+			p = &pair{}
+			pairs[r.Trace] = p
+			order = append(order, r.Trace)
+		}
+		switch r.Policy {
+		case impl.PolicyGMLake:
+			p.ours = r
+		case impl.PolicyExpandable:
+			p.exp = r
+		}
+	}
+	for _, name := range order {
+		p := pairs[name]
+		if p.ours == nil || p.exp == nil {
+			continue
+		}
+		var miss []string
+		resv := float64(p.ours.PeakReservedBytes) / float64(p.exp.PeakReservedBytes)
+		if p.ours.PeakReservedBytes > p.exp.PeakReservedBytes {
+			miss = append(miss, "reserved above expandable")
+		}
+		if p.ours.LiveFragmentation > TargetLiveFragmentation {
+			miss = append(miss, fmt.Sprintf("frag/live above %.0f%%", 100*TargetLiveFragmentation))
+		}
+		drv := math.Inf(1)
+		if p.exp.ModeledDriverTime > 0 {
+			drv = float64(p.ours.ModeledDriverTime) / float64(p.exp.ModeledDriverTime)
+		}
+		if drv > TargetDriverVsExpand {
+			miss = append(miss, fmt.Sprintf("driver time above %.1fx expandable", TargetDriverVsExpand))
+		}
+		share := "-"
+		if s := peaks.TrainingSeconds(name); s > 0 {
+			f := p.ours.ModeledDriverTime.Seconds() / s
+			share = fmt.Sprintf("%.2f%%", 100*f)
+			if f > TargetDriverFraction {
+				miss = append(miss, fmt.Sprintf("driver time above %.0f%% of training", 100*TargetDriverFraction))
+			}
+		}
+		verdict := "targets met"
+		if len(miss) > 0 {
+			verdict = "MISSED: " + strings.Join(miss, ", ")
+		}
+		if _, err := fmt.Fprintf(w, "gmlake on %s: reserved %.3fx expandable, frag/live %.2f%%, driver time %.2fx expandable and %s of training: %s\n",
+			name, resv, 100*p.ours.LiveFragmentation, drv, share, verdict); err != nil {
+			return err
+		}
+	}
+	return nil
+}

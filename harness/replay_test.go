@@ -377,3 +377,26 @@ func TestReplayOnTimingDriver(t *testing.T) {
 		t.Errorf("device %q", r.Device)
 	}
 }
+
+func TestWriteTargetsJudgesGMLakeAgainstExpandable(t *testing.T) {
+	rs := sampleReplayResults() // caching and gmlake on llama1b-ckpt
+	var buf bytes.Buffer
+	if err := WriteTargets(&buf, rs, nil); err != nil || buf.Len() != 0 {
+		t.Fatalf("without expandable: %q, %v; want nothing", buf.String(), err)
+	}
+	exp := *rs[0]
+	exp.Policy, exp.PeakReservedBytes, exp.ModeledDriverTime = impl.PolicyExpandable, 13<<30, 40*time.Millisecond
+	rs[1].LiveFragmentation = 0.01
+	rs[1].ModeledDriverTime = 50 * time.Millisecond
+	WriteTargets(&buf, append(rs, &exp), nil)
+	if got := buf.String(); !strings.Contains(got, "gmlake on llama1b-ckpt: reserved 0.931x expandable") || !strings.HasSuffix(got, "targets met\n") {
+		t.Errorf("got %q", got)
+	}
+	buf.Reset()
+	rs[1].ModeledDriverTime = 70 * time.Millisecond // 1.75x expandable
+	rs[1].LiveFragmentation = 0.05
+	WriteTargets(&buf, append(rs, &exp), nil)
+	if got := buf.String(); !strings.Contains(got, "MISSED: frag/live above 3%, driver time above 1.5x expandable") {
+		t.Errorf("got %q", got)
+	}
+}

@@ -716,6 +716,9 @@ func (a *Allocator) freeSBlock(sb *block) {
 		a.freeBlock(pb)
 	}
 	sb.parts = sb.parts[:0]
+	if home != nil {
+		a.noteFree(home) // StitchFree needs to know when the view's last use completed
+	}
 	if len(foreign) > 0 {
 		a.pend = append(a.pend, pendingEv{st: home, seq: sb.freeSeq, blocks: foreign})
 	}

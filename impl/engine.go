@@ -17,12 +17,15 @@ type streamState struct {
 	free  [2]freeSet  // free, mapped pBlocks by pool
 	arena [2]*segment // arena policies: the stream's growing segment per pool
 
-	// The fence: an event recorded on s to learn when the work submitted before a set of frees finished.
+	// Fences: events recorded on s to learn when the work submitted before a set of frees finished, oldest
+	// first, each with the free counter when it was recorded.
 	// Invariant: every block freed on s with freeSeq <= safeSeq has no outstanding work on s.
-	fence    vmm.Event
-	fenceSeq uint64
-	hasFence bool
-	safeSeq  uint64
+	// A fence is recorded at a free that leaves a releasable unit (a whole free segment or chunk) unless the
+	// newest outstanding fence already covers it or maxFences are outstanding, so memory freed while s was
+	// idle is known safe even if s gets busy later; otherwise safe() records one when it needs to know.
+	// Nothing consumes fences on the hot path, so the steady state records nothing.
+	fences  []fence
+	safeSeq uint64
 }
 
 // pendingEv is an outstanding event and the blocks waiting on it. ev == 0 means "wait until the stream
@@ -318,32 +321,29 @@ func (a *Allocator) safe(st *streamState, seq uint64) bool {
 	if a.mut&MutEarlyCrossStreamReuse != 0 {
 		return true
 	}
-	// Two rounds: an old fence may complete yet predate seq; then a fresh one is recorded.
 	for round := 0; round < 2; round++ {
+		// Retire completed fences, oldest first.
+		for len(st.fences) > 0 && seq > st.safeSeq {
+			f := st.fences[0]
+			done, err := a.d.QueryEvent(f.ev)
+			if err != nil || !done {
+				break
+			}
+			st.safeSeq = max(st.safeSeq, f.seq)
+			a.evFree = append(a.evFree, f.ev)
+			st.fences = append(st.fences[:0], st.fences[1:]...)
+		}
 		if seq <= st.safeSeq {
 			return true
 		}
-		if !st.hasFence {
-			e, err := a.getEvent()
-			if err != nil {
-				return false
-			}
-			if err := a.d.RecordEvent(e, st.s); err != nil {
-				a.evFree = append(a.evFree, e)
-				return false
-			}
-			st.fence, st.fenceSeq, st.hasFence = e, a.freeSeq, true
+		if n := len(st.fences); n > 0 && st.fences[n-1].seq >= seq {
+			return false // a fence covering seq is outstanding: wait for it
 		}
-		done, err := a.d.QueryEvent(st.fence)
-		if err != nil || !done {
+		if round > 0 || !a.recordFence(st) {
 			return false
 		}
-		st.safeSeq = st.fenceSeq
-		st.hasFence = false
-		a.evFree = append(a.evFree, st.fence)
-		st.fence = 0
 	}
-	return seq <= st.safeSeq
+	return false
 }
 
 // processEvents retires completed events and frees the blocks that were waiting only on them.
@@ -440,7 +440,57 @@ func (a *Allocator) freeBlock(b *block) {
 	if a.mut&MutNoMerge == 0 {
 		b = a.mergeFree(b)
 	}
-	b.seg.ss.free[b.pool].insert(b)
+	ss := b.seg.ss
+	ss.free[b.pool].insert(b)
+	if len(ss.fences) < maxFences && a.releasable(b) {
+		a.noteFree(ss)
+	}
+}
+
+// releasable reports whether free block b holds a unit that could be released or stitched: a whole fixed
+// segment, or a whole chunk of an arena.
+func (a *Allocator) releasable(b *block) bool {
+	seg := b.seg
+	if !seg.arena {
+		return b.prev == nil && b.next == nil
+	}
+	lo := b.segOff()
+	i := seg.chunkIndex(lo)
+	if i < len(seg.chunks) && seg.chunks[i].off < lo {
+		i++
+	}
+	return i < len(seg.chunks) && seg.chunks[i].off+seg.chunks[i].size <= lo+b.size
+}
+
+// maxFences bounds the outstanding fences of one stream.
+const maxFences = 8
+
+type fence struct {
+	ev  vmm.Event
+	seq uint64
+}
+
+// noteFree records a fence on ss after a free that left a releasable unit, if no outstanding fence covers it.
+func (a *Allocator) noteFree(ss *streamState) {
+	if n := len(ss.fences); n >= maxFences || (n > 0 && ss.fences[n-1].seq == a.freeSeq) || ss.safeSeq == a.freeSeq {
+		return
+	}
+	a.recordFence(ss)
+}
+
+// recordFence records a fence on ss now, covering every free so far. Failures are ignored: safe() records
+// one when needed. It reports whether it recorded.
+func (a *Allocator) recordFence(ss *streamState) bool {
+	e, err := a.getEvent()
+	if err != nil {
+		return false
+	}
+	if err := a.d.RecordEvent(e, ss.s); err != nil {
+		a.evFree = append(a.evFree, e)
+		return false
+	}
+	ss.fences = append(ss.fences, fence{ev: e, seq: a.freeSeq})
+	return true
 }
 
 // mergeFree merges b (free, not in a set) with its free neighbours of the same mappedness; it returns the
@@ -557,6 +607,8 @@ func (a *Allocator) dropSegment(seg *segment) {
 		seg.ss.arena[seg.pool] = nil
 	}
 }
+
+var dbgHook func(format string, args ...any)
 
 // panicf reports a broken internal invariant: a bug in the engine, never a user error.
 func panicf(format string, args ...any) {

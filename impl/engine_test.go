@@ -386,12 +386,28 @@ func TestPaperStitchThreshold(t *testing.T) {
 	closeClean(t, a, dev)
 }
 
+// Cross-stream stitching waits for the freeing stream's work submitted before the frees; work submitted
+// after them does not matter (the fence recorded at the free says when the earlier work finished).
+func TestCrossStreamFenceAtFree(t *testing.T) {
+	a, dev := newTest(t, PolicyGMLake, 0, false)
+	s1, _ := dev.CreateStream()
+	stitchScene(t, a, s1) // s1 idle at the frees
+	dev.Launch(s1)        // later work on s1 does not touch the freed chunks
+	mustAlloc(t, a, 128*MiB, 0)
+	if a.Stats().NumStitches != 1 {
+		t.Fatal("did not stitch chunks freed while their stream was idle")
+	}
+	checkState(t, a, dev)
+	dev.CompleteAll()
+	closeClean(t, a, dev)
+}
+
 // Cross-stream stitching waits for the freeing stream's work.
 func TestCrossStreamStitchWaitsForEvent(t *testing.T) {
 	a, dev := newTest(t, PolicyGMLake, 0, false)
 	s1, _ := dev.CreateStream()
+	dev.Launch(s1) // work on s1, submitted before the frees, may still use the freed chunks
 	stitchScene(t, a, s1)
-	dev.Launch(s1) // work on s1 may still use the freed chunks
 	p := mustAlloc(t, a, 128*MiB, 0)
 	if a.Stats().NumStitches != 0 {
 		t.Fatal("stitched chunks of a stream whose work is pending")
@@ -421,8 +437,8 @@ func TestMutationEarlyCrossStreamObservable(t *testing.T) {
 	dev := model.NewDevice(model.DeviceConfig{})
 	a, _ := New(dev, Config{TestOnlyMutations: MutEarlyCrossStreamReuse})
 	s1, _ := dev.CreateStream()
-	stitchScene(t, a, s1)
 	dev.Launch(s1)
+	stitchScene(t, a, s1)
 	mustAlloc(t, a, 128*MiB, 0)
 	if a.Stats().NumStitches != 1 {
 		t.Fatal("mutation did not reuse early")

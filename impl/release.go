@@ -214,8 +214,8 @@ func (a *Allocator) Close() (CloseReport, error) {
 		}
 	}
 	for _, ss := range a.sortedStreams() {
-		if ss.hasFence {
-			note(a.d.DestroyEvent(ss.fence))
+		for _, f := range ss.fences {
+			note(a.d.DestroyEvent(f.ev))
 		}
 	}
 	for _, e := range a.evFree {

@@ -76,6 +76,7 @@ type handle struct {
 	released bool
 	mappings int    // Invariant: equals the number of mappings in Device.mappings with this handle
 	shadow   shadow // the bytes written to it (sparse; unwritten bytes read 0)
+	uses     []use  // pending Memset writes, at most one per stream (device_hazards.go)
 }
 
 // mapping is one Map call's mapping.
@@ -120,6 +121,7 @@ type Device struct {
 		counts       vmm.CallCounts
 		modeled      time.Duration
 		faults       faults
+		hazards      []Hazard // rule-9 races seen (device_hazards.go)
 	}
 }
 
@@ -264,6 +266,7 @@ func (d *Device) Release(h vmm.Handle) error {
 	if err != nil {
 		return err
 	}
+	d.checkHazardLocked(k, hd)
 	hd.released = true
 	d.maybeFreeLocked(hd)
 	d.mu.modeled += d.costs.Cost(k, hd.size)
@@ -459,6 +462,7 @@ func (d *Device) Unmap(ptr vmm.DevicePtr, size uint64) error {
 		return err
 	}
 	for _, m := range ms {
+		d.checkHazardLocked(k, m.h)
 		d.mu.mappings.Delete(m)
 		m.h.mappings--
 		d.maybeFreeLocked(m.h)

@@ -702,3 +702,38 @@ func TestDeviceRandomCallsKeepInvariants(t *testing.T) {
 }
 
 func testingLong() bool { return strings.EqualFold(os.Getenv("GMLAKE_PROFILE"), "long") }
+
+// Rule 9: unmapping or releasing memory with a pending write on it succeeds (as on CUDA) but is recorded
+// as a hazard; doing it after the write completed is not.
+func TestDeviceHazards(t *testing.T) {
+	d := NewDevice(DeviceConfig{})
+	s, err := d.CreateStream()
+	require.NoError(t, err)
+	h, err := d.Create(2 * mib)
+	require.NoError(t, err)
+	p := mapAccess(t, d, h, 2*mib)
+	q := mapAccess(t, d, h, 2*mib)
+
+	require.NoError(t, d.Memset(p, 8, 1, s))
+	require.NoError(t, d.Unmap(p, 2*mib), "CUDA does not refuse")
+	require.NoError(t, d.Release(h))
+	hz := d.Hazards()
+	require.Len(t, hz, 2)
+	assert.Equal(t, Hazard{Call: vmm.CallUnmap, Handle: h, Stream: s, Pending: 1}, hz[0])
+	assert.Equal(t, vmm.CallRelease, hz[1].Call)
+	assert.Contains(t, hz[0].String(), "rule 9")
+
+	d.ClearHazards()
+	d.Complete(s)
+	require.NoError(t, d.Unmap(q, 2*mib))
+	assert.Empty(t, d.Hazards(), "the write completed before the unmap")
+
+	// With SyncStreams nothing is ever pending.
+	d = NewDevice(DeviceConfig{SyncStreams: true})
+	h, err = d.Create(2 * mib)
+	require.NoError(t, err)
+	p = mapAccess(t, d, h, 2*mib)
+	require.NoError(t, d.Memset(p, 8, 1, vmm.DefaultStream))
+	require.NoError(t, d.Unmap(p, 2*mib))
+	assert.Empty(t, d.Hazards())
+}

@@ -124,13 +124,20 @@ func (d *Device) Memset(ptr vmm.DevicePtr, size uint64, value byte, s vmm.Stream
 	if err != nil {
 		return err
 	}
+	var written []*handle
 	err = d.accessibleLocked(k, ptr, size, func(m *mapping, off, n uint64) {
 		m.h.shadow.write(off, off+n, value)
+		written = append(written, m.h)
 	})
 	if err != nil {
 		return err
 	}
 	d.submitLocked(st, nil)
+	if st.completed < st.submitted {
+		for _, h := range written {
+			noteUseLocked(h, st)
+		}
+	}
 	d.mu.modeled += d.costs.Cost(k, size)
 	return nil
 }

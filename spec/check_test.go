@@ -217,15 +217,15 @@ func TestHistoryReleaseSafe(t *testing.T) {
 func TestCheckNoSpuriousOOM(t *testing.T) {
 	v := goodView()
 	// 12 MiB free on the device, nothing usable cached (both chunks back live allocations).
-	if vs := CheckNoSpuriousOOM(v, nil, GranularNeed(2*mb), 14*mb, 0); len(vs) != 0 {
+	if vs := CheckNoSpuriousOOM(v, nil, GranularNeed(2*mb, 4*mb), 14*mb, 0); len(vs) != 0 {
 		t.Fatalf("14 MiB cannot fit: %v", vs)
 	}
-	if vs := CheckNoSpuriousOOM(v, nil, GranularNeed(2*mb), 12*mb, 0); len(vs) != 1 {
+	if vs := CheckNoSpuriousOOM(v, nil, GranularNeed(2*mb, 4*mb), 12*mb, 0); len(vs) != 1 {
 		t.Fatalf("12 MiB fits the free device: %v", vs)
 	}
 	// Free the first allocation: its chunk becomes usable, so 14 MiB fits.
 	v.Live = v.Live[1:]
-	if vs := CheckNoSpuriousOOM(v, nil, GranularNeed(2*mb), 14*mb, 0); len(vs) != 1 {
+	if vs := CheckNoSpuriousOOM(v, nil, GranularNeed(2*mb, 4*mb), 14*mb, 0); len(vs) != 1 {
 		t.Fatalf("14 MiB fits with the cached chunk: %v", vs)
 	}
 	// ... unless the chunk waits for work on stream 1 and the request is on stream 0.
@@ -234,11 +234,37 @@ func TestCheckNoSpuriousOOM(t *testing.T) {
 	w := goodView()
 	w.Live[0].Uses = []vmm.Stream{1}
 	h.OnFree(w, w.Live[0].Ptr)
-	if vs := CheckNoSpuriousOOM(v, h, GranularNeed(2*mb), 14*mb, 0); len(vs) != 0 {
+	if vs := CheckNoSpuriousOOM(v, h, GranularNeed(2*mb, 4*mb), 14*mb, 0); len(vs) != 0 {
 		t.Fatalf("a chunk waiting for another stream is not usable: %v", vs)
 	}
 	// PyTorch's caching allocator needs a whole 20 MiB segment for a 3 MiB request.
 	if vs := CheckNoSpuriousOOM(goodView(), nil, SegmentNeed(mb, 2*mb, 10*mb, 20*mb, 2*mb), 3*mb, 0); len(vs) != 0 {
 		t.Fatalf("caching: a 20 MiB segment does not fit 12 MiB free: %v", vs)
+	}
+}
+
+// INV-BESTFIT: two free blocks of one segment; the request must take the smaller that fits.
+func TestCheckBestFit(t *testing.T) {
+	base := vmm.DevicePtr(0x1000_0000)
+	before := View{
+		Blocks: []Block{
+			{ID: 1, State: BlockFree, Range: vmm.Range{Base: base, Size: 6 * mb}},
+			{ID: 2, State: BlockLive, Range: vmm.Range{Base: base.Add(6 * mb), Size: 2 * mb}},
+			{ID: 3, State: BlockFree, Range: vmm.Range{Base: base.Add(8 * mb), Size: 4 * mb}},
+		},
+		Device: Device{Reservations: []vmm.Range{{Base: base, Size: 12 * mb}},
+			Mappings: []DevMapping{{VA: vmm.Range{Base: base, Size: 12 * mb}, Handle: 1, Accessible: true}}},
+	}
+	if vs := CheckBestFit(before, View{}, base, 0, 3*mb); len(vs) != 1 || vs[0].Inv != InvBestFit {
+		t.Fatalf("taking the 6 MiB block for 3 MiB while a 4 MiB block fits: %v", vs)
+	}
+	if vs := CheckBestFit(before, View{}, base.Add(8*mb), 0, 3*mb); len(vs) != 0 {
+		t.Fatalf("the 4 MiB block is the best fit: %v", vs)
+	}
+	if vs := CheckBestFit(before, View{}, base, 0, 5*mb); len(vs) != 0 {
+		t.Fatalf("only the 6 MiB block fits 5 MiB: %v", vs)
+	}
+	if vs := CheckBestFit(before, View{}, base, 1, 3*mb); len(vs) != 0 {
+		t.Fatalf("blocks of stream 0 are not candidates on stream 1: %v", vs)
 	}
 }

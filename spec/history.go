@@ -212,6 +212,16 @@ func (h *History) blockedFor(hd vmm.Handle, s vmm.Stream) bool {
 	return false
 }
 
+// blockedAt reports whether any byte of handle hd is under a mark still waiting for any stream.
+func (h *History) blockedAt(hd vmm.Handle) bool {
+	for _, m := range h.marks {
+		if m.Phys.Handle == hd && len(h.waitingFor(m, 0, false)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func mappedTo(d Device, va vmm.Range, hd vmm.Handle) bool {
 	for _, m := range overlappingDev(d.Mappings, va) {
 		if m.Handle != hd || m.VA.Base > va.Base || m.VA.Limit() < va.Limit() {
@@ -244,12 +254,18 @@ type OOMRule struct {
 	// count as usable, for policies that release cached memory a segment at a time (the original GMLake
 	// releases whole free pBlocks only).
 	WholeSegments bool
-	_             struct{}
+	// StitchMin is the smallest request the policy may serve by stitching free chunks into a new view.
+	// Chunks freed on the request's own stream with work still pending can serve only such requests
+	// (stitched, stream-ordered on that stream); any other request would need them released, which must
+	// wait for the work (INV-RELEASESAFE). 0 means no request stitches.
+	StitchMin uint64
+	_         struct{}
 }
 
-// GranularNeed is the rule for stitching policies: a request needs its size rounded up to the granularity.
-func GranularNeed(gran uint64) OOMRule {
-	return OOMRule{Need: func(size uint64) uint64 { return vmm.AlignUp(max(size, 1), gran) }}
+// GranularNeed is the rule for stitching policies: a request needs its size rounded up to the granularity;
+// requests of at least stitchMin bytes may be stitched.
+func GranularNeed(gran, stitchMin uint64) OOMRule {
+	return OOMRule{Need: func(size uint64) uint64 { return vmm.AlignUp(max(size, 1), gran) }, StitchMin: stitchMin}
 }
 
 // SegmentNeed is the rule for the PyTorch policies: small requests (<= smallMax) need one small segment
@@ -271,7 +287,7 @@ func SegmentNeed(smallMax, smallSeg, largeMin, largeSeg, round uint64) OOMRule {
 // injected, in the state before. It was spurious if the device's free memory plus the usable free cache
 // covered rule.Need(size): a chunk is usable for s when no live allocation is backed by any of its bytes
 // and none of its bytes waits for work on a stream other than s (INV-STREAM forbids it; INV-RELEASESAFE
-// forbids releasing it).
+// forbids releasing it), nor, unless the request may be stitched (rule.StitchMin), on s itself.
 func CheckNoSpuriousOOM(before View, h *History, rule OOMRule, size uint64, s vmm.Stream) []Violation {
 	if size > before.Device.Capacity {
 		return nil
@@ -305,11 +321,13 @@ func CheckNoSpuriousOOM(before View, h *History, rule OOMRule, size uint64, s vm
 			}
 		}
 	}
+	stitch := rule.StitchMin > 0 && size >= rule.StitchMin
 	var usable uint64
 	for _, c := range before.Chunks {
-		if !busy[c.Handle] && (h == nil || !h.blockedFor(c.Handle, s)) {
-			usable += c.Size
+		if busy[c.Handle] || h != nil && (h.blockedFor(c.Handle, s) || !stitch && h.blockedAt(c.Handle)) {
+			continue
 		}
+		usable += c.Size
 	}
 	need := rule.Need(size)
 	free := before.Device.Free()

@@ -164,6 +164,11 @@ def run_train(a, cfg):
     device = torch.cuda.current_device()
     if a.deterministic:
         torch.use_deterministic_algorithms(True, warn_only=True)
+        try:  # no NaN fill of every torch.empty: not what training does
+            import torch.utils.deterministic
+            torch.utils.deterministic.fill_uninitialized_memory = False
+        except (ImportError, AttributeError):
+            pass
     batch = a.batch or cfg["batch"]
     recording = contextlib.nullcontext()
     if a.trace:

@@ -42,7 +42,7 @@ paths are printed. Exit status 1 on any violation or leak.
 
 --replay FILE runs a saved program (or any trace) single-threaded on the simulated device through the
 program's policy (or --policy, or every policy), checking every step; with --minimize a failure is
-minimized to FILE.min.trace.
+minimized to FILE.POLICY.min.trace. FILE may also be a FuzzOps corpus file (go test fuzz v1).
 
 Examples:
   gmlake fuzz --duration 30s --policy caching
@@ -93,6 +93,7 @@ Examples:
 			return nil
 		},
 	}
+	cmd.SilenceErrors = true // main prints the error once
 	f := cmd.Flags()
 	f.StringVar(&device, "device", "sim", "sim (the simulated H200) or cuda (a real GPU through libcuda.so.1)")
 	f.StringVar(&policy, "policy", impl.PolicyGMLake, "policy to fuzz: "+strings.Join(impl.Policies, ", ")+", or all (one after the other)")
@@ -110,7 +111,7 @@ Examples:
 	f.BoolVar(&memInfoCheck, "meminfo-check", false, "cuda: also require cuMemGetInfo's free memory back to its start value (only when no other process uses the GPU)")
 	f.IntVar(&cudaDevice, "cuda-device", 0, "cuda: device ordinal")
 	f.StringVar(&replay, "replay", "", "run a saved program (or trace) single-threaded on the simulated device instead of a campaign")
-	f.BoolVar(&minimize, "minimize", false, "with --replay: minimize a failure into FILE.min.trace")
+	f.BoolVar(&minimize, "minimize", false, "with --replay: minimize a failure into FILE.POLICY.min.trace")
 	rootCmd.AddCommand(cmd)
 }
 
@@ -148,7 +149,7 @@ func runReplayProgram(cmd *cobra.Command, path, policy string, minimize bool, mi
 			}
 			m, runs := fuzz.Minimize(p, pol, fuzz.ExecOptions{}, f.Inv(), time.Now().Add(minimizeFor))
 			m.Policy = pol
-			mpath := strings.TrimSuffix(strings.TrimSuffix(path, ".gz"), ".trace") + ".min.trace"
+			mpath := strings.TrimSuffix(strings.TrimSuffix(path, ".gz"), ".trace") + "." + pol + ".min.trace"
 			if err := m.WriteFile(mpath, fmt.Sprintf("minimized from %s (%d -> %d operations, %d runs)", path, len(p.Ops), len(m.Ops), runs)); err != nil {
 				return err
 			}

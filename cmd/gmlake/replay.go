@@ -165,6 +165,13 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 	if err := harness.WriteTable(stdout, results, peaks); err != nil {
 		return err
 	}
+	var targets strings.Builder
+	if err := harness.WriteTargets(&targets, results, peaks); err != nil {
+		return err
+	}
+	if targets.Len() > 0 {
+		fmt.Fprintf(stdout, "\n%s", targets.String())
+	}
 	if f.json != "" {
 		if err := writeFile(f.json, func(w io.Writer) error { return harness.WriteJSON(w, results, peaks) }); err != nil {
 			return err

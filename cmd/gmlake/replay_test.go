@@ -23,7 +23,11 @@ func TestReplayCommandWritesTableJSONAndPlot(t *testing.T) {
 	if err := runReplay(context.Background(), f, []string{"../../testdata/traces/llama1b-ckpt.trace.gz"}, &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	table, targets, _ := strings.Cut(out.String(), "\n\n")
+	if !strings.HasPrefix(targets, "gmlake on llama1b-ckpt: reserved ") {
+		t.Errorf("no target line after the table:\n%s", out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(table), "\n")
 	if len(lines) != 1+len(harness.ReplayPolicies) {
 		t.Fatalf("table:\n%s", out.String())
 	}
@@ -64,4 +68,18 @@ func TestReplayCommandRejectsBadFlags(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "missing.trace") {
 		t.Errorf("missing trace: %v", err)
 	}
+}
+
+// Without a GPU, --device cuda fails up front with the driver's reason (with one, this is a GPU run's job).
+func TestReplayCommandCUDAWithoutDriver(t *testing.T) {
+	if _, closeGPU, err := openCUDA(); err == nil {
+		closeGPU()
+		t.Skip("a CUDA driver is present: the GPU replay is run on the GPU machine")
+	}
+	f := replayFlags{policies: []string{"caching"}, device: "cuda"}
+	err := runReplay(context.Background(), f, []string{"../../testdata/traces/llama1b-ckpt.trace.gz"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.HasPrefix(err.Error(), "--device cuda: ") {
+		t.Errorf("err = %v, want the reason the CUDA driver could not be opened", err)
+	}
+	t.Log(err)
 }

@@ -234,14 +234,19 @@ def _build_shim(torch, verbose=False):
         src = os.path.join(tmp, "shim.cc")
         with open(src, "w") as f:
             f.write(_SHIM_SRC)
-        tmp_out = os.path.join(tmp, "shim.so")
-        cmd = [cxx, "-O2", "-std=c++17", "-shared", "-fPIC", "-D_GLIBCXX_USE_CXX11_ABI=%d" % abi]
-        cmd += ["-I" + p for p in incs]
-        cmd += [src, "-o", tmp_out, "-L" + torch_lib, "-lc10", "-Wl,-rpath," + torch_lib]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError("compiling the OOM shim failed: %s\n%s" % (" ".join(cmd), r.stderr[-3000:]))
-        shutil.move(tmp_out, out)
+        tmp_out = "%s.%d.tmp" % (out, os.getpid())  # in the cache folder, so that the rename is atomic
+        errors = []
+        for std in ("c++20", "c++17"):  # newer torch headers need C++20; older compilers may lack it
+            cmd = [cxx, "-O2", "-std=" + std, "-shared", "-fPIC", "-D_GLIBCXX_USE_CXX11_ABI=%d" % abi]
+            cmd += ["-I" + p for p in incs]
+            cmd += [src, "-o", tmp_out, "-L" + torch_lib, "-lc10", "-Wl,-rpath," + torch_lib]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode == 0:
+                break
+            errors.append("%s\n%s" % (" ".join(cmd), r.stderr[-2000:]))
+        else:
+            raise RuntimeError("compiling the OOM shim failed:\n" + "\n".join(errors))
+        os.replace(tmp_out, out)  # several processes (torchrun ranks) may build at once: last one wins
     if verbose:
         print("gmlake_torch: built OOM shim %s" % out, file=sys.stderr)
     return out

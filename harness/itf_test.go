@@ -1,0 +1,436 @@
+package harness
+
+// ITF conformance: traces generated from the Quint spec (tla/vms.qnt, `quint run --mbt --out-itf`) drive the
+// engine on the reference device, step by step, and after every step the engine's observable state must be
+// the spec's. See tla/README.md for how the traces are made and what is compared.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/spec"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// itfGran is the chunk of the spec: one granularity unit of the reference device.
+const itfGran = 2 * vmm.MiB
+
+// itfFiles lists the committed traces (testdata/itf) and, when GMLAKE_ITF_DIR is set (tla/run.sh sets it to
+// the traces it has just generated), the traces there.
+func itfFiles(t *testing.T) []string {
+	files, err := filepath.Glob(filepath.Join("testdata", "itf", "*.itf.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir := os.Getenv("GMLAKE_ITF_DIR"); dir != "" {
+		more, err := filepath.Glob(filepath.Join(dir, "*.itf.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(more) == 0 {
+			t.Fatalf("GMLAKE_ITF_DIR=%s holds no *.itf.json trace", dir)
+		}
+		files = append(files, more...)
+	}
+	sort.Strings(files)
+	return files
+}
+
+// TestITFConformance drives the engine (policy gmlake, chunks of one granularity unit) through the spec's
+// traces, one call per spec step, and judges each step (see itfJudge for what must hold and what is only
+// measured). It fails on any violation and logs how many traces and steps were checked and how often the
+// engine's policy-dependent decisions agreed with the spec's.
+func TestITFConformance(t *testing.T) {
+	files := itfFiles(t)
+	if len(files) == 0 {
+		t.Fatal("no ITF traces in testdata/itf: run tla/run.sh gen")
+	}
+	var sum itfSummary
+	for _, f := range files {
+		tr, err := ReadITFFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(filepath.Base(f), func(t *testing.T) { runITF(t, tr, &sum) })
+	}
+	t.Logf("ITF conformance: %s", sum.String())
+}
+
+// itfSummary counts what the conformance run checked.
+type itfSummary struct {
+	traces, steps    int // traces read, spec steps driven through the engine
+	lockstep         int // steps driven while the engine's outcomes matched the spec's
+	diverged         map[string]int
+	forced           int // allocations whose outcome the spec forces (asserted)
+	same, total      [3]int
+	quiescentChecked int
+}
+
+const (
+	aggReserved = iota
+	aggAllocated
+	aggStitched
+)
+
+func (s *itfSummary) String() string {
+	pct := func(i int) string {
+		if s.total[i] == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%d/%d", s.same[i], s.total[i])
+	}
+	var dv []string
+	for k, n := range s.diverged {
+		dv = append(dv, fmt.Sprintf("%s: %d", k, n))
+	}
+	sort.Strings(dv)
+	return fmt.Sprintf("%d traces, %d steps driven (%d in lockstep with the spec); %d forced allocation outcomes "+
+		"and %d quiescent EmptyCache points asserted; agreement with the spec's policy in lockstep steps: "+
+		"reserved %s, allocated %s, stitched %s; traces that left lockstep: %v",
+		s.traces, s.steps, s.lockstep, s.forced, s.quiescentChecked, pct(aggReserved), pct(aggAllocated),
+		pct(aggStitched), dv)
+}
+
+// itfLast is the spec's "last" record: what the step did and returned.
+type itfLast struct {
+	act, kase        string
+	id, stream, size int64
+	ok, oom          bool
+	usable, devFree  int64
+	idle, clean      int64
+}
+
+func decodeLast(st ITFState) (itfLast, error) {
+	v, ok := st.Get("last")
+	if !ok {
+		return itfLast{}, fmt.Errorf("state %d has no variable last", st.Index)
+	}
+	var l itfLast
+	var err error
+	str := func(name string) string {
+		f, e := v.Field(name)
+		if e != nil || f.Kind != ITFString {
+			err = errors.Join(err, fmt.Errorf("last.%s: %v", name, e))
+		}
+		return f.Str
+	}
+	num := func(name string) int64 {
+		f, e := v.Field(name)
+		n, e2 := f.Int64()
+		if e != nil || e2 != nil {
+			err = errors.Join(err, e, e2)
+		}
+		return n
+	}
+	boolean := func(name string) bool {
+		f, e := v.Field(name)
+		if e != nil || f.Kind != ITFBool {
+			err = errors.Join(err, fmt.Errorf("last.%s: %v", name, e))
+		}
+		return f.Bool
+	}
+	l.act, l.kase = str("act"), str("kase")
+	l.id, l.stream, l.size = num("id"), num("stream"), num("size")
+	l.ok, l.oom = boolean("ok"), boolean("oom")
+	l.usable, l.devFree = num("usable"), num("devFree")
+	l.idle, l.clean = num("idle"), num("clean")
+	return l, err
+}
+
+// itfView is a live allocation of the spec.
+type itfView struct {
+	stream   int64
+	uses     []int64
+	len      int64
+	stitched bool
+}
+
+func decodeLive(st ITFState) (map[int64]itfView, error) {
+	v, ok := st.Get("live")
+	if !ok || v.Kind != ITFMap {
+		return nil, fmt.Errorf("state %d: live is not a map", st.Index)
+	}
+	out := make(map[int64]itfView, len(v.Entries))
+	for _, e := range v.Entries {
+		id, err := e.Key.Int64()
+		if err != nil {
+			return nil, err
+		}
+		var w itfView
+		s, err1 := e.Value.Field("stream")
+		l, err2 := e.Value.Field("len")
+		st, err3 := e.Value.Field("stitched")
+		us, err4 := e.Value.Field("uses")
+		if err := errors.Join(err1, err2, err3, err4); err != nil {
+			return nil, err
+		}
+		w.stream, err1 = s.Int64()
+		w.len, err2 = l.Int64()
+		w.stitched = st.Bool
+		for _, u := range us.Elems {
+			n, err := u.Int64()
+			if err != nil {
+				return nil, err
+			}
+			w.uses = append(w.uses, n)
+		}
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, err
+		}
+		out[id] = w
+	}
+	return out, nil
+}
+
+func stateInt(st ITFState, name string) (int64, error) {
+	v, ok := st.Get(name)
+	if !ok {
+		return 0, fmt.Errorf("state %d has no variable %s", st.Index, name)
+	}
+	return v.Int64()
+}
+
+// itfConfig is the engine configuration whose decisions the spec describes: the gmlake policy with chunks
+// of one granularity unit (the spec's chunk) and stitching for every request of two units or more.
+func itfConfig() impl.Config {
+	return impl.Config{Policy: impl.PolicyGMLake, ChunkSize: itfGran, StitchMin: itfGran}
+}
+
+// newITFEnv opens the judge's environment (ops_env.go: the contract, spec.Check and the history invariants
+// after every step) on a device of capacity chunks, with the engine configured as itfConfig says.
+func newITFEnv(capacity int64) (*Env, error) {
+	e, err := NewEnv(EnvConfig{Policy: impl.PolicyGMLake, Capacity: uint64(capacity) * itfGran, Granularity: itfGran, Streams: 2})
+	if err != nil {
+		return nil, err
+	}
+	// EnvConfig has no engine knobs: swap in an engine with one-unit chunks on the same (still empty) device.
+	if _, err := e.A.Close(); err != nil {
+		return nil, err
+	}
+	cfg := itfConfig()
+	if e.A, err = impl.New(e.Dev, cfg); err != nil {
+		return nil, err
+	}
+	e.Rule = spec.GranularNeed(itfGran, cfg.StitchMin)
+	return e, nil
+}
+
+// runITF replays one trace through the judge's environment: a fresh engine on a fresh device of the trace's
+// capacity, one engine call per spec step.
+//
+// What must hold (the test fails otherwise):
+//   - every check of Env.Step after every call: the allocator contract, every state invariant of spec/
+//     (spec.Check), INV-STREAM, INV-RELEASESAFE, INV-BESTFIT, and INV-NOSPURIOUSOOM judged on the engine's
+//     own state; after Close, INV-NOLEAK and the device's leak report (Env.Finish);
+//   - an allocation that all idle chunks plus the device's free chunks do not cover fails with out of
+//     memory (the spec's OOM, which no policy can avoid);
+//   - a failing cuMemMap (spec action allocDriverFail) fails the call with the driver's error or out of
+//     memory (SPEC.md), or the engine served the request without mapping anything;
+//   - while in lockstep: the same number of live allocations and requested bytes.
+//
+// What is measured, not asserted (the engine's policy legitimately differs from the spec's canonical one:
+// per-stream arenas that grow at the end, best fit within the stream's own pool, cross-stream chunks only by
+// stitching, sBlock reuse with slack): reserved and allocated bytes and the stitched flag of each live
+// allocation, step by step. When the engine's outcome (success, out of memory, error) differs from the
+// spec's where the spec does not force it (the two hold different chunks, some of them waiting for events),
+// the trace leaves lockstep: its remaining steps are not driven.
+func runITF(t *testing.T, tr *ITFTrace, sum *itfSummary) {
+	t.Helper()
+	if len(tr.States) == 0 {
+		t.Fatal("empty trace")
+	}
+	if sum.diverged == nil {
+		sum.diverged = map[string]int{}
+	}
+	sum.traces++
+	l0, err := decodeLast(tr.States[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := newITFEnv(l0.devFree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[int64]int{} // spec allocation id -> Env allocation id
+	step := func(i int, op Op) StepResult {
+		t.Helper()
+		r := e.Step(op)
+		if len(r.Violations) > 0 {
+			t.Fatalf("step %d (%s): %v: %v\nops so far (harness text format):\n%s", i, tr.States[i].ActionTaken(), op,
+				r.Violations, FormatOps(e.Ops))
+		}
+		return r
+	}
+	fail := func(i int, format string, args ...any) {
+		t.Helper()
+		t.Fatalf("step %d (%s): %s\nops so far (harness text format):\n%s", i, tr.States[i].ActionTaken(),
+			fmt.Sprintf(format, args...), FormatOps(e.Ops))
+	}
+	leave := func(why string) { sum.diverged[why]++ }
+	for i := 1; i < len(tr.States); i++ {
+		prev, cur := tr.States[i-1], tr.States[i]
+		l, err := decodeLast(cur)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, err := decodeLive(prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum.steps++
+		switch l.act {
+		case "alloc":
+			size := uint64(l.size) * itfGran
+			fault := l.kase == "fail"
+			st0, maps0 := e.A.Stats(), e.Dev.Counts()[vmm.CallMap]
+			if fault {
+				step(i, Op{Kind: OpFail, Call: vmm.CallMap, N: 1, Result: vmm.UnknownCUDAError})
+			}
+			id := e.NextID()
+			r := step(i, Op{Kind: OpAlloc, ID: id, Size: size, Stream: int(l.stream)})
+			if fault {
+				step(i, Op{Kind: OpClearFaults})
+			}
+			oom := errors.Is(r.Err, vmm.ErrOutOfMemory)
+			switch {
+			case fault && r.Err != nil:
+				if st1 := e.A.Stats(); !oom && (st1.ReservedBytes != st0.ReservedBytes || st1.AllocatedBytes != st0.AllocatedBytes) {
+					fail(i, "a failed Alloc changed the statistics: reserved %d -> %d, allocated %d -> %d",
+						st0.ReservedBytes, st1.ReservedBytes, st0.AllocatedBytes, st1.AllocatedBytes)
+				}
+			case fault:
+				if e.Dev.Counts()[vmm.CallMap] != maps0 {
+					fail(i, "Alloc succeeded although its cuMemMap failed")
+				}
+				leave("engine served without mapping where the spec maps")
+				return
+			case l.idle+l.devFree < l.size:
+				sum.forced++
+				if !oom {
+					fail(i, "only %d chunks idle and %d free on the device for %d: engine must be out of memory, got %v, %v",
+						l.idle, l.devFree, l.size, r.Ptr, r.Err)
+				}
+			case r.Err != nil && !oom:
+				fail(i, "Alloc: unexpected error %v", r.Err)
+			}
+			if (r.Err == nil) != l.ok {
+				if l.ok {
+					leave("engine out of memory where the spec allocates")
+				} else {
+					leave("engine allocates where the spec is out of memory")
+				}
+				return
+			}
+			if l.ok {
+				ids[l.id] = id
+			}
+		case "free":
+			v := before[l.id]
+			step(i, Op{Kind: OpLaunch, Stream: int(v.stream)})
+			for _, u := range v.uses {
+				step(i, Op{Kind: OpLaunch, Stream: int(u)})
+			}
+			if r := step(i, Op{Kind: OpFree, ID: ids[l.id]}); r.Err != nil {
+				fail(i, "Free: %v", r.Err)
+			}
+			delete(ids, l.id)
+		case "record":
+			if r := step(i, Op{Kind: OpRecord, ID: ids[l.id], Stream: int(l.stream)}); r.Err != nil {
+				fail(i, "RecordStream: %v", r.Err)
+			}
+		case "complete":
+			step(i, Op{Kind: OpComplete, Stream: int(l.stream)})
+		case "stitchfree":
+			// The engine has no call for it: it tears cached sBlocks down by its own LRU rule. Nothing compared
+			// here depends on it (it changes mapped views, not bytes reserved or allocated).
+		case "emptycache":
+			if r := step(i, Op{Kind: OpEmptyCache}); r.Err != nil {
+				fail(i, "EmptyCache: %v", r.Err)
+			}
+			if itfQuiescent(cur) {
+				sum.quiescentChecked++
+				if st := e.A.Stats(); st.ReservedBytes != st.AllocatedBytes {
+					fail(i, "EmptyCache with no stream work pending kept %s free (reserved %s, allocated %s)",
+						vmm.FormatBytes(st.ReservedBytes-st.AllocatedBytes), vmm.FormatBytes(st.ReservedBytes),
+						vmm.FormatBytes(st.AllocatedBytes))
+				}
+			}
+		case "close":
+			if vs := e.Finish(); len(vs) > 0 {
+				fail(i, "Close: %v", vs)
+			}
+			sum.lockstep++
+			return
+		default:
+			fail(i, "unknown spec action %q", l.act)
+		}
+		sum.lockstep++
+		compareITF(t, i, cur, e, ids, sum, fail)
+	}
+	if vs := e.Finish(); len(vs) > 0 {
+		t.Fatalf("at the end of the trace: %v", vs)
+	}
+}
+
+// itfQuiescent reports whether no chunk of the spec state waits for an event.
+func itfQuiescent(st ITFState) bool {
+	ev, ok := st.Get("events")
+	if !ok {
+		return false
+	}
+	for _, e := range ev.Entries {
+		if len(e.Value.Elems) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// compareITF asserts the live set and counts agreement on the policy-dependent observables.
+func compareITF(t *testing.T, i int, st ITFState, e *Env, ids map[int64]int, sum *itfSummary,
+	fail func(int, string, ...any)) {
+	t.Helper()
+	reserved, err1 := stateInt(st, "reserved")
+	allocated, err2 := stateInt(st, "allocated")
+	live, err3 := decodeLive(st)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		t.Fatal(err)
+	}
+	snap := e.A.Snapshot()
+	s := snap.Stats
+	var requested uint64
+	for _, v := range live {
+		requested += uint64(v.len) * itfGran
+	}
+	if s.NumLive != uint64(len(live)) || s.RequestedBytes != requested {
+		fail(i, "live: spec %d allocations of %d bytes, engine %d of %d", len(live), requested, s.NumLive, s.RequestedBytes)
+	}
+	agree := func(k int, same bool) {
+		sum.total[k]++
+		if same {
+			sum.same[k]++
+		}
+	}
+	agree(aggReserved, s.ReservedBytes == uint64(reserved)*itfGran)
+	agree(aggAllocated, s.AllocatedBytes == uint64(allocated)*itfGran)
+	kinds := map[uint64]impl.BlockKind{}
+	for _, b := range snap.Blocks {
+		kinds[b.ID] = b.Kind
+	}
+	byPtr := map[vmm.DevicePtr]impl.LiveInfo{}
+	for _, l := range snap.Live {
+		byPtr[l.Ptr] = l
+	}
+	for id, v := range live {
+		li, ok := byPtr[e.ptrOf(ids[id])]
+		if !ok {
+			fail(i, "spec allocation #%d is not live in the engine", id)
+		}
+		agree(aggStitched, (kinds[li.Block] == impl.Stitched) == v.stitched)
+	}
+}
