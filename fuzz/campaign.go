@@ -29,6 +29,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -66,7 +67,10 @@ type CampaignConfig struct {
 	MemInfoCheck bool
 	CUDADevice   int           // device ordinal for "cuda"
 	Mutations    impl.Mutation // seeded engine bugs (tests proving the campaign bites)
-	_            struct{}
+	// ledgerOnSim runs the simulated device behind the ledger, judged by the ledger's state as on a GPU,
+	// and checks at each pause that the ledger agrees with the device (tests of the GPU path).
+	ledgerOnSim bool
+	_           struct{}
 }
 
 // Summary is what a campaign did; printed as one JSON line by `gmlake fuzz`.
@@ -180,6 +184,10 @@ func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
 		}
 		c.sim = model.NewDevice(model.DeviceConfig{Capacity: cfg.Capacity, Seed: cfg.Seed})
 		c.drv = c.sim
+		if cfg.ledgerOnSim {
+			c.led = newLedger(c.sim)
+			c.drv = c.led
+		}
 	case "cuda":
 		d, err := cudavmm.New(cfg.CUDADevice)
 		if err != nil {
@@ -323,10 +331,10 @@ func (c *campaign) progress(el time.Duration, ops uint64, rate float64) {
 
 // state returns the device's account of memory: the simulated device's own, or the ledger's.
 func (c *campaign) state() model.DeviceState {
-	if c.sim != nil {
-		return c.sim.State()
+	if c.led != nil {
+		return c.led.State()
 	}
-	return c.led.State()
+	return c.sim.State()
 }
 
 // lockstepCheck pauses the workers between operations and judges the state.
@@ -339,6 +347,11 @@ func (c *campaign) lockstepCheck() {
 	}
 	sort.Slice(live, func(i, j int) bool { return live[i].ptr < live[j].ptr })
 	c.sum.Checks++
+	if c.led != nil && c.sim != nil {
+		if l, d := c.led.State(), c.sim.State(); !reflect.DeepEqual(l, d) {
+			c.fail(Violation{CheckLedger, fmt.Sprintf("the ledger's account differs from the device's:\nledger %+v\ndevice %+v", l, d)})
+		}
+	}
 	if v := checkState(c.a.Snapshot(), c.state(), live); len(v) > 0 {
 		for _, x := range v {
 			c.fail(x)
@@ -547,9 +560,12 @@ func (c *campaign) finish(failed bool) {
 			c.sum.Leaks++
 			c.fail(Violation{CheckLeak, lk.String()})
 		}
-	} else if ok, what := c.led.Empty(); !ok {
-		c.sum.Leaks++
-		c.fail(Violation{CheckLeak, what})
+	}
+	if c.led != nil {
+		if ok, what := c.led.Empty(); !ok {
+			c.sum.Leaks++
+			c.fail(Violation{CheckLeak, "the ledger: " + what})
+		}
 	}
 	c.sum.MemFreeEnd, _, _ = c.drv.MemInfo()
 	if (c.sim != nil || c.cfg.MemInfoCheck) && c.sum.MemFreeEnd < c.sum.MemFreeStart {

@@ -43,6 +43,7 @@ const (
 	CheckError     = "ERROR"     // an operation failed that must not (or a misuse was accepted)
 	CheckLeak      = "LEAK"      // memory held after Close
 	CheckPanic     = "PANIC"     // the allocator (or a checker) panicked
+	CheckLedger    = "LEDGER"    // the campaign's ledger of driver calls disagrees with the device (a fuzzer bug)
 )
 
 // checkState returns the violations of the state (a, dev) given the live set the fuzzer tracked. It is the

@@ -308,18 +308,10 @@ func tracePlot(name string, rs []*ReplayResult) (*plot.Plot, error) {
 		return plotter.NewLine(pts)
 	}
 	maxY := 0.0
-	for i, r := range rs {
+	for _, r := range rs {
 		c, ok := replayPolicyColors[r.Policy]
 		if !ok {
 			c = color.RGBA{R: 0x80, G: 0x80, B: 0x80, A: 0xff}
-		}
-		if i == 0 {
-			l, err := line(r, func(s Sample) uint64 { return s.Live })
-			if err != nil {
-				return nil, err
-			}
-			l.Color, l.Width = color.Black, vg.Points(0.5)
-			p.Add(l)
 		}
 		res, err := line(r, func(s Sample) uint64 { return s.Reserved })
 		if err != nil {
@@ -335,6 +327,13 @@ func tracePlot(name string, rs []*ReplayResult) (*plot.Plot, error) {
 		p.Legend.Add(r.Policy, res)
 		maxY = math.Max(maxY, float64(r.PeakReservedBytes)/g)
 	}
+	// The live bytes are the same for every policy: drawn once, last, on top.
+	l, err := line(rs[0], func(s Sample) uint64 { return s.Live })
+	if err != nil {
+		return nil, err
+	}
+	l.Color, l.Width = color.Black, vg.Points(0.5)
+	p.Add(l)
 	p.Y.Min, p.Y.Max = 0, maxY*1.3+0.01 // headroom for the legend
 	return p, nil
 }

@@ -299,8 +299,14 @@ func CheckNoSpuriousOOM(before View, h *History, rule OOMRule, size uint64, s vm
 			busy[p.Handle] = true
 		}
 	}
+	stitch := rule.StitchMin > 0 && size >= rule.StitchMin
+	unusable := map[vmm.Handle]bool{}
+	for _, c := range before.Chunks {
+		unusable[c.Handle] = busy[c.Handle] || h != nil && (h.blockedFor(c.Handle, s) || !stitch && h.blockedAt(c.Handle))
+	}
 	if rule.WholeSegments {
-		// A chunk is busy if any chunk mapped in one of its reservations is busy.
+		// A segment is usable only as a whole: a chunk is unusable if any chunk mapped in the same
+		// reservation is.
 		res := before.Device.Reservations
 		resOf := func(p vmm.DevicePtr) int {
 			i := sort.Search(len(res), func(i int) bool { return res[i].Limit() > p })
@@ -309,25 +315,23 @@ func CheckNoSpuriousOOM(before View, h *History, rule OOMRule, size uint64, s vm
 			}
 			return -1
 		}
-		busyRes := map[int]bool{}
+		badRes := map[int]bool{}
 		for _, m := range before.Device.Mappings {
-			if busy[m.Handle] {
-				busyRes[resOf(m.VA.Base)] = true
+			if unusable[m.Handle] || busy[m.Handle] {
+				badRes[resOf(m.VA.Base)] = true
 			}
 		}
 		for _, m := range before.Device.Mappings {
-			if busyRes[resOf(m.VA.Base)] {
-				busy[m.Handle] = true
+			if badRes[resOf(m.VA.Base)] {
+				unusable[m.Handle] = true
 			}
 		}
 	}
-	stitch := rule.StitchMin > 0 && size >= rule.StitchMin
 	var usable uint64
 	for _, c := range before.Chunks {
-		if busy[c.Handle] || h != nil && (h.blockedFor(c.Handle, s) || !stitch && h.blockedAt(c.Handle)) {
-			continue
+		if !unusable[c.Handle] {
+			usable += c.Size
 		}
-		usable += c.Size
 	}
 	need := rule.Need(size)
 	free := before.Device.Free()

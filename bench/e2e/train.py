@@ -5,7 +5,7 @@ docs/pytorch.md.
 
   python3 train.py --config ckpt --alloc gmlake --out results.jsonl          # one timed run
   torchrun --standalone --nproc_per_node 2 train.py --config fsdp --alloc gmlake --out results.jsonl
-  python3 train.py --config ckpt --alloc gmlake --maxbatch --budget-gib 24 --out results.jsonl
+  python3 train.py --config ckpt --alloc gmlake --maxbatch --budget-gib 20 --out results.jsonl
 
 The job (as ../../../shared/tools/record_trace.py): a randomly initialised Llama-architecture model
 (transformers LlamaConfig), bf16, AdamW, a random sequence length per step drawn from a fixed seed, so every
@@ -382,7 +382,7 @@ def main():
                    help="skip torch.use_deterministic_algorithms (losses may then differ in the last digits)")
     p.add_argument("--trace", help="gmlake only: record the run's allocation trace here (gmlake_torch.record)")
     p.add_argument("--maxbatch", action="store_true", help="search the largest batch instead of a timed run")
-    p.add_argument("--budget-gib", type=float, default=24.0, help="--maxbatch: GiB left free for the job")
+    p.add_argument("--budget-gib", type=float, default=20.0, help="--maxbatch: GiB left free for the job")
     p.add_argument("--probe-steps", type=int, default=4)
     p.add_argument("--max-batch", type=int, default=1024)
     p.add_argument("--maxbatch-child", action="store_true", help=argparse.SUPPRESS)

@@ -19,11 +19,11 @@ import (
 
 func init() {
 	var (
-		device, policy, capacity, maxSize, out, replay string
+		device, policy, capacity, maxSize, out, replay   string
 		duration, checkEvery, progressEvery, minimizeFor time.Duration
-		seed                                            int64
-		streams, maxLive, cudaDevice, logOps            int
-		memInfoCheck, minimize                          bool
+		seed                                             int64
+		streams, maxLive, cudaDevice, logOps             int
+		memInfoCheck, minimize                           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "fuzz",

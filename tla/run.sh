@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# tla/run.sh: check the Quint spec of virtual memory stitching and drive the engine with its traces.
+#
+#   ./tla/run.sh ci     typecheck, unit tests (quint test), random simulation with every invariant, the seeded
+#                       bugs found, ITF traces generated and replayed through the engine (go test -run ITF).
+#                       `make test` runs it (make tla). About 2-3 minutes on 2 cores, npm ci included.
+#   ./tla/run.sh long   the same with many more traces and longer ones (`make verify`).
+#   ./tla/run.sh gen    regenerate the committed traces in harness/testdata/itf (then review and commit them).
+#
+# Quint comes from npm, pinned in tla/package.json + package-lock.json (with the antlr4ts override it needs
+# to start); `npm ci` installs it into tla/node_modules (git-ignored) when that is missing. The simulator
+# runs with --backend typescript: offline, no binary download. Environment: SEED (simulation seed, default
+# fixed in ci, random in long), GO (default go).
+set -euo pipefail
+
+mode=${1:-ci}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+GO=${GO:-go}
+cd "$here"
+
+if [[ ! -x node_modules/.bin/quint ]]; then
+	command -v npm >/dev/null || { echo "tla/run.sh: npm not found: install Node.js 18+ and npm" >&2; exit 1; }
+	echo "== npm ci (installing the pinned Quint into tla/node_modules)"
+	npm ci --no-audit --no-fund --loglevel=error
+fi
+quint() { node_modules/.bin/quint "$@"; }
+
+invariants=(INV_NOOVERLAP INV_MAPPED INV_NOALIAS INV_REFCOUNT INV_STATS INV_NOLEAK INV_STREAM INV_RELEASESAFE INV_NOSPURIOUSOOM)
+witnesses=(W_EXACT W_SPLIT W_REUSE W_STITCH W_GROWSTITCH W_GROW W_OOM W_FAIL W_STITCHFREE W_EMPTYRELEASE W_CLOSE W_CROSSSTREAM)
+
+case "$mode" in
+ci)
+	samples=${SAMPLES:-200} steps=${STEPS:-40} itf=${ITF_TRACES:-30} seed=${SEED:-0x6d6c616b65}
+	;;
+long)
+	samples=${SAMPLES:-3000} steps=${STEPS:-60} itf=${ITF_TRACES:-300} seed=${SEED:-0x$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')}
+	;;
+gen)
+	out="$root/harness/testdata/itf"
+	rm -f "$out"/*.itf.json
+	mkdir -p "$out"
+	quint run vms.qnt --main vms_ci --backend typescript --seed "${SEED:-0x67656e}" --max-samples 6 --n-traces 6 \
+		--max-steps 30 --mbt --out-itf "$out/vms_{seq}.itf.json" --invariants "${invariants[@]}" --verbosity 1
+	ls -l "$out"
+	exit 0
+	;;
+*)
+	echo "usage: tla/run.sh ci|long|gen" >&2
+	exit 2
+	;;
+esac
+
+t0=$SECONDS
+echo "== quint typecheck"
+quint typecheck vms.qnt
+quint typecheck vms_buggy.qnt
+
+echo "== quint test (unit tests of every action and allocation case)"
+quint test vms_test.qnt --main vms_test --backend typescript --max-samples 1 --verbosity 1
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+echo "== quint run: $samples random traces of up to $steps steps, every invariant (seed $seed); $itf written as ITF"
+quint run vms.qnt --main vms_ci --backend typescript --seed "$seed" --max-samples "$samples" --max-steps "$steps" \
+	--n-traces "$itf" --mbt --out-itf "$work/vms_{seq}.itf.json" \
+	--invariants "${invariants[@]}" --witnesses "${witnesses[@]}" --verbosity 1
+n=$(ls "$work"/*.itf.json | wc -l)
+st=$(cat "$work"/*.itf.json | grep -o '"#meta":{"index"' | wc -l)
+echo "   wrote $n ITF traces ($st states)"
+
+echo "== seeded bugs in the spec: each must be found by simulation as a violation of its invariant"
+for b in alias:INV_NOALIAS early:INV_STREAM nostitch:INV_NOSPURIOUSOOM refcount:INV_REFCOUNT stats:INV_STATS; do
+	bug=${b%%:*} inv=${b##*:}
+	set +e
+	outp=$(quint run vms_buggy.qnt --main "vms_bug_$bug" --backend typescript --seed "$seed" --max-samples 300 \
+		--max-steps "$steps" --invariant "$inv" --verbosity 1 2>&1)
+	rc=$?
+	set -e
+	if [[ $rc -eq 0 ]] || ! grep -q '\[violation\]' <<<"$outp"; then
+		echo "FAIL: seeded bug '$bug' was not caught by $inv (rc=$rc):" >&2
+		echo "$outp" >&2
+		exit 1
+	fi
+	echo "   bug $bug: caught by $inv"
+done
+
+echo "== ITF conformance: the engine driven by the spec's traces (harness, TestITF*)"
+cd "$root"
+set +e
+outp=$(GMLAKE_ITF_DIR="$work" $GO test -count=1 -run 'TestITF' -v ./harness/ 2>&1)
+rc=$?
+set -e
+if [[ $rc -ne 0 ]]; then
+	echo "$outp" | grep -v '^=== RUN\|^    --- PASS' >&2
+	echo "FAIL: ITF conformance (the failing traces are in $work, kept)" >&2
+	trap - EXIT
+	exit 1
+fi
+grep -E 'ITF conformance:|^ok' <<<"$outp"
+
+echo "== tla $mode: passed in $((SECONDS - t0)) s ($samples traces x $steps steps simulated, $n traces replayed)"
