@@ -87,7 +87,9 @@ var ContractErrors = model.ContractErrors{
 func PolicyOOMRule(policy string, gran uint64) spec.OOMRule {
 	switch policy {
 	case impl.PolicyCaching:
-		return spec.SegmentNeed(vmm.MiB, 2*vmm.MiB, 10*vmm.MiB, 20*vmm.MiB, 2*vmm.MiB)
+		r := spec.SegmentNeed(vmm.MiB, 2*vmm.MiB, 10*vmm.MiB, 20*vmm.MiB, 2*vmm.MiB)
+		r.WholeSegments = true // cudaFree semantics: a segment is released whole
+		return r
 	case impl.PolicyExpandable:
 		return spec.SegmentNeed(vmm.MiB, 2*vmm.MiB, vmm.MiB+1, 0, 20*vmm.MiB)
 	case impl.PolicyGMLakePaper:
@@ -249,8 +251,10 @@ func (e *Env) step(op Op) StepResult {
 		res.Err = e.A.Free(p)
 		if res.Err == nil {
 			e.Hist.OnFree(before, p)
-			if op.Kind == OpFree {
-				delete(e.live, op.ID)
+			for id := range e.live { // every id bound to p (a stale id may name a reused pointer)
+				if e.ptrs[id] == p {
+					delete(e.live, id)
+				}
 			}
 		}
 	case OpRecord:

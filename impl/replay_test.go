@@ -218,7 +218,11 @@ func TestScaledTraces(t *testing.T) {
 	}
 	for _, name := range bundledTraces(t) {
 		tr := loadTrace(t, name)
-		for _, f := range []float64{0.37, 0.75, 1.3, 2.1} {
+		fs := []float64{0.37, 0.75, 1.3, 2.1}
+		if os.Getenv("GMLAKE_SCALED") == "detail" {
+			fs = []float64{0.37}
+		}
+		for _, f := range fs {
 			st := *tr
 			st.Events = make([]trace.Event, len(tr.Events))
 			for i, e := range tr.Events {
@@ -232,6 +236,10 @@ func TestScaledTraces(t *testing.T) {
 			fmt.Printf("%-14s x%.2f gmlake frag %5.2f%% (exp %5.2f%%) res/exp %.3f time/exp %.2f drv %.1fms\n", name, f,
 				100*g.frag(), 100*exp.frag(), float64(g.Stats.PeakReservedBytes)/float64(exp.Stats.PeakReservedBytes),
 				float64(g.Modeled)/float64(exp.Modeled), float64(g.Modeled)/1e6)
+			if os.Getenv("GMLAKE_SCALED") == "detail" {
+				fmt.Printf("   gmlake calls %v stitches %d reuses %d sfree %d\n   expand calls %v\n", g.Stats.DriverCalls.Map(),
+					g.Stats.NumStitches, g.Stats.NumStitchReuses, g.Stats.NumStitchFrees, exp.Stats.DriverCalls.Map())
+			}
 		}
 	}
 }
