@@ -257,3 +257,21 @@ func TestReproduce(t *testing.T) {
 		}
 	}
 }
+
+// Property: random programs (every kind of operation, the campaign's size distribution, small devices)
+// pass every check under every policy. A few in CI; thousands with GMLAKE_PROFILE=long.
+func TestRandomPrograms(t *testing.T) {
+	n := 6
+	if os.Getenv("GMLAKE_PROFILE") == "long" {
+		n = 3000
+	}
+	r := rand.New(rand.NewSource(int64(n)))
+	for i := 0; i < n; i++ {
+		p := randomProgram(r, 20+r.Intn(120))
+		for _, policy := range impl.Policies {
+			if _, f := Exec(p, policy, ExecOptions{}); f != nil {
+				t.Fatalf("program %d: %v\n\nprogram (save it and run `gmlake fuzz --replay FILE --minimize`):\n%s", i, f, programText(p))
+			}
+		}
+	}
+}

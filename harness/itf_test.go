@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/gmlake/gmlake/impl"
@@ -257,9 +258,15 @@ func runITF(t *testing.T, tr *ITFTrace, sum *itfSummary) {
 		t.Fatal(err)
 	}
 	ids := map[int64]int{} // spec allocation id -> Env allocation id
+	waivedAt := -1         // the step whose violations were waived; the trace stops after it
 	step := func(i int, op Op) StepResult {
 		t.Helper()
 		r := e.Step(op)
+		if waived := itfWaived(r.Violations); waived != "" {
+			t.Logf("step %d: waived by GMLAKE_ITF_WAIVE (known engine issue): %s; the trace leaves lockstep", i, waived)
+			r.Violations = nil
+			waivedAt = i
+		}
 		if len(r.Violations) > 0 {
 			t.Fatalf("step %d (%s): %v: %v\nops so far (harness text format):\n%s", i, tr.States[i].ActionTaken(), op,
 				r.Violations, FormatOps(e.Ops))
@@ -273,6 +280,10 @@ func runITF(t *testing.T, tr *ITFTrace, sum *itfSummary) {
 	}
 	leave := func(why string) { sum.diverged[why]++ }
 	for i := 1; i < len(tr.States); i++ {
+		if waivedAt >= 0 {
+			leave("waived engine issue (GMLAKE_ITF_WAIVE)")
+			return
+		}
 		prev, cur := tr.States[i-1], tr.States[i]
 		l, err := decodeLast(cur)
 		if err != nil {
@@ -375,6 +386,29 @@ func runITF(t *testing.T, tr *ITFTrace, sum *itfSummary) {
 	if vs := e.Finish(); len(vs) > 0 {
 		t.Fatalf("at the end of the trace: %v", vs)
 	}
+}
+
+// itfWaived returns the violations that GMLAKE_ITF_WAIVE (a comma-separated list of invariant names, e.g.
+// INV-NOSPURIOUSOOM) waives, if every violation is waived; "" otherwise. It exists so that a known engine
+// issue, reported and being fixed, can be set aside explicitly (in tla/run.sh or the environment) without
+// switching the conformance test off; nothing sets it by default.
+func itfWaived(vs []spec.Violation) string {
+	w := os.Getenv("GMLAKE_ITF_WAIVE")
+	if w == "" || len(vs) == 0 {
+		return ""
+	}
+	names := map[string]bool{}
+	for _, n := range strings.Split(w, ",") {
+		names[strings.TrimSpace(n)] = true
+	}
+	var out []string
+	for _, v := range vs {
+		if !names[v.Inv] {
+			return ""
+		}
+		out = append(out, v.String())
+	}
+	return strings.Join(out, "; ")
 }
 
 // itfQuiescent reports whether no chunk of the spec state waits for an event.

@@ -2,8 +2,13 @@ package harness
 
 import (
 	"flag"
+	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
 	"strconv"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -46,11 +51,28 @@ func TestRapid(t *testing.T) {
 	for _, p := range impl.Policies {
 		t.Run(p, func(t *testing.T) {
 			var c RapidCounters
+			defer func() { // rapid.Check ends a failed test with FailNow
+				t.Logf("policy %s: %d sequences, %d steps, %d out-of-memory answers, %d faults injected",
+					p, c.Sequences.Load(), c.Steps.Load(), c.OOMs.Load(), c.Faults.Load())
+				if t.Failed() {
+					t.Logf("replay the shrunk failure: %s", rapidReplayCommand(t.Name()))
+				}
+			}()
 			rapid.Check(t, func(rt *rapid.T) { RunRapid(rt, RapidConfig{Policy: p, Counters: &c}) })
-			t.Logf("policy %s: %d sequences, %d steps, %d out-of-memory answers, %d faults injected",
-				p, c.Sequences.Load(), c.Steps.Load(), c.OOMs.Load(), c.Faults.Load())
 		})
 	}
+}
+
+// rapidReplayCommand returns the exact go test command that replays the newest rapid fail file of a test.
+func rapidReplayCommand(name string) string {
+	dir := filepath.Join("testdata", "rapid", strings.ReplaceAll(name, "/", "_"))
+	files, _ := filepath.Glob(filepath.Join(dir, "*.fail"))
+	sort.Strings(files) // names end in a timestamp
+	run := "^" + regexp.QuoteMeta(strings.Split(name, "/")[0]) + "$/^" + regexp.QuoteMeta(strings.Join(strings.Split(name, "/")[1:], "/")) + "$"
+	if len(files) == 0 {
+		return fmt.Sprintf("go test ./harness -run '%s' -v -rapid.seed=<the seed above>", run)
+	}
+	return fmt.Sprintf("go test ./harness -run '%s' -v -rapid.failfile=%s", run, files[len(files)-1])
 }
 
 // TestOpsFile replays an op list saved by a failing check: GMLAKE_OPS=path go test ./harness -run TestOpsFile

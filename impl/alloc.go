@@ -494,7 +494,8 @@ func (a *Allocator) tryStitch(ss *streamState, rs uint64) (b *block, ok bool, er
 			return nil, false, nil
 		}
 	} else {
-		// Grow instead when growing adds no more memory than the stitch's new chunk would.
+		// Grow instead unless stitching saves at least stitchSave bytes of growth: a stitch maps (and one
+		// day unmaps) every chunk it views, and small savings do not pay for that.
 		grow := need
 		if seg := ss.arena[largePool]; seg != nil {
 			if _, mapped := a.arenaCandidate(seg, rs); mapped < rs {
@@ -503,7 +504,7 @@ func (a *Allocator) tryStitch(ss *streamState, rs uint64) (b *block, ok bool, er
 				grow = 0
 			}
 		}
-		if rem >= grow || (len(chosen) == 1 && rem == 0) {
+		if rem+a.p.stitchSave >= grow || (len(chosen) == 1 && rem == 0) {
 			return nil, false, nil
 		}
 		if rem > 0 {

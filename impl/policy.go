@@ -15,7 +15,8 @@ const (
 	minLargeAlloc = 10 << 20        // kMinLargeAlloc
 	roundLarge    = 2 << 20         // kRoundLarge: larger requests round up to 2 MiB
 	paperStitch   = 512 << 20       // GMLake's fragment limit: stitch only requests of at least 512 MiB
-	defaultChunk  = 64 << 20        // gmlake: the largest physical chunk one growth creates (doc.go: measured)
+	defaultChunk  = 48 << 20        // gmlake: the largest physical chunk one growth creates (doc.go: measured)
+	defaultSave   = 128 << 20       // gmlake: the growth a stitch must save to be worth its mappings (doc.go)
 	maxStitchPcs  = 1 << 20         // the most chunks one new sBlock maps
 	arenaSlackNum = 9               // arenas reserve 9/8 of the device (PyTorch's ExpandableSegment)
 	arenaSlackDen = 8               //
@@ -36,6 +37,7 @@ type params struct {
 	crossStream bool   // stitch chunks of other streams' pools once their free events completed
 	sblockCache int    // cached free sBlocks before LRU StitchFree; < 0 unlimited
 	maxPieces   int    // the most chunks one new sBlock maps
+	stitchSave  uint64 // gmlake: a stitch must save at least this much growth
 }
 
 func resolve(cfg Config, gran uint64) (params, error) {
@@ -77,6 +79,10 @@ func resolve(cfg Config, gran uint64) (params, error) {
 		p.arena, p.splitAny, p.stitch, p.crossStream = true, true, true, !cfg.NoCrossStream
 		p.stitchMin = or(cfg.StitchMin, 2*gran)
 		p.chunkMax = or(cfg.ChunkSize, vmm.AlignUp(defaultChunk, gran))
+		p.stitchSave = defaultSave
+		if testStitchSave != 0 {
+			p.stitchSave = testStitchSave
+		}
 		p.sblockCache = 256
 		p.maxPieces = maxStitchPcs
 	case PolicyGMLakePaper:
@@ -131,3 +137,6 @@ func (p *params) shouldSplit(b *block, rs uint64) bool {
 
 // roundUp rounds n up to a multiple of q (any q > 0, not only powers of two: expandable's 20 MiB pages).
 func roundUp(n, q uint64) uint64 { return (n + q - 1) / q * q }
+
+// testStitchSave overrides the gmlake stitch saving threshold in tuning tests.
+var testStitchSave uint64

@@ -194,8 +194,7 @@ func TestChunkSweep(t *testing.T) {
 		t.Skip("set GMLAKE_SWEEP=1")
 	}
 	peaks := loadPeaks(t)
-	cfgs := []Config{{ChunkSize: 32 << 20}, {ChunkSize: 48 << 20}, {ChunkSize: 64 << 20}, {ChunkSize: 96 << 20},
-		{ChunkSize: 64 << 20, StitchMin: 32 << 20}, {ChunkSize: 64 << 20, SBlockCache: -1}}
+	cfgs := []Config{{ChunkSize: 2 << 20}, {ChunkSize: 8 << 20}, {ChunkSize: 32 << 20}, {ChunkSize: 48 << 20}, {ChunkSize: 64 << 20}, {ChunkSize: 128 << 20}, {ChunkSize: 1 << 40}}
 	for _, name := range bundledTraces(t) {
 		tr := loadTrace(t, name)
 		exp := replay(t, tr, Config{Policy: PolicyExpandable})
@@ -240,6 +239,53 @@ func TestScaledTraces(t *testing.T) {
 				fmt.Printf("   gmlake calls %v stitches %d reuses %d sfree %d\n   expand calls %v\n", g.Stats.DriverCalls.Map(),
 					g.Stats.NumStitches, g.Stats.NumStitchReuses, g.Stats.NumStitchFrees, exp.Stats.DriverCalls.Map())
 			}
+		}
+	}
+}
+
+// TestRobustSweep (GMLAKE_ROBUST=1): for chunk sizes and stitch savings, the worst fragmentation and driver
+// time ratio over the bundled traces scaled by several factors.
+func TestRobustSweep(t *testing.T) {
+	if os.Getenv("GMLAKE_ROBUST") == "" {
+		t.Skip()
+	}
+	defer func() { testStitchSave = 0 }()
+	type key struct {
+		name string
+		f    float64
+	}
+	exps := map[key]replayResult{}
+	scaled := map[key]*trace.Trace{}
+	for _, name := range bundledTraces(t) {
+		tr := loadTrace(t, name)
+		for _, f := range []float64{0.37, 0.75, 1, 1.3, 2.1} {
+			st := *tr
+			st.Events = make([]trace.Event, len(tr.Events))
+			for i, e := range tr.Events {
+				if e.Op == trace.OpAlloc {
+					e.Size = max(1, uint64(float64(e.Size)*f))
+				}
+				st.Events[i] = e
+			}
+			k := key{name, f}
+			scaled[k] = &st
+			exps[k] = replay(t, &st, Config{Policy: PolicyExpandable})
+		}
+	}
+	for _, chunk := range []uint64{32 << 20, 48 << 20, 64 << 20} {
+		for _, save := range []uint64{64 << 20, 128 << 20} {
+			testStitchSave = save
+			var worstFrag, worstTime, sumFrag float64
+			for k, st := range scaled {
+				g := replay(t, st, Config{ChunkSize: chunk})
+				fr := g.frag()
+				tm := float64(g.Modeled) / float64(exps[k].Modeled)
+				worstFrag = max(worstFrag, fr)
+				worstTime = max(worstTime, tm)
+				sumFrag += fr
+			}
+			fmt.Printf("chunk=%3d save=%3d worst frag %5.2f%% mean %5.2f%% worst time/exp %.2f\n", chunk>>20, save>>20,
+				100*worstFrag, 100*sumFrag/float64(len(scaled)), worstTime)
 		}
 	}
 }

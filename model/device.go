@@ -9,7 +9,12 @@ package model
 //   - reservations: the reserved virtual ranges, in a btree keyed by base.
 //   - mappings: the mapped virtual ranges, one per Map call, in a btree keyed by base. Each lies inside one
 //     reservation and maps its handle whole, at offset 0.
-//   - streams and events (device_streams.go), shadow contents (shadow.go), faults (faults.go).
+//   - streams and events (device_streams.go), shadow contents (shadow.go), faults (faults.go), rule-9
+//     hazards (device_hazards.go), the leak report (leaks.go).
+//
+// Virtual addresses come from a bump pointer starting at VABase, aligned to the granularity, and are never
+// handed out twice (not even after FreeAddress), so a stale pointer never silently hits a newer allocation.
+// Reservations, mappings: btrees, so Map/Unmap/SetAccess cost O(log n + mappings covered).
 //
 // Every driver call goes through begin (count it, maybe inject a fault) and ends by charging modeled time.
 // Validation happens before any mutation, so a failed call changes nothing (vmm.Driver's contract).
@@ -220,7 +225,8 @@ func (d *Device) lookupHandleLocked(k vmm.CallKind, h vmm.Handle) (*handle, erro
 	return nil, d.failLocked(k, vmm.InvalidHandle, "handle %d was never created", h)
 }
 
-// Granularity returns the allocation granularity (constant).
+// Granularity returns the allocation granularity (constant). It is counted, but an injected fault cannot
+// fail it (the call has no error result).
 func (d *Device) Granularity() uint64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()

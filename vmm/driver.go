@@ -5,26 +5,26 @@ type CallKind int
 
 // The driver calls, in the order of the Driver interface.
 const (
-	CallGranularity   CallKind = iota // cuMemGetAllocationGranularity
-	CallCreate                        // cuMemCreate
-	CallRelease                       // cuMemRelease
-	CallReserve                       // cuMemAddressReserve
-	CallFreeAddress                   // cuMemAddressFree
-	CallMap                           // cuMemMap
-	CallUnmap                         // cuMemUnmap
-	CallSetAccess                     // cuMemSetAccess
-	CallMemInfo                       // cuMemGetInfo
-	CallCreateStream                  // cuStreamCreate
-	CallDestroyStream                 // cuStreamDestroy
-	CallStreamQuery                   // cuStreamQuery
-	CallCreateEvent                   // cuEventCreate
-	CallRecordEvent                   // cuEventRecord
-	CallQueryEvent                    // cuEventQuery
-	CallStreamWaitEvent               // cuStreamWaitEvent
-	CallDestroyEvent                  // cuEventDestroy
-	CallMemset                        // cuMemsetD8Async
-	CallRead                          // cuMemcpyDtoH (after the stream's work)
-	NumCallKinds                      // the number of call kinds
+	CallGranularity     CallKind = iota // cuMemGetAllocationGranularity
+	CallCreate                          // cuMemCreate
+	CallRelease                         // cuMemRelease
+	CallReserve                         // cuMemAddressReserve
+	CallFreeAddress                     // cuMemAddressFree
+	CallMap                             // cuMemMap
+	CallUnmap                           // cuMemUnmap
+	CallSetAccess                       // cuMemSetAccess
+	CallMemInfo                         // cuMemGetInfo
+	CallCreateStream                    // cuStreamCreate
+	CallDestroyStream                   // cuStreamDestroy
+	CallStreamQuery                     // cuStreamQuery
+	CallCreateEvent                     // cuEventCreate
+	CallRecordEvent                     // cuEventRecord
+	CallQueryEvent                      // cuEventQuery
+	CallStreamWaitEvent                 // cuStreamWaitEvent
+	CallDestroyEvent                    // cuEventDestroy
+	CallMemset                          // cuMemsetD8Async
+	CallRead                            // cuMemcpyDtoH (after the stream's work)
+	NumCallKinds                        // the number of call kinds
 )
 
 var callNames = [NumCallKinds]string{
