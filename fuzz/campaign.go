@@ -30,6 +30,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -67,6 +68,12 @@ type CampaignConfig struct {
 	MemInfoCheck bool
 	CUDADevice   int           // device ordinal for "cuda"
 	Mutations    impl.Mutation // seeded engine bugs (tests proving the campaign bites)
+	// HangAfter: if no operation completes for this long the allocator is deemed hung (a deadlock): the
+	// goroutines' stacks and the operation log are saved and OnHang is called (0: 2 minutes).
+	HangAfter time.Duration
+	// OnHang is called with the summary so far after a hang; the campaign cannot finish then (a worker is
+	// stuck inside the allocator), so the caller should report and exit. nil: RunCampaign blocks.
+	OnHang func(*Summary)
 	// ledgerOnSim runs the simulated device behind the ledger, judged by the ledger's state as on a GPU,
 	// and checks at each pause that the ledger agrees with the device (tests of the GPU path).
 	ledgerOnSim bool
@@ -233,8 +240,6 @@ func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
 	if c.a, err = impl.New(c.drv, impl.Config{Policy: cfg.Policy, TestOnlyMutations: cfg.Mutations}); err != nil {
 		return nil, fmt.Errorf("fuzz: policy %q: %w", cfg.Policy, err)
 	}
-	c.nextID.Store(0)
-
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
@@ -243,6 +248,12 @@ func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
 		w := &worker{c: c, i: i, s: s, rng: rand.New(rand.NewSource(cfg.Seed*1_000_003 + int64(i)))}
 		c.workers = append(c.workers, w)
 	}
+	if cfg.HangAfter <= 0 {
+		cfg.HangAfter = 2 * time.Minute
+	}
+	watchdogDone := make(chan struct{})
+	defer close(watchdogDone)
+	go c.watchdog(start, cfg.HangAfter, watchdogDone)
 	for _, w := range c.workers {
 		wg.Add(1)
 		go func() {
@@ -296,7 +307,7 @@ loop:
 	if !failed && len(c.failures) > 0 {
 		c.saveFailure() // a leak or a failure found while freeing at the end
 	}
-	c.summarize(elapsed)
+	c.summarize(elapsed, true)
 	return &c.sum, nil
 }
 
@@ -335,6 +346,37 @@ func (c *campaign) state() model.DeviceState {
 		return c.led.State()
 	}
 	return c.sim.State()
+}
+
+// watchdog declares a hang when no operation completes for hangAfter while the workers should run.
+func (c *campaign) watchdog(start time.Time, hangAfter time.Duration, done <-chan struct{}) {
+	last, lastT := c.ops(), time.Now()
+	t := time.NewTicker(hangAfter / 8)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case now := <-t.C:
+			if n := c.ops(); n != last || c.stop.Load() {
+				last, lastT = n, now
+				continue
+			}
+			if now.Sub(lastT) < hangAfter {
+				continue
+			}
+			buf := make([]byte, 1<<22)
+			buf = buf[:runtime.Stack(buf, true)]
+			c.say("fuzz: HANG: no operation completed for %v; goroutines:\n%s\n", hangAfter, buf)
+			c.fail(Violation{CheckHang, fmt.Sprintf("no operation completed for %v after %d ops (a deadlock in the allocator?)", hangAfter, last)})
+			c.saveFailureLog()
+			c.summarize(time.Since(start), false)
+			if c.cfg.OnHang != nil {
+				c.cfg.OnHang(&c.sum)
+			}
+			return
+		}
+	}
 }
 
 // lockstepCheck pauses the workers between operations and judges the state.
@@ -589,7 +631,8 @@ func (c *campaign) syncAll() {
 	}
 }
 
-func (c *campaign) summarize(el time.Duration) {
+// summarize fills the summary; withStats also asks the allocator (not after a hang: it may be stuck).
+func (c *campaign) summarize(el time.Duration, withStats bool) {
 	s := &c.sum
 	s.Seconds = el.Seconds()
 	for _, w := range c.workers {
@@ -605,23 +648,29 @@ func (c *campaign) summarize(el time.Duration) {
 	if s.Seconds > 0 {
 		s.OpsPerSec = float64(s.Ops) / s.Seconds
 	}
-	st := c.a.Stats()
-	s.PeakReserved, s.PeakAllocated = st.PeakReservedBytes, st.PeakAllocatedBytes
-	s.DriverCalls = st.DriverCalls.Map()
+	if withStats {
+		st := c.a.Stats()
+		s.PeakReserved, s.PeakAllocated = st.PeakReservedBytes, st.PeakAllocatedBytes
+		s.DriverCalls = st.DriverCalls.Map()
+	}
+	c.failMu.Lock()
 	s.Violations = len(c.failures) - s.Leaks
 	if len(c.failures) > 0 && s.Failure == "" {
 		s.Failure = c.failures[0].String()
 	}
+	c.failMu.Unlock()
 }
 
 // --- failure: save, reproduce, minimize ---
 
-func (c *campaign) saveFailure() {
+// saveFailureLog saves the operation log as a program file and returns it and the file's base name
+// (nil if it could not be written).
+func (c *campaign) saveFailureLog() (*Program, string) {
+	c.failMu.Lock()
+	first := c.failures[0]
+	c.failMu.Unlock()
 	p := &Program{Setup: Setup{Policy: c.cfg.Policy, Capacity: c.cfg.Capacity, Streams: len(c.streams), Seed: c.cfg.Seed},
-		Ops: c.log.program()}
-	if c.sim == nil {
-		p.Capacity = c.cfg.Capacity // the live budget on the GPU: the replay's simulated device
-	}
+		Ops: c.log.program()} // on a GPU Capacity is the live budget: the replay's simulated device
 	dir := c.cfg.OutDir
 	if dir == "" {
 		dir = "."
@@ -629,7 +678,6 @@ func (c *campaign) saveFailure() {
 	os.MkdirAll(dir, 0o755)
 	base := filepath.Join(dir, fmt.Sprintf("gmlake-fuzz-%s-%s-seed%d-%d", c.cfg.Policy, c.cfg.Device, c.cfg.Seed, time.Now().Unix()))
 	path := base + ".trace"
-	first := c.failures[0]
 	c.sum.Failure = first.String()
 	header := []string{
 		fmt.Sprintf("gmlake fuzz campaign failure: policy %s, device %s, seed %d, %d streams", c.cfg.Policy, c.cfg.Device, c.cfg.Seed, len(c.streams)),
@@ -640,10 +688,19 @@ func (c *campaign) saveFailure() {
 	}
 	if err := p.WriteFile(path, header...); err != nil {
 		c.say("fuzz: could not save the failing sequence: %v\n", err)
-		return
+		return nil, ""
 	}
 	c.sum.Trace = path
 	c.say("fuzz: FAILURE %s\nfuzz: saved %d operations to %s\n", oneLine(first.String()), len(p.Ops), path)
+	return p, base
+}
+
+func (c *campaign) saveFailure() {
+	p, base := c.saveFailureLog()
+	if p == nil {
+		return
+	}
+	path := c.sum.Trace
 	_, f := Exec(p, c.cfg.Policy, ExecOptions{Mutations: c.cfg.Mutations})
 	rep := f != nil
 	c.sum.Reproduced = &rep
@@ -657,11 +714,14 @@ func (c *campaign) saveFailure() {
 	}
 	c.say("fuzz: minimizing (up to %v)...\n", c.cfg.MinimizeFor)
 	m, tests := Minimize(p, c.cfg.Policy, ExecOptions{Mutations: c.cfg.Mutations}, f.Inv(), time.Now().Add(c.cfg.MinimizeFor))
-	_, mf := Exec(m, c.cfg.Policy, ExecOptions{Mutations: c.cfg.Mutations})
+	what := "(the minimized sequence no longer fails: the failure is not deterministic)"
+	if _, mf := Exec(m, c.cfg.Policy, ExecOptions{Mutations: c.cfg.Mutations}); mf != nil {
+		what = oneLine(mf.Error())
+	}
 	mpath := base + ".min.trace"
 	mheader := []string{
 		fmt.Sprintf("minimized from %s (%d -> %d operations, %d runs)", path, len(p.Ops), len(m.Ops), tests),
-		"violation: " + oneLine(mf.Error()),
+		"violation: " + what,
 		"reproduce: gmlake fuzz --replay " + mpath + "   (or: GMLAKE_FUZZ_REPRO=" + mpath + " go test -run TestReproduce ./fuzz)",
 	}
 	if err := m.WriteFile(mpath, mheader...); err != nil {

@@ -43,6 +43,7 @@ const (
 	CheckError     = "ERROR"     // an operation failed that must not (or a misuse was accepted)
 	CheckLeak      = "LEAK"      // memory held after Close
 	CheckPanic     = "PANIC"     // the allocator (or a checker) panicked
+	CheckHang      = "HANG"      // no operation completed for a long time (a deadlock)
 	CheckLedger    = "LEDGER"    // the campaign's ledger of driver calls disagrees with the device (a fuzzer bug)
 )
 

@@ -129,7 +129,7 @@ func TestGenerateCorpus(t *testing.T) {
 			t.Fatal(err)
 		}
 		// FuzzOps: windows of the real sequence, on a device that fits them and on one that does not.
-		for k, w := range windows(p, 5, 100) {
+		for k, w := range windows(p, 4, 80) {
 			w.Capacity = capacities[len(capacities)-1]
 			if k%2 == 1 {
 				w.Capacity = 4 * vmm.GiB
@@ -159,7 +159,7 @@ func TestGenerateCorpus(t *testing.T) {
 	}
 	r := rand.New(rand.NewSource(20261129))
 	for k := 0; k < 8; k++ {
-		write("FuzzOps", fmt.Sprintf("synthetic-%02d", k), Encode(randomProgram(r, 40+r.Intn(100))))
+		write("FuzzOps", fmt.Sprintf("synthetic-%02d", k), Encode(randomProgram(r, 30+r.Intn(80))))
 	}
 }
 
@@ -167,7 +167,7 @@ func TestGenerateCorpus(t *testing.T) {
 // with operations (the byte format has not drifted from the corpus).
 func TestCorpusDecodes(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzOps", "*"))
-	if len(files) < 15 {
+	if len(files) < 12 {
 		t.Fatalf("the FuzzOps seed corpus has %d entries; regenerate it (see TestGenerateCorpus)", len(files))
 	}
 	traceSeeds := 0

@@ -41,7 +41,7 @@ func FuzzOps(f *testing.F) {
 		p := Decode(data)
 		for _, policy := range impl.Policies {
 			if _, fail := Exec(p, policy, ExecOptions{}); fail != nil {
-				t.Fatalf("%v\n\nprogram (save it and run `gmlake fuzz --replay FILE --policy %s`):\n%s", fail, policy, programText(p))
+				t.Fatalf("%v\n\nprogram (save it, or take the corpus file, and run `gmlake fuzz --replay FILE --policy %s --minimize`):\n%s", fail, policy, programText(p))
 			}
 		}
 	})

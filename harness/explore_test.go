@@ -1,37 +1,72 @@
 package harness
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/vmm"
 )
 
-// TestExplore enumerates every op sequence up to a fixed depth over a small universe (a device of 8 x
-// 2 MiB chunks, 64 MiB for the PyTorch policies; 2 streams; 4 sizes; alloc, free, record-stream, launch,
-// complete, empty-cache, and allocations under injected driver faults) through the real engine of each
-// policy, with every invariant after every step and INV-NOLEAK after closing from every state:
-// INV-CONTRACT, INV-NOOVERLAP, INV-MAPPED, INV-NOALIAS, INV-REFCOUNT, INV-STATS, INV-MIRROR, INV-BLOCKS,
-// INV-STREAM, INV-RELEASESAFE, INV-NOSPURIOUSOOM, INV-NOLEAK. States are deduplicated by a canonical hash.
+// TestExplore enumerates every op sequence up to a fixed depth over small universes, through the real engine
+// of each policy on the reference device, with every invariant after every step and INV-NOLEAK after closing
+// from every distinct state: INV-CONTRACT, INV-NOOVERLAP, INV-MAPPED, INV-NOALIAS, INV-REFCOUNT, INV-STATS,
+// INV-MIRROR, INV-BLOCKS, INV-BESTFIT, INV-STREAM, INV-RELEASESAFE, INV-NOSPURIOUSOOM, INV-NOLEAK,
+// INV-SELFCHECK. States are deduplicated by a canonical hash. The universes:
+//   - "roomy": a device of 8 x 2 MiB chunks (64 MiB for the PyTorch policies, whose segments are 20 MiB),
+//     2 streams, 4 sizes (sub-chunk, one chunk, a split remainder, several chunks);
+//   - "tight": 3 chunks (40 MiB for the PyTorch policies), 3 sizes, so that out-of-memory, release and
+//     stitching under pressure come within a few ops.
+//
+// Ops: alloc of each size on each stream, free and record-stream of each live allocation, launch and
+// complete on each stream, empty-cache, and allocations under an injected driver fault (map, set-access,
+// create).
 func TestExplore(t *testing.T) {
-	// make test: depth 3 in full, then depth 4 until the budget (each policy); make verify: depth 5.
-	depth, budget := 4, 10*time.Second
+	// make test: depth 3 in full, then depth 4 until the budget; make verify: depth 5.
+	depth, roomy, tight := 4, 7*time.Second, 3*time.Second
 	if longProfile() {
-		depth, budget = 5, 30*time.Minute
+		depth, roomy, tight = 5, 10*time.Minute, 5*time.Minute
 	}
 	for _, p := range impl.Policies {
-		t.Run(p, func(t *testing.T) {
-			r, err := Explore(ExploreConfig{Policy: p, Depth: depth, Faults: true, Deadline: budget})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("policy %s: depth %d explored (truncated=%v): %d distinct states, %d sequences, %d steps, %v",
-				p, r.Depth, r.Truncated, r.States, r.Sequences, r.Steps, r.Elapsed.Round(time.Millisecond))
-			if r.Violation != nil {
-				path := saveOps(FormatOps(r.Ops))
-				t.Fatalf("violation after %d ops: %v\nops (GMLAKE_OPS=%s go test ./harness -run TestOpsFile; header: # policy=%s capacity=%d streams=2):\n%s",
-					len(r.Ops), r.Violation, path, p, DefaultExploreCapacity(p), FormatOps(r.Ops))
-			}
-		})
+		universes := []struct {
+			name string
+			cfg  ExploreConfig
+		}{
+			{"roomy", ExploreConfig{Policy: p, Depth: depth, Faults: true, Deadline: roomy}},
+			{"tight", ExploreConfig{Policy: p, Depth: depth, Faults: true, Deadline: tight,
+				Capacity: 6 * vmm.MiB, Sizes: []uint64{512, 2 * vmm.MiB, 4 * vmm.MiB}}},
+		}
+		if p == impl.PolicyCaching || p == impl.PolicyExpandable {
+			universes[1].cfg.Capacity, universes[1].cfg.Sizes = 40*vmm.MiB, []uint64{512, 2 * vmm.MiB, 22 * vmm.MiB}
+		}
+		for _, u := range universes {
+			t.Run(p+"/"+u.name, func(t *testing.T) {
+				r, err := Explore(u.cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("policy %s, %s universe: depth %d explored in full (truncated=%v): %d distinct states, %d sequences, %d steps, %v",
+					p, u.name, r.Depth, r.Truncated, r.States, r.Sequences, r.Steps, r.Elapsed.Round(time.Millisecond))
+				if r.Violation != nil {
+					path := saveOps(exploreHeader(u.cfg) + FormatOps(r.Ops))
+					t.Fatalf("violation after %d ops: %v\nreplay: GMLAKE_OPS=%s go test ./harness -run TestOpsFile -v\n%s",
+						len(r.Ops), r.Violation, path, FormatOps(r.Ops))
+				}
+			})
+		}
 	}
+}
+
+// exploreHeader is the op-file header that makes TestOpsFile replay in the explorer's universe.
+func exploreHeader(cfg ExploreConfig) string {
+	c := cfg.Capacity
+	if c == 0 {
+		c = DefaultExploreCapacity(cfg.Policy)
+	}
+	s := cfg.Streams
+	if s == 0 {
+		s = 2
+	}
+	return "# policy=" + cfg.Policy + " capacity=" + strconv.FormatUint(c, 10) + " granularity=2097152 streams=" + strconv.Itoa(s) + "\n"
 }

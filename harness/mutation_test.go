@@ -39,9 +39,9 @@ type mutChecker struct {
 const mutPolicy = impl.PolicyGMLake
 
 func mutCheckers(long bool) []mutChecker {
-	randomSeqs, linearHistories, exploreDepth := 200, 8, 4
+	randomSeqs, linearHistories, exploreDepth, exploreBudget := 200, 8, 4, 8*time.Second
 	if long {
-		randomSeqs, linearHistories, exploreDepth = 2000, 50, 5
+		randomSeqs, linearHistories, exploreDepth, exploreBudget = 2000, 50, 5, 2*time.Minute
 	}
 	return []mutChecker{
 		{"rapid", func(mut impl.Mutation, ignore map[string]bool) (bool, []string, string) {
@@ -62,7 +62,7 @@ func mutCheckers(long bool) []mutChecker {
 		}},
 		{"explore", func(mut impl.Mutation, ignore map[string]bool) (bool, []string, string) {
 			r, err := Explore(ExploreConfig{Policy: mutPolicy, Capacity: 6 * vmm.MiB, Sizes: []uint64{512, 2 * vmm.MiB, 4 * vmm.MiB},
-				Depth: exploreDepth, Faults: true, Deadline: 15 * time.Second, Mutations: mut, Ignore: ignore, Differential: true})
+				Depth: exploreDepth, Faults: true, Deadline: exploreBudget, Mutations: mut, Ignore: ignore, Differential: true})
 			if err != nil {
 				return true, []string{"setup"}, err.Error()
 			}

@@ -209,3 +209,62 @@ func parseResult(s string) (vmm.Result, bool) {
 	}
 	return 0, false
 }
+
+// OpsFromBytes decodes arbitrary bytes into a legal op sequence (for go test -fuzz targets): each op takes
+// a kind byte and a few argument bytes; sizes come from a table of small, chunk-sized, trace-like and huge
+// values plus a free-form 24-bit size, ids refer to allocations made earlier in the sequence. Decoding
+// never fails; a short input gives a short sequence.
+func OpsFromBytes(b []byte, streams int) []Op {
+	if streams < 1 {
+		streams = 1
+	}
+	sizes := []uint64{1, 512, 4096, vmm.MiB, 2 * vmm.MiB, 3 * vmm.MiB, 20 * vmm.MiB, 22020096, 62521344,
+		125042688, 512 * vmm.MiB, 2 * vmm.GiB}
+	next := func() byte {
+		if len(b) == 0 {
+			return 0
+		}
+		c := b[0]
+		b = b[1:]
+		return c
+	}
+	var ops []Op
+	nid := 0
+	for len(b) > 0 {
+		switch k := next() % 16; {
+		case k < 6:
+			var size uint64
+			if s := next(); s < 200 {
+				size = sizes[int(s)%len(sizes)]
+			} else {
+				size = uint64(next())<<16 | uint64(next())<<8 | uint64(next()) + 1
+			}
+			ops = append(ops, Op{Kind: OpAlloc, ID: nid, Size: size, Stream: int(next()) % streams})
+			nid++
+		case k < 10:
+			if nid > 0 {
+				ops = append(ops, Op{Kind: OpFree, ID: int(next()) % nid})
+			}
+		case k == 10:
+			if nid > 0 {
+				ops = append(ops, Op{Kind: OpRecord, ID: int(next()) % nid, Stream: int(next()) % streams})
+			}
+		case k == 11:
+			ops = append(ops, Op{Kind: OpLaunch, Stream: int(next()) % streams})
+		case k == 12:
+			ops = append(ops, Op{Kind: OpComplete, Stream: int(next()) % streams})
+		case k == 13:
+			ops = append(ops, Op{Kind: OpEmptyCache})
+		case k == 14:
+			call := faultCalls[int(next())%len(faultCalls)]
+			ops = append(ops, Op{Kind: OpFail, Call: call, N: 1 + int(next())%3, Result: faultResults[int(next())%3]})
+		default:
+			if nid > 0 && next()%2 == 0 {
+				ops = append(ops, Op{Kind: OpFreeInterior, ID: int(next()) % nid, Offset: 1 + uint64(next())})
+			} else {
+				ops = append(ops, Op{Kind: OpClearFaults})
+			}
+		}
+	}
+	return ops
+}

@@ -504,7 +504,11 @@ func (a *Allocator) tryStitch(ss *streamState, rs uint64) (b *block, ok bool, er
 				grow = 0
 			}
 		}
-		if rem+a.p.stitchSave >= grow || (len(chosen) == 1 && rem == 0) {
+		save := a.p.stitchSave
+		if a.lastResort {
+			save = 0 // after releasing the cache, any saving may be what makes the request fit
+		}
+		if rem+save >= grow || (len(chosen) == 1 && rem == 0) {
 			return nil, false, nil
 		}
 		if rem > 0 {
@@ -663,9 +667,10 @@ func (a *Allocator) holdParts(sb *block) {
 }
 
 // reuseSBlock serves rs from a cached sBlock of ss whose chunks are all free: the smallest that fits,
-// within a slack of a quarter of the request. No driver calls.
+// at most reuseLimit/4 times the request (gmlake 1.25x; gmlake-paper 10x, GMLake's reuseLimit). No driver
+// calls.
 func (a *Allocator) reuseSBlock(ss *streamState, rs uint64) *block {
-	limit := rs + max(rs/4, 2*a.gran)
+	limit := max(rs/4*a.p.reuseLimit, rs+2*a.gran)
 	var best *block
 	for _, sb := range a.sblocks {
 		if sb.state != Free || sb.stream != ss.s || sb.size < rs || sb.size > limit {

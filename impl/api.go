@@ -229,17 +229,18 @@ type Config struct {
 
 	// Knobs. Zero takes the policy's default (see policy.go and doc.go for each policy's values).
 
-	// StitchMin is the smallest rounded request that may be served by stitching (gmlake: 2 MiB;
-	// gmlake-paper: 512 MiB). Must be a multiple of 512.
+	// StitchMin is the smallest rounded request that may be served by stitching (gmlake: 4 MiB, twice the
+	// granularity; gmlake-paper: 512 MiB, GMLake's fragment_limit). Must be a multiple of 512.
 	StitchMin uint64
 	// ChunkSize is the physical chunk size of fixed segments in gmlake-paper (default 2 MiB), and the
-	// largest chunk an arena growth creates in gmlake (default: unlimited, one chunk per growth). A multiple
-	// of the driver's granularity.
+	// largest chunk an arena growth creates in gmlake (default 48 MiB, or 1/2048 of a smaller device; see
+	// doc.go for the measurement). A multiple of the driver's granularity.
 	ChunkSize uint64
 	// PageSizeSmall and PageSizeLarge are the expandable policy's page sizes (PyTorch: 2 MiB and 20 MiB).
 	PageSizeSmall, PageSizeLarge uint64
 	// SBlockCache is how many free stitched blocks stay cached before StitchFree tears down the least
-	// recently used (gmlake default 256, gmlake-paper 64). Negative: no limit.
+	// recently used (gmlake default 256; gmlake-paper: no limit, as GMLake's GC starts at 1000 GB).
+	// Negative: no limit.
 	SBlockCache int
 	// NoCrossStream turns off cross-stream stitching and reuse in the gmlake policy.
 	NoCrossStream bool

@@ -41,11 +41,13 @@
 //     equals; in arenas, PyTorch's expandable rule (a block at the end of the mapped part counts with the
 //     room it can grow into). Split the remainder by the policy's rule.
 //  3. Miss, stitching policies, large requests of at least StitchMin: reuse a cached sBlock of the stream
-//     (the smallest that fits, within a quarter of slack) whose chunks are all free: no driver call.
+//     (the smallest that fits, up to 1.25x the request; gmlake-paper 10x) whose chunks are all free: no
+//     driver call.
 //  4. Stitch (tryStitch): collect the chunks lying wholly in free large-pool blocks of the stream (gmlake: and
 //     of other streams whose fences say their frees completed), largest first; fill the request greedily, then
 //     take the smallest chunk that covers the rest, or new memory for the rest. gmlake stitches only when that
-//     adds less memory than growing would; gmlake-paper only when free chunks cover the request alone.
+//     saves at least 128 MiB of growth (any saving on the retry after an out-of-memory); gmlake-paper only
+//     when free chunks cover the request alone.
 //  5. Grow: a fixed segment of PyTorch's get_allocation_size (caching: one handle; gmlake-paper: 2 MiB
 //     handles), or map the arena's lowest run of free and unmapped blocks (PyTorch's
 //     try_allocate_expandable_block): expandable maps 2 MiB / 20 MiB pages, gmlake chunks of at most ChunkSize.
@@ -62,29 +64,46 @@
 //   - expandable: PyTorch's expandable_segments:True: one arena per (stream, pool), 2 MiB / 20 MiB pages
 //     mapped on demand, split remainders >= 512 B, pages unmapped only by EmptyCache or the out-of-memory path.
 //     Replays land within 0.01% of PyTorch's.
-//   - gmlake-paper: the original GMLake defaults: caching's segments built of 2 MiB chunks, stitching only for
-//     requests of at least 512 MiB, greedy, one stream.
-//   - gmlake (default): arenas like expandable, grown by chunks of at most 64 MiB (one cuMemCreate per chunk,
-//     not per 20 MiB page); stitching from 4 MiB up, across streams; sBlock cache of 256 with LRU StitchFree.
+//   - gmlake-paper: the original GMLake defaults (GLake's GMLake: fragment_limit 512 MB, reuseLimit 10,
+//     defragment_level 0): caching's segments built of 2 MiB chunks, stitching only for requests of at least
+//     512 MiB and only when free chunks cover them (greedy, largest first), cached stitched blocks reused for
+//     requests down to a tenth of their size and never collected, one stream.
+//   - gmlake (default): arenas like expandable, grown by chunks of at most 48 MiB (one cuMemCreate per chunk,
+//     not per 20 MiB page); stitching from 4 MiB up when it saves at least 128 MiB of growth, across streams;
+//     sBlock cache of 256 with LRU StitchFree.
 //
 // # The chunk size (issue 3 item 6), measured
 //
 // Every mapped handle costs ~30 us of cuMemSetAccess and ~20 us of cuMemUnmap, whatever its size; stitching
 // can only reuse chunks that are wholly free. Small chunks stitch better, large chunks cost less. Replaying
-// the three bundled traces with gmlake and each ChunkSize (TestChunkSweep, GMLAKE_SWEEP=1; fragmentation =
-// 1 - peak live / peak reserved, time = modeled driver time relative to the expandable policy):
+// the three bundled traces with gmlake and each ChunkSize (TestChunkSweep, GMLAKE_SWEEP=1, stitch saving
+// 128 MiB; fragmentation = 1 - peak live / peak reserved; time = modeled driver time relative to the
+// expandable policy's; % = of the recorded training time):
 //
-//	chunk      fsdp2-llama1b      llama1b-ckpt       llama3b-lora
-//	2 MiB      0.12%  18.0x       0.23%  17.4x       0.12%  12.4x
-//	8 MiB      0.50%   5.0x       0.77%   4.7x       0.18%   3.9x
-//	32 MiB     1.11%   1.5x       1.64%   1.5x       0.65%   1.0x
-//	64 MiB     1.52%   1.04x      2.52%   0.91x      1.00%   0.61x
-//	96 MiB     1.28%   0.91x      2.53%   0.74x      1.00%   0.46x
-//	128 MiB    1.79%   0.73x      3.51%   0.68x      1.09%   0.40x
-//	unlimited  3.05%   0.61x      9.82%   0.27x      2.20%   0.38x
+//	chunk      fsdp2-llama1b            llama1b-ckpt             llama3b-lora
+//	2 MiB      0.12%  12.9x  10.8%      0.20%  16.0x   7.8%      0.11%  10.0x  15.7%
+//	8 MiB      0.43%   3.3x   2.8%      0.72%   4.1x   2.0%      0.19%   2.6x   4.2%
+//	32 MiB     1.26%   1.11x  0.94%     1.87%   1.38x  0.67%     0.60%   0.81x  1.28%
+//	48 MiB     1.40%   0.88x  0.74%     1.78%   1.07x  0.52%     1.00%   0.62x  0.98%
+//	64 MiB     1.59%   0.75x  0.64%     2.52%   0.89x  0.43%     1.09%   0.54x  0.85%
+//	128 MiB    2.65%   0.56x  0.47%     2.99%   0.65x  0.32%     1.09%   0.40x  0.63%
+//	unlimited  4.25%   0.49x  0.42%    11.01%   0.26x  0.13%     2.20%   0.38x  0.59%
 //
-// 64 MiB is the default: every trace under 3% fragmentation with room to spare, and driver time about that
-// of expandable (0.44-0.96% of the training time), where GMLake's 2 MiB chunks cost 12-18x (5-22% of the
+// The other knob is how much growth a stitch must save (stitchSave): each stitch maps its chunks again.
+// To choose both on more than three traces, TestRobustSweep (GMLAKE_ROBUST=1) replays the bundled traces
+// with every request scaled by 0.37, 0.75, 1, 1.3 and 2.1 (15 workloads) and takes the worst case:
+//
+//	chunk  save      worst fragmentation  worst time/expandable
+//	64     64 MiB    3.44%                1.41
+//	64     128 MiB   3.02%                1.35
+//	32     128 MiB   2.29%                1.64
+//	48     64 MiB    2.58%                1.52
+//	48     128 MiB   2.48%                1.40   <- the defaults
+//	48     192 MiB   10.7%                1.32   (too few stitches: one workload fragments)
+//
+// So gmlake grows by chunks of at most 48 MiB and stitches when that saves at least 128 MiB of growth:
+// under 2% fragmentation on the bundled traces (2.5% worst over the scaled set) and about the driver time
+// of expandable (0.5-1% of the training time), where GMLake's 2 MiB chunks cost 10-16x (6-22% of the
 // training time with gmlake-paper).
 //
 // # Lock order

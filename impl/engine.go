@@ -89,16 +89,16 @@ func New(d vmm.Driver, cfg Config) (*Allocator, error) {
 	if a.gran == 0 || a.gran&(a.gran-1) != 0 || a.gran%minBlockSize != 0 {
 		return nil, fmt.Errorf("%w: driver granularity %d is not a power of two multiple of 512", ErrBadConfig, a.gran)
 	}
-	p, err := resolve(cfg, a.gran)
-	if err != nil {
-		return nil, err
-	}
-	a.p = p
 	_, total, err := a.d.MemInfo()
 	if err != nil {
 		return nil, fmt.Errorf("gmlake: asking the device its size: %w", err)
 	}
 	a.total = total
+	p, err := resolve(cfg, a.gran, total)
+	if err != nil {
+		return nil, err
+	}
+	a.p = p
 	a.streams = make(map[vmm.Stream]*streamState, 8)
 	a.ptrs = make(map[vmm.DevicePtr]*block, 4096)
 	return a, nil
@@ -346,8 +346,18 @@ func (a *Allocator) safe(st *streamState, seq uint64) bool {
 	return false
 }
 
-// processEvents retires completed events and frees the blocks that were waiting only on them.
+// processEvents retires completed events and frees the blocks that were waiting only on them. Freeing a
+// block may queue new waits (the foreign parts of an sBlock); those are looked at in the same call.
 func (a *Allocator) processEvents() {
+	for pass := 0; pass < 4 && len(a.pend) > 0; pass++ {
+		if !a.processEventsOnce() {
+			return
+		}
+	}
+}
+
+// processEventsOnce is one pass over the pending events; it reports whether it queued new waits.
+func (a *Allocator) processEventsOnce() bool {
 	ready := a.scratch[:0]
 	j := 0
 	for _, pe := range a.pend {
@@ -380,6 +390,7 @@ func (a *Allocator) processEvents() {
 		a.freeBlock(b)
 	}
 	a.scratch = ready[:0]
+	return len(a.pend) > j
 }
 
 // freeLocked frees live block b (the caller checked it).
@@ -607,8 +618,6 @@ func (a *Allocator) dropSegment(seg *segment) {
 		seg.ss.arena[seg.pool] = nil
 	}
 }
-
-var dbgHook func(format string, args ...any)
 
 // panicf reports a broken internal invariant: a bug in the engine, never a user error.
 func panicf(format string, args ...any) {

@@ -25,6 +25,18 @@ func newTest(t testing.TB, policy string, capacity uint64, sync bool) (*Allocato
 	return a, dev
 }
 
+// newStitchTest makes a gmlake allocator whose growths are single chunks (ChunkSize 256 MiB), so that the
+// stitching scenes below control exactly which chunks are free.
+func newStitchTest(t testing.TB, capacity uint64, sync bool) (*Allocator, *model.Device) {
+	t.Helper()
+	dev := model.NewDevice(model.DeviceConfig{Capacity: capacity, SyncStreams: sync})
+	a, err := New(dev, Config{ChunkSize: 256 * MiB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, dev
+}
+
 func mustAlloc(t testing.TB, a *Allocator, size uint64, s vmm.Stream) vmm.DevicePtr {
 	t.Helper()
 	p, err := a.Alloc(size, s)
@@ -273,11 +285,11 @@ func TestMutationNoMergeObservable(t *testing.T) {
 	closeClean(t, a, dev)
 }
 
-// stitchScene leaves two free 64 MiB chunks separated by live blocks on stream s.
+// stitchScene leaves two free 128 MiB chunks (allocators of newStitchTest: one chunk per growth) separated by live blocks on stream s.
 func stitchScene(t *testing.T, a *Allocator, s vmm.Stream) (live []vmm.DevicePtr) {
-	x1 := mustAlloc(t, a, 64*MiB, s)
+	x1 := mustAlloc(t, a, 128*MiB, s)
 	y1 := mustAlloc(t, a, 16*MiB, s)
-	x2 := mustAlloc(t, a, 64*MiB, s)
+	x2 := mustAlloc(t, a, 128*MiB, s)
 	y2 := mustAlloc(t, a, 16*MiB, s)
 	mustFree(t, a, x1)
 	mustFree(t, a, x2)
@@ -287,10 +299,10 @@ func stitchScene(t *testing.T, a *Allocator, s vmm.Stream) (live []vmm.DevicePtr
 // gmlake: a request no free block holds, covered by free chunks, is stitched instead of growing; the sBlock
 // is cached at free and reused without driver calls; StitchFree tears it down.
 func TestStitchReuseStitchFree(t *testing.T) {
-	a, dev := newTest(t, PolicyGMLake, 0, true)
+	a, dev := newStitchTest(t, 0, true)
 	stitchScene(t, a, 0)
 	res := a.Stats().ReservedBytes
-	p := mustAlloc(t, a, 128*MiB, 0)
+	p := mustAlloc(t, a, 256*MiB, 0)
 	st := a.Stats()
 	if st.NumStitches != 1 || st.ReservedBytes != res {
 		t.Fatalf("stitches %d reserved %d->%d: want a stitch and no growth", st.NumStitches, res, st.ReservedBytes)
@@ -306,28 +318,28 @@ func TestStitchReuseStitchFree(t *testing.T) {
 		t.Fatalf("sBlock %+v: want a live sBlock at %v over 2 parts", sb, p)
 	}
 	for _, c := range s.Chunks {
-		if c.Size == 64*MiB && c.Refs != 2 {
+		if c.Size == 128*MiB && c.Refs != 2 {
 			t.Fatalf("chunk %d refs %d, want 2 (pBlock mapping + sBlock view)", c.Handle, c.Refs)
 		}
 	}
 	checkState(t, a, dev)
 	// The parts are held: a 64 MiB request must not land on them.
 	q := mustAlloc(t, a, 64*MiB, 0)
-	if q >= p && q < p.Add(128*MiB) {
+	if q >= p && q < p.Add(256*MiB) {
 		t.Fatal("allocated inside the sBlock")
 	}
 	checkState(t, a, dev)
 	mustFree(t, a, q)
 	mustFree(t, a, p)
 	calls := a.Stats().DriverCalls
-	p2 := mustAlloc(t, a, 128*MiB, 0)
+	p2 := mustAlloc(t, a, 256*MiB, 0)
 	if p2 != p || a.Stats().NumStitchReuses != 1 || a.Stats().DriverCalls != calls {
 		t.Fatalf("reuse: got %v (want %v), reuses %d, driver calls changed %v", p2, p, a.Stats().NumStitchReuses,
 			a.Stats().DriverCalls != calls)
 	}
 	// Partial reuse: a somewhat smaller request takes the cached sBlock too.
 	mustFree(t, a, p2)
-	p3 := mustAlloc(t, a, 120*MiB, 0)
+	p3 := mustAlloc(t, a, 240*MiB, 0)
 	if p3 != p {
 		t.Fatalf("partial reuse at %v, want the cached sBlock %v", p3, p)
 	}
@@ -347,11 +359,11 @@ func TestStitchReuseStitchFree(t *testing.T) {
 // The LRU StitchFree: with a cache of one sBlock, caching a second tears down the older one.
 func TestStitchFreeLRU(t *testing.T) {
 	dev := model.NewDevice(model.DeviceConfig{SyncStreams: true})
-	a, _ := New(dev, Config{SBlockCache: 1})
+	a, _ := New(dev, Config{SBlockCache: 1, ChunkSize: 256 * MiB})
 	stitchScene(t, a, 0)
-	p := mustAlloc(t, a, 128*MiB, 0)
+	p := mustAlloc(t, a, 256*MiB, 0)
 	stitchScene(t, a, 0)
-	q := mustAlloc(t, a, 128*MiB, 0) // the second pair of chunks (the first is held)
+	q := mustAlloc(t, a, 256*MiB, 0) // the second pair of chunks (the first is held)
 	if a.Stats().NumStitches != 2 {
 		t.Fatalf("stitches %d, want 2", a.Stats().NumStitches)
 	}
@@ -368,7 +380,7 @@ func TestStitchFreeLRU(t *testing.T) {
 func TestPaperStitchThreshold(t *testing.T) {
 	a, dev := newTest(t, PolicyGMLakePaper, 0, true)
 	stitchScene(t, a, 0)
-	mustAlloc(t, a, 128*MiB, 0)
+	mustAlloc(t, a, 256*MiB, 0)
 	if n := a.Stats().NumStitches; n != 0 {
 		t.Fatalf("paper stitched a 128 MiB request")
 	}
@@ -389,11 +401,11 @@ func TestPaperStitchThreshold(t *testing.T) {
 // Cross-stream stitching waits for the freeing stream's work submitted before the frees; work submitted
 // after them does not matter (the fence recorded at the free says when the earlier work finished).
 func TestCrossStreamFenceAtFree(t *testing.T) {
-	a, dev := newTest(t, PolicyGMLake, 0, false)
+	a, dev := newStitchTest(t, 0, false)
 	s1, _ := dev.CreateStream()
 	stitchScene(t, a, s1) // s1 idle at the frees
 	dev.Launch(s1)        // later work on s1 does not touch the freed chunks
-	mustAlloc(t, a, 128*MiB, 0)
+	mustAlloc(t, a, 256*MiB, 0)
 	if a.Stats().NumStitches != 1 {
 		t.Fatal("did not stitch chunks freed while their stream was idle")
 	}
@@ -404,17 +416,17 @@ func TestCrossStreamFenceAtFree(t *testing.T) {
 
 // Cross-stream stitching waits for the freeing stream's work.
 func TestCrossStreamStitchWaitsForEvent(t *testing.T) {
-	a, dev := newTest(t, PolicyGMLake, 0, false)
+	a, dev := newStitchTest(t, 0, false)
 	s1, _ := dev.CreateStream()
 	dev.Launch(s1) // work on s1, submitted before the frees, may still use the freed chunks
 	stitchScene(t, a, s1)
-	p := mustAlloc(t, a, 128*MiB, 0)
+	p := mustAlloc(t, a, 256*MiB, 0)
 	if a.Stats().NumStitches != 0 {
 		t.Fatal("stitched chunks of a stream whose work is pending")
 	}
 	mustFree(t, a, p)
 	dev.Complete(s1)
-	mustAlloc(t, a, 256*MiB, 0)
+	mustAlloc(t, a, 512*MiB, 0)
 	s := a.Snapshot()
 	if a.Stats().NumStitches != 1 {
 		t.Fatalf("stitches %d after the work completed, want 1", a.Stats().NumStitches)
@@ -435,11 +447,11 @@ func TestCrossStreamStitchWaitsForEvent(t *testing.T) {
 // MutEarlyCrossStreamReuse stitches without waiting: observable.
 func TestMutationEarlyCrossStreamObservable(t *testing.T) {
 	dev := model.NewDevice(model.DeviceConfig{})
-	a, _ := New(dev, Config{TestOnlyMutations: MutEarlyCrossStreamReuse})
+	a, _ := New(dev, Config{TestOnlyMutations: MutEarlyCrossStreamReuse, ChunkSize: 256 * MiB})
 	s1, _ := dev.CreateStream()
 	dev.Launch(s1)
 	stitchScene(t, a, s1)
-	mustAlloc(t, a, 128*MiB, 0)
+	mustAlloc(t, a, 256*MiB, 0)
 	if a.Stats().NumStitches != 1 {
 		t.Fatal("mutation did not reuse early")
 	}
@@ -561,10 +573,10 @@ func TestFaultMidStitchNoLeak(t *testing.T) {
 	for _, k := range kinds {
 		for n := 1; n <= 2; n++ {
 			t.Run(fmt.Sprintf("%v#%d", k.Short(), n), func(t *testing.T) {
-				a, dev := newTest(t, PolicyGMLake, 0, true)
+				a, dev := newStitchTest(t, 0, true)
 				stitchScene(t, a, 0)
 				dev.FailNth(k, n, vmm.InvalidValue)
-				p, err := a.Alloc(128*MiB, 0)
+				p, err := a.Alloc(256*MiB, 0)
 				checkState(t, a, dev)
 				if err == nil {
 					mustFree(t, a, p)
@@ -572,7 +584,7 @@ func TestFaultMidStitchNoLeak(t *testing.T) {
 					t.Fatal("failed stitch counted")
 				}
 				dev.ClearFaults()
-				p = mustAlloc(t, a, 128*MiB, 0)
+				p = mustAlloc(t, a, 256*MiB, 0)
 				checkState(t, a, dev)
 				mustFree(t, a, p)
 				closeClean(t, a, dev)
@@ -584,10 +596,10 @@ func TestFaultMidStitchNoLeak(t *testing.T) {
 // MutLeakOnStitchFailure leaks the half-built stitch: observable as a leak after Close.
 func TestMutationLeakOnStitchFailureObservable(t *testing.T) {
 	dev := model.NewDevice(model.DeviceConfig{SyncStreams: true})
-	a, _ := New(dev, Config{TestOnlyMutations: MutLeakOnStitchFailure})
+	a, _ := New(dev, Config{TestOnlyMutations: MutLeakOnStitchFailure, ChunkSize: 256 * MiB})
 	stitchScene(t, a, 0)
 	dev.FailNth(vmm.CallSetAccess, 1, vmm.InvalidValue)
-	if _, err := a.Alloc(128*MiB, 0); err == nil {
+	if _, err := a.Alloc(256*MiB, 0); err == nil {
 		t.Fatal("no failure injected")
 	}
 	a.Close()
@@ -690,8 +702,11 @@ func TestRandomOpsInvariants(t *testing.T) {
 			}
 			checkState(t, a, dev)
 			if st := a.Stats(); st.ReservedBytes != 0 {
-				for _, b := range a.Snapshot().Blocks {
-					t.Logf("%+v", b)
+				for _, pe := range a.pend {
+					t.Logf("pend ev=%d seq=%d blocks=%d", pe.ev, pe.seq, len(pe.blocks))
+				}
+				for _, ss := range a.sortedStreams() {
+					t.Logf("stream %d safe %d fences %v freeSeq %d", ss.s, ss.safeSeq, ss.fences, a.freeSeq)
 				}
 				t.Fatalf("reserved %d after freeing everything and EmptyCache", st.ReservedBytes)
 			}
@@ -822,4 +837,67 @@ func TestPoliciesAndConfig(t *testing.T) {
 		t.Error("mutation names not distinct")
 	}
 	_ = sort.Ints
+}
+
+// Snapshot is a deep copy: changing it, or the allocator afterwards, leaves the other alone.
+func TestSnapshotDeepCopy(t *testing.T) {
+	a, dev := newStitchTest(t, 0, true)
+	stitchScene(t, a, 0)
+	p := mustAlloc(t, a, 256*MiB, 0)
+	if err := a.RecordStream(p, 0); err != nil {
+		t.Fatal(err)
+	}
+	s1 := a.Snapshot()
+	keep := sansCalls(a.Snapshot())
+	for i := range s1.Blocks {
+		s1.Blocks[i].Parts = append(s1.Blocks[i].Parts[:0], 999)
+		s1.Blocks[i].Backing = nil
+	}
+	s1.Live[0].Uses = append(s1.Live[0].Uses, 7)
+	if again := sansCalls(a.Snapshot()); !reflect.DeepEqual(again, keep) {
+		t.Fatal("changing a snapshot changed the allocator's")
+	}
+	mustFree(t, a, p)
+	if len(keep.Live) != 3 {
+		t.Fatalf("old snapshot changed after Free: %d live", len(keep.Live))
+	}
+	closeClean(t, a, dev)
+}
+
+// A stitched block recorded on another stream stays Pending, holding its parts, until the event completes.
+func TestRecordStreamOnStitchedBlock(t *testing.T) {
+	a, dev := newStitchTest(t, 0, false)
+	s1, _ := dev.CreateStream()
+	stitchScene(t, a, 0)
+	p := mustAlloc(t, a, 256*MiB, 0)
+	if a.Stats().NumStitches != 1 {
+		t.Fatal("no stitch")
+	}
+	if err := a.RecordStream(p, s1); err != nil {
+		t.Fatal(err)
+	}
+	dev.Launch(s1)
+	mustFree(t, a, p)
+	held := 0
+	for _, b := range a.Snapshot().Blocks {
+		if b.HeldBy != 0 {
+			held++
+		}
+	}
+	if held != 2 {
+		t.Fatalf("%d parts held while the sBlock is pending, want 2", held)
+	}
+	q := mustAlloc(t, a, 256*MiB, 0)
+	if q == p {
+		t.Fatal("pending sBlock reused")
+	}
+	checkState(t, a, dev)
+	dev.Complete(s1)
+	mustFree(t, a, q)
+	r := mustAlloc(t, a, 256*MiB, 0)
+	if r != p && r != q {
+		t.Fatalf("after the event: %v, want a cached block back", r)
+	}
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
 }

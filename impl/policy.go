@@ -38,9 +38,10 @@ type params struct {
 	sblockCache int    // cached free sBlocks before LRU StitchFree; < 0 unlimited
 	maxPieces   int    // the most chunks one new sBlock maps
 	stitchSave  uint64 // gmlake: a stitch must save at least this much growth
+	reuseLimit  uint64 // a cached sBlock serves requests down to size*4/reuseLimit (x4: gmlake 5 = 1.25x)
 }
 
-func resolve(cfg Config, gran uint64) (params, error) {
+func resolve(cfg Config, gran, total uint64) (params, error) {
 	p := params{name: cfg.Policy}
 	if p.name == "" {
 		p.name = PolicyGMLake
@@ -78,19 +79,22 @@ func resolve(cfg Config, gran uint64) (params, error) {
 	case PolicyGMLake:
 		p.arena, p.splitAny, p.stitch, p.crossStream = true, true, true, !cfg.NoCrossStream
 		p.stitchMin = or(cfg.StitchMin, 2*gran)
-		p.chunkMax = or(cfg.ChunkSize, vmm.AlignUp(defaultChunk, gran))
-		p.stitchSave = defaultSave
+		// Both scale down on small devices (1/2048 and 1/1024 of the memory): an H200 takes the full values.
+		p.chunkMax = or(cfg.ChunkSize, vmm.AlignUp(min(defaultChunk, total/2048), gran))
+		p.stitchSave = min(defaultSave, total/1024)
 		if testStitchSave != 0 {
 			p.stitchSave = testStitchSave
 		}
 		p.sblockCache = 256
 		p.maxPieces = maxStitchPcs
+		p.reuseLimit = 5
 	case PolicyGMLakePaper:
 		p.stitch, p.greedy = true, true
 		p.stitchMin = or(cfg.StitchMin, paperStitch)
 		p.chunkMax = or(cfg.ChunkSize, vmm.AlignUp(2<<20, gran))
-		p.sblockCache = 64
+		p.sblockCache = -1 // GMLake's stitched-block GC starts at 1000 GB: in effect, never
 		p.maxPieces = 1 << 30
+		p.reuseLimit = 40 // GMLake's reuseLimit: a stitched block serves requests down to a tenth of it
 	default:
 		return p, fmt.Errorf("%w %q (want one of %v)", ErrUnknownPolicy, cfg.Policy, Policies)
 	}

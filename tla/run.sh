@@ -31,7 +31,7 @@ witnesses=(W_EXACT W_SPLIT W_REUSE W_STITCH W_GROWSTITCH W_GROW W_OOM W_FAIL W_S
 
 case "$mode" in
 ci)
-	samples=${SAMPLES:-200} steps=${STEPS:-40} itf=${ITF_TRACES:-30} seed=${SEED:-0x6d6c616b65}
+	samples=${SAMPLES:-400} steps=${STEPS:-40} itf=${ITF_TRACES:-30} seed=${SEED:-0x6d6c616b65}
 	;;
 long)
 	samples=${SAMPLES:-3000} steps=${STEPS:-60} itf=${ITF_TRACES:-300} seed=${SEED:-0x$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')}
@@ -63,9 +63,18 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 echo "== quint run: $samples random traces of up to $steps steps, every invariant (seed $seed); $itf written as ITF"
+set +e
 quint run vms.qnt --main vms_ci --backend typescript --seed "$seed" --max-samples "$samples" --max-steps "$steps" \
 	--n-traces "$itf" --mbt --out-itf "$work/vms_{seq}.itf.json" \
-	--invariants "${invariants[@]}" --witnesses "${witnesses[@]}" --verbosity 1
+	--invariants "${invariants[@]}" --witnesses "${witnesses[@]}" --verbosity 2 >"$work/sim.log" 2>&1
+rc=$?
+set -e
+if [[ $rc -ne 0 ]]; then
+	cat "$work/sim.log" >&2
+	echo "FAIL: an invariant of vms.qnt is violated (the trace is above; reproduce with the seed it prints)" >&2
+	exit 1
+fi
+grep -E '^\[ok\]|Trace length|witnessed' "$work/sim.log" | sed 's/^/   /'
 n=$(ls "$work"/*.itf.json | wc -l)
 st=$(cat "$work"/*.itf.json | grep -o '"#meta":{"index"' | wc -l)
 echo "   wrote $n ITF traces ($st states)"

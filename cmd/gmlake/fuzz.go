@@ -72,7 +72,14 @@ Examples:
 				cfg := fuzz.CampaignConfig{Device: device, Policy: p, Duration: duration, Seed: seed, Streams: streams,
 					Capacity: capBytes, MaxSize: maxBytes, MaxLive: maxLive, CheckEvery: checkEvery,
 					Progress: cmd.ErrOrStderr(), ProgressEvery: progressEvery, OutDir: out, MinimizeFor: minimizeFor,
-					LogOps: logOps, MemInfoCheck: memInfoCheck, CUDADevice: cudaDevice}
+					LogOps: logOps, MemInfoCheck: memInfoCheck, CUDADevice: cudaDevice,
+					OnHang: func(s *fuzz.Summary) {
+						// A worker is stuck inside the allocator: report and exit (the campaign cannot finish).
+						line, _ := json.Marshal(s)
+						fmt.Fprintln(cmd.OutOrStdout(), string(line))
+						fmt.Fprintf(cmd.ErrOrStderr(), "gmlake: fuzz campaign hung: %s\n", s.Failure)
+						os.Exit(1)
+					}}
 				fmt.Fprintf(cmd.ErrOrStderr(), "fuzz: policy %s on %s for %v, %d streams, seed %d\n", p, device, duration, streams, seed)
 				sum, err := fuzz.RunCampaign(ctx, cfg)
 				if err != nil {

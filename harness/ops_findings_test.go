@@ -1,0 +1,73 @@
+package harness
+
+import (
+	"os"
+	"testing"
+)
+
+// The engine bugs the checkers found (spec/FINDINGS.md), as op lists: each must run clean once fixed.
+// Open ones are skipped with a note (set GMLAKE_FINDINGS=strict to fail on them); a fixed one that is still
+// marked open says so, so it can be closed. They guard INV-NOSPURIOUSOOM and INV-CONTRACT (C-OOM).
+func TestFindings(t *testing.T) {
+	findings := []struct {
+		name string
+		open bool
+		ops  string
+	}{
+		{"F1-lazy-fence", false, `# policy=gmlake capacity=6291456 granularity=2097152 streams=2
+alloc a0 4194304 s0
+free a0
+launch s0
+alloc a1 4194304 s1
+`},
+		{"F2-expandable-merged-fence", true, `# policy=expandable capacity=67108864 granularity=2097152 streams=3
+alloc a0 23068672 s2
+alloc a1 1 s0
+alloc a2 1 s1
+alloc a3 8388608 s0
+free a0
+alloc a4 8388608 s2
+launch s2
+free a0
+alloc a5 1 s2
+`},
+		{"F3-expandable-new-segment", true, `# policy=expandable capacity=4294967296 granularity=2097152 streams=1
+alloc a0 1073741824 s0
+alloc a1 104857600 s0
+free a0
+alloc a2 3758096384 s0
+`},
+		{"F4-pending-block-fence", true, `# policy=gmlake capacity=67108864 granularity=2097152 streams=3
+alloc a0 8388608 s0
+alloc a1 1 s2
+record a1 s0
+alloc a2 8388608 s0
+free a1
+launch s2
+alloc a3 50167808 s0
+`},
+	}
+	strict := os.Getenv("GMLAKE_FINDINGS") == "strict"
+	for _, f := range findings {
+		t.Run(f.name, func(t *testing.T) {
+			ops, err := ParseOps(f.ops)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cfg EnvConfig
+			ParseOpsHeader(f.ops, &cfg)
+			i, vs, _, err := RunOps(cfg, ops)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case i >= 0 && f.open && !strict:
+				t.Skipf("still open (spec/FINDINGS.md): step %d: %v", i, vs)
+			case i >= 0:
+				t.Fatalf("step %d (%s) violates: %v", i, opAt(ops, i), vs)
+			case f.open:
+				t.Logf("%s runs clean now: mark it closed here and in spec/FINDINGS.md", f.name)
+			}
+		})
+	}
+}
