@@ -2,6 +2,7 @@ package fuzz
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand"
 	"os"
@@ -30,7 +31,7 @@ const tracesGlob = "../testdata/traces/*.trace.gz"
 func windows(p *Program, n, size int) []*Program {
 	var out []*Program
 	for k := 0; k < n; k++ {
-		start := k * max(len(p.Ops)-8*size, 0) / max(n-1, 1)
+		start := k * max(len(p.Ops)-20*size, 0) / max(n-1, 1)
 		for start < len(p.Ops) && p.Ops[start].Kind != OpAlloc {
 			start++
 		}
@@ -156,6 +157,26 @@ func TestGenerateCorpus(t *testing.T) {
 		windows(p, 3, 60)[1].Write(&prog)
 		write("FuzzProgramRead", "trace-"+name+"-window", prog.Bytes())
 		write("FuzzProgramRead", "trace-"+name+"-mid", mid.Bytes())
+	}
+	// FuzzITF: real ITF traces of the Quint spec (harness/testdata/itf), cut to their first states.
+	itfs, _ := filepath.Glob(filepath.Join("..", "harness", "testdata", "itf", "*.itf.json"))
+	for k, path := range itfs {
+		if k == 3 {
+			break
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(data, &doc); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if states, ok := doc["states"].([]any); ok && len(states) > 1+k {
+			doc["states"] = states[:1+k]
+		}
+		cut, _ := json.Marshal(doc)
+		write("FuzzITF", fmt.Sprintf("quint-%s-%dstates", strings.TrimSuffix(filepath.Base(path), ".itf.json"), 1+k), cut)
 	}
 	r := rand.New(rand.NewSource(20261129))
 	for k := 0; k < 8; k++ {

@@ -82,7 +82,7 @@ func repoFile(rel string) string {
 // distribution, the rest small, medium, or huge.
 func SizeGen() *rapid.Generator[uint64] {
 	gens := []*rapid.Generator[uint64]{
-		rapid.Uint64Range(1, 4096),
+		rapid.Uint64Range(0, 4096), // 0: ErrInvalidSize
 		rapid.Uint64Range(1, 64*vmm.MiB),
 		rapid.Uint64Range(1, 4*vmm.GiB),
 	}
@@ -163,7 +163,17 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 		"complete":    func(t *rapid.T) { step(t, Op{Kind: OpComplete, Stream: stream.Draw(t, "stream")}) },
 		"completeall": func(t *rapid.T) { step(t, Op{Kind: OpCompleteAll}) },
 		"emptycache":  func(t *rapid.T) { step(t, Op{Kind: OpEmptyCache}) },
-		"":            func(t *rapid.T) {}, // the invariants run inside each step
+		"bad-stream": func(t *rapid.T) { // a stream the device does not know: ErrUnknownStream
+			step(t, Op{Kind: OpAlloc, ID: env.NextID(), Size: sizes.Draw(t, "size"), Stream: streams})
+		},
+		"close": func(t *rapid.T) { // rarely: Close mid-sequence, then every call must fail with ErrClosed
+			if rapid.IntRange(0, 9).Draw(t, "close?") != 0 {
+				t.Skip("not this time")
+			}
+			step(t, Op{Kind: OpCompleteAll})
+			step(t, Op{Kind: OpClose})
+		},
+		"": func(t *rapid.T) {}, // the invariants run inside each step
 	}
 	if !cfg.NoFaults {
 		actions["fail"] = func(t *rapid.T) {

@@ -78,6 +78,9 @@ func (a *Allocator) allocMiss(ss *streamState, pool poolKind, rs, size uint64) (
 			break
 		}
 		a.st.NumCacheFlushes++
+		if debugOOM {
+			a.dumpState(fmt.Sprintf("before release, alloc %d on s%d: %v", size, ss.s, err))
+		}
 		_ = a.releaseCached() // a failure here leaves less released; the retry tells
 		if b := a.bestFit(ss, pool, rs); b != nil {
 			return b, nil
@@ -87,6 +90,9 @@ func (a *Allocator) allocMiss(ss *streamState, pool poolKind, rs, size uint64) (
 		return nil, fmt.Errorf("gmlake: alloc of %d bytes on stream %d: %w", size, ss.s, err)
 	}
 	a.st.NumOOMs++
+	if debugOOM {
+		a.dumpState(fmt.Sprintf("OOM alloc %d on s%d: %v", size, ss.s, err))
+	}
 	return nil, a.oomErr(size, rs, ss.s, err)
 }
 

@@ -10,7 +10,8 @@ package model
 //
 // The rules, by call (errors are matched with errors.Is against the kinds the engine exports; the contract
 // takes them as parameters, ContractErrors, so that model does not import impl):
-//   - Alloc(size, s): s must be a known stream, else ErrUnknownStream and nothing changes. On success the
+//   - Alloc(size, s): s must be a known stream, else ErrUnknownStream and nothing changes (or
+//     ErrInvalidSize when the size is bad too: either error may be checked first). On success the
 //     returned range [p, p+max(size,1)) is non-zero, lies within no live allocation (C-NOOVERLAP), and
 //     reuses no virtual byte of a freed allocation that still waits for work on a stream other than s
 //     (C-STREAM). A request larger than the device fails (out of memory or invalid size). Out of memory
@@ -211,7 +212,8 @@ func (s ContractState) Explain(in ContractInput, out ContractOutput) (ok bool, n
 	switch in.Op {
 	case COpAlloc:
 		if !s.knownStream(in.Stream) {
-			if !errors.Is(out.Err, e.UnknownStream) {
+			badSize := (in.Size == 0 || in.Size > s.cfg.Capacity) && errors.Is(out.Err, e.InvalidSize)
+			if !errors.Is(out.Err, e.UnknownStream) && !badSize {
 				return fail("stream %d does not exist: want %v", in.Stream, e.UnknownStream)
 			}
 			return true, s, ""

@@ -31,7 +31,7 @@ witnesses=(W_EXACT W_SPLIT W_REUSE W_STITCH W_GROWSTITCH W_GROW W_OOM W_FAIL W_S
 
 case "$mode" in
 ci)
-	samples=${SAMPLES:-400} steps=${STEPS:-40} itf=${ITF_TRACES:-30} seed=${SEED:-0x6d6c616b65}
+	samples=${SAMPLES:-300} steps=${STEPS:-40} itf=${ITF_TRACES:-30} seed=${SEED:-0x6d6c616b65}
 	;;
 long)
 	samples=${SAMPLES:-3000} steps=${STEPS:-60} itf=${ITF_TRACES:-300} seed=${SEED:-0x$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')}
