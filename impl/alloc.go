@@ -440,6 +440,19 @@ func (a *Allocator) stitchable(ss *streamState) []*chunk {
 		})
 	}
 	add(ss)
+	for _, pe := range a.pend {
+		if pe.ev != 0 || pe.st != ss {
+			continue
+		}
+		for _, b := range pe.blocks {
+			if waitsOnlyFor(b, ss) && b.xseq == pe.seq {
+				seg := b.seg
+				for i := seg.chunkIndex(b.segOff()); i < len(seg.chunks) && seg.chunks[i].off < b.segOff()+b.size; i++ {
+					out = append(out, seg.chunks[i])
+				}
+			}
+		}
+	}
 	if a.p.crossStream {
 		for _, st := range a.sortedStreams() {
 			if st != ss {
@@ -630,18 +643,36 @@ func (a *Allocator) buildSBlock(ss *streamState, chunks []*chunk) (*block, error
 // chunkFree reports whether chunk c lies wholly in a free pBlock usable on stream ss.
 func (a *Allocator) chunkFree(c *chunk, ss *streamState) bool {
 	b := c.seg.blockAt(c.off)
+	if waitsOnlyFor(b, ss) {
+		return true // a part of ss's own cached sBlock: reuse on ss is stream-ordered
+	}
 	if b.state != Free || !b.mapped || b.segOff()+b.size < c.off+c.size {
 		return false
 	}
 	return b.seg.ss == ss || a.safe(b.seg.ss, b.freeSeq)
 }
 
+// waitsOnlyFor reports whether b is the part of an sBlock freed on ss that waits only for ss's work: ss may
+// take it at once (stream order), other streams only after the wait.
+func waitsOnlyFor(b *block, ss *streamState) bool {
+	return b.state == Pending && b.xwait == ss && b.events == 1
+}
+
 // holdParts carves, for each chunk of sb, the pBlock exactly under it out of its free block, and marks it
 // held by sb (Live, not handed out). Every chunk must lie wholly in a free block (checked by the caller).
 func (a *Allocator) holdParts(sb *block) {
 	sb.parts = sb.parts[:0]
+	home := a.streams[sb.stream]
 	for _, c := range sb.chunks {
 		b := c.seg.blockAt(c.off)
+		if home != nil && waitsOnlyFor(b, home) {
+			// Still waiting for sb's own stream: taken back by that stream, its wait is dropped.
+			b.xwait, b.events = nil, 0
+			b.state = Live
+			b.heldBy = sb
+			sb.parts = append(sb.parts, b)
+			continue
+		}
 		if b.state != Free || !b.mapped {
 			if a.mut&MutMapChunkTwice != 0 {
 				continue
@@ -722,6 +753,7 @@ func (a *Allocator) freeSBlock(sb *block) {
 		if pb.stream != sb.stream && a.mut&MutEarlyCrossStreamReuse == 0 {
 			pb.state = Pending
 			pb.events = 1
+			pb.xwait, pb.xseq = home, sb.freeSeq
 			foreign = append(foreign, pb)
 			continue
 		}

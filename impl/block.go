@@ -167,6 +167,8 @@ type block struct {
 	uses    []vmm.Stream // RecordStream'ed streams (live)
 	events  int          // outstanding events (Pending)
 	freeSeq uint64       // allocator free counter when the block last became free
+	xwait   *streamState // a part of an sBlock freed on xwait, Pending until xwait's work finished
+	xseq    uint64       // the sBlock's free counter for that wait (identifies the pendingEv)
 
 	// sBlock
 	chunks  []*chunk  // viewed chunks in address order of the view

@@ -301,6 +301,7 @@ func (a *Allocator) recycle(b *block) {
 	b.seg, b.prev, b.next, b.heldBy, b.left, b.right = nil, nil, nil, nil, nil, nil
 	b.uses, b.parts, b.chunks = b.uses[:0], b.parts[:0], b.chunks[:0]
 	b.events, b.freeSeq, b.requested, b.lastUse = 0, 0, 0, 0
+	b.xwait, b.xseq = nil, 0
 	b.resv = vmm.Range{}
 	a.spare = append(a.spare, b)
 }
@@ -377,6 +378,10 @@ func (a *Allocator) processEventsOnce() bool {
 			a.evFree = append(a.evFree, pe.ev)
 		}
 		for _, b := range pe.blocks {
+			if pe.ev == 0 && (b.xwait != pe.st || b.xseq != pe.seq || b.state != Pending) {
+				continue // taken back by its own stream meanwhile (holdParts), or recycled since
+			}
+			b.xwait = nil
 			b.events--
 			if b.events == 0 {
 				ready = append(ready, b)
