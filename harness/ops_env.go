@@ -98,8 +98,10 @@ func PolicyOOMRule(policy string, gran uint64) spec.OOMRule {
 		r.WholeSegments = true
 		return r
 	}
-	// gmlake stitches rounded requests of at least two granules (impl: stitchMin).
-	return spec.GranularNeed(gran, 2*gran)
+	// gmlake stitches rounded requests of at least two granules (impl: stitchMin), but only chunks of its
+	// large pool, and a View does not say which pool a chunk serves: so no chunk pending on the request's
+	// own stream counts as usable (StitchMin 0), the conservative choice.
+	return spec.GranularNeed(gran, 0)
 }
 
 // NewEnv makes a device, creates the streams, and opens the engine on it.

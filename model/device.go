@@ -374,12 +374,8 @@ func (d *Device) Map(ptr vmm.DevicePtr, size uint64, h vmm.Handle, offset uint64
 	if err := d.beginLocked(k); err != nil {
 		return err
 	}
-	if err := d.checkSizeLocked(k, size); err != nil {
-		return err
-	}
-	if err := d.checkPtrLocked(k, ptr, size); err != nil {
-		return err
-	}
+	// Order measured on the H200: the handle, then offset and size against the handle (NOT_SUPPORTED, even
+	// for a size that is not a granularity multiple), then the address.
 	hd, err := d.lookupHandleLocked(k, h)
 	if err != nil {
 		return err
@@ -389,7 +385,11 @@ func (d *Device) Map(ptr vmm.DevicePtr, size uint64, h vmm.Handle, offset uint64
 			offset, h)
 	}
 	if size != hd.size {
-		return d.failLocked(k, vmm.InvalidValue, "rule 2: size %d does not equal handle %d's size %d", size, h, hd.size)
+		return d.failLocked(k, vmm.NotSupported, "rule 2: size %d does not equal handle %d's size %d: handles are mapped whole",
+			size, h, hd.size)
+	}
+	if err := d.checkPtrLocked(k, ptr, size); err != nil {
+		return err
 	}
 	want := vmm.Range{Base: ptr, Size: size}
 	r, ok := d.reservationAtLocked(ptr)
@@ -449,6 +449,30 @@ func (d *Device) wholeMappingsLocked(k vmm.CallKind, ptr vmm.DevicePtr, size uin
 	return ms, nil
 }
 
+// mappingsWithinLocked returns the mappings inside [ptr, ptr+size), which may have holes or be empty (the
+// H200 unmaps what is there), or InvalidValue if the range cuts a mapping (rule 4).
+func (d *Device) mappingsWithinLocked(k vmm.CallKind, ptr vmm.DevicePtr, size uint64) ([]*mapping, error) {
+	want := vmm.Range{Base: ptr, Size: size}
+	end := want.Limit()
+	if m := d.mappingAtLocked(ptr); m != nil && m.base != ptr {
+		return nil, d.failLocked(k, vmm.InvalidValue, "rule 4: %v starts inside the mapping [%v, %v)", want, m.base, m.limit())
+	}
+	var ms []*mapping
+	var err error
+	d.mu.mappings.AscendGreaterOrEqual(&mapping{base: ptr}, func(m *mapping) bool {
+		if m.base >= end {
+			return false
+		}
+		if m.limit() > end {
+			err = d.failLocked(k, vmm.InvalidValue, "rule 4: %v ends inside the mapping [%v, %v)", want, m.base, m.limit())
+			return false
+		}
+		ms = append(ms, m)
+		return true
+	})
+	return ms, err
+}
+
 // Unmap removes the whole mappings that tile [ptr, ptr+size) (rule 4). Costs Cost(Unmap, m.size) per mapping.
 func (d *Device) Unmap(ptr vmm.DevicePtr, size uint64) error {
 	const k = vmm.CallUnmap
@@ -463,7 +487,7 @@ func (d *Device) Unmap(ptr vmm.DevicePtr, size uint64) error {
 	if err := d.checkPtrLocked(k, ptr, size); err != nil {
 		return err
 	}
-	ms, err := d.wholeMappingsLocked(k, ptr, size, "rule 4 (unmap whole mappings only)")
+	ms, err := d.mappingsWithinLocked(k, ptr, size)
 	if err != nil {
 		return err
 	}
@@ -499,6 +523,14 @@ func (d *Device) SetAccess(ptr vmm.DevicePtr, size uint64) error {
 	first := d.mappingAtLocked(ptr)
 	if first == nil {
 		return d.failLocked(k, vmm.InvalidValue, "rule 5: %v is not fully mapped: hole at %v", want, ptr)
+	}
+	if first.base != ptr {
+		return d.failLocked(k, vmm.InvalidValue, "rule 5: %v starts inside the mapping [%v, %v): access is set on whole mappings",
+			want, first.base, first.limit())
+	}
+	if last := d.mappingAtLocked(end - 1); last != nil && last.limit() != end {
+		return d.failLocked(k, vmm.InvalidValue, "rule 5: %v ends inside the mapping [%v, %v): access is set on whole mappings",
+			want, last.base, last.limit())
 	}
 	var err error
 	d.mu.mappings.AscendGreaterOrEqual(first, func(m *mapping) bool {
