@@ -264,7 +264,9 @@ func (e *Env) step(op Op) StepResult {
 		res.Err = e.A.RecordStream(in.Ptr, in.Stream)
 	case OpLaunch:
 		in = model.ContractInput{Op: model.COpLaunch, Stream: e.stream(op.Stream)}
-		if !e.Cfg.SyncStreams {
+		if op.Stream < 0 || op.Stream >= len(e.Streams) {
+			in.Op = model.COpCompleteAll // no such stream: nothing to launch (a no-op for the contract)
+		} else if !e.Cfg.SyncStreams {
 			e.Dev.Launch(in.Stream)
 			e.Hist.Launch(in.Stream)
 		} else {

@@ -20,7 +20,7 @@ free a0
 launch s0
 alloc a1 4194304 s1
 `},
-		{"F2-expandable-merged-fence", true, `# policy=expandable capacity=67108864 granularity=2097152 streams=3
+		{"F2-expandable-merged-fence", false, `# policy=expandable capacity=67108864 granularity=2097152 streams=3
 alloc a0 23068672 s2
 alloc a1 1 s0
 alloc a2 1 s1
@@ -37,7 +37,7 @@ alloc a1 104857600 s0
 free a0
 alloc a2 3758096384 s0
 `},
-		{"F4-pending-block-fence", true, `# policy=gmlake capacity=67108864 granularity=2097152 streams=3
+		{"F4-pending-block-fence", false, `# policy=gmlake capacity=67108864 granularity=2097152 streams=3
 alloc a0 8388608 s0
 alloc a1 1 s2
 record a1 s0
@@ -45,6 +45,27 @@ alloc a2 8388608 s0
 free a1
 launch s2
 alloc a3 50167808 s0
+`},
+		{"F4-caching-pending-block-fence", false, `# policy=caching capacity=67108864 granularity=2097152 streams=3
+alloc a0 1 s0
+alloc a1 1 s1
+alloc a2 1 s2
+alloc a3 32440320 s0
+alloc a4 8388608 s0
+record a0 s1
+record a3 s2
+free a3
+launch s0
+alloc a5 8388608 s2
+`},
+		{"F5-gmlake-cached-sblock-cross-stream", true, `# policy=gmlake capacity=536870912 granularity=2097152 streams=3
+alloc a0 12763136 s0
+free a0
+alloc a3 131072000 s1
+free a3
+launch s1
+alloc a5 4 s1
+alloc a6 506506341 s2
 `},
 	}
 	strict := os.Getenv("GMLAKE_FINDINGS") == "strict"

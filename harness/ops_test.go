@@ -113,3 +113,15 @@ func TestOpsFromBytes(t *testing.T) {
 		}
 	})
 }
+
+// Ops naming streams the environment does not have are harmless: launch/complete do nothing, alloc and
+// record must be refused by the engine (ErrUnknownStream), which the contract checks.
+func TestEnvUnknownStreamOps(t *testing.T) {
+	ops, err := ParseOps("launch s9\ncomplete s9\nalloc a0 4096 s9\nalloc a1 4096 s0\nrecord a1 s9\nfree a1\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i, vs, env, err := RunOps(EnvConfig{Capacity: 64 * vmm.MiB}, ops); err != nil || i >= 0 {
+		t.Fatalf("step %d: %v %v\n%s", i, vs, err, env.Describe())
+	}
+}

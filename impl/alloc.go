@@ -420,9 +420,6 @@ func (a *Allocator) stitchable(ss *streamState) []*chunk {
 	out := a.cands[:0]
 	add := func(st *streamState) {
 		st.free[largePool].eachFrom(a.gran, func(b *block) bool {
-			if st != ss && !a.safe(st, b.freeSeq) {
-				return true
-			}
 			seg := b.seg
 			lo := b.segOff()
 			hi := lo + b.size
@@ -432,6 +429,9 @@ func (a *Allocator) stitchable(ss *streamState) []*chunk {
 					break
 				}
 				whole := c.off >= lo && c.off+c.size <= hi
+				if st != ss && !a.safe(st, c.freeSeq) {
+					continue // its last use on st may still run
+				}
 				if whole || (a.mut&MutMapChunkTwice != 0 && c.off >= lo) {
 					out = append(out, c)
 				}
@@ -527,7 +527,9 @@ func (a *Allocator) tryStitch(ss *streamState, rs uint64) (b *block, ok bool, er
 		if a.lastResort {
 			save = 0 // after releasing the cache, any saving may be what makes the request fit
 		}
-		if rem+save >= grow || (len(chosen) == 1 && rem == 0) {
+		// One whole chunk of ss's own pool would have been found by best fit; one of another stream's is a
+		// cross-stream reuse through a view.
+		if rem+save >= grow || (len(chosen) == 1 && rem == 0 && chosen[0].seg.ss == ss) {
 			return nil, false, nil
 		}
 		if rem > 0 {
@@ -649,7 +651,7 @@ func (a *Allocator) chunkFree(c *chunk, ss *streamState) bool {
 	if b.state != Free || !b.mapped || b.segOff()+b.size < c.off+c.size {
 		return false
 	}
-	return b.seg.ss == ss || a.safe(b.seg.ss, b.freeSeq)
+	return b.seg.ss == ss || a.safe(b.seg.ss, c.freeSeq)
 }
 
 // waitsOnlyFor reports whether b is the part of an sBlock freed on ss that waits only for ss's work: ss may
@@ -741,8 +743,11 @@ func (a *Allocator) freeSBlock(sb *block) {
 	sb.state = Free
 	sb.uses = sb.uses[:0]
 	sb.events = 0
-	a.freeSeq++
-	sb.freeSeq = a.freeSeq
+	if !sb.stamped {
+		a.freeSeq++
+		sb.freeSeq = a.freeSeq
+	}
+	sb.stamped = false
 	a.clock++
 	sb.lastUse = a.clock
 	home := a.streams[sb.stream]

@@ -26,6 +26,9 @@ type chunk struct {
 	off    uint64   // offset of the primary mapping in seg
 	views  int      // sBlock views mapping the chunk
 	refOff int      // test-only refcount skew (MutRefcountOffByOne)
+	// freeSeq (arena chunks): the latest free counter of a block that overlapped the chunk; the chunk is
+	// release-safe once its stream's fences cover it (blocks merge, chunks keep their own history).
+	freeSeq uint64
 }
 
 func (c *chunk) refs() int { return 1 + c.views + c.refOff }
@@ -169,6 +172,7 @@ type block struct {
 	freeSeq uint64       // allocator free counter when the block last became free
 	xwait   *streamState // a part of an sBlock freed on xwait, Pending until xwait's work finished
 	xseq    uint64       // the sBlock's free counter for that wait (identifies the pendingEv)
+	stamped bool         // freeSeq was set when the free was asked (Pending): keep it when it completes
 
 	// sBlock
 	chunks  []*chunk  // viewed chunks in address order of the view

@@ -301,7 +301,7 @@ func (a *Allocator) recycle(b *block) {
 	b.seg, b.prev, b.next, b.heldBy, b.left, b.right = nil, nil, nil, nil, nil, nil
 	b.uses, b.parts, b.chunks = b.uses[:0], b.parts[:0], b.chunks[:0]
 	b.events, b.freeSeq, b.requested, b.lastUse = 0, 0, 0, 0
-	b.xwait, b.xseq = nil, 0
+	b.xwait, b.xseq, b.stamped = nil, 0, false
 	b.resv = vmm.Range{}
 	a.spare = append(a.spare, b)
 }
@@ -381,6 +381,10 @@ func (a *Allocator) processEventsOnce() bool {
 			if pe.ev == 0 && (b.xwait != pe.st || b.xseq != pe.seq || b.state != Pending) {
 				continue // taken back by its own stream meanwhile (holdParts), or recycled since
 			}
+			if pe.ev == 0 {
+				// A part of another stream's sBlock: never used on its own stream, so safe there at once.
+				b.freeSeq, b.stamped = 0, true
+			}
 			b.xwait = nil
 			b.events--
 			if b.events == 0 {
@@ -421,6 +425,13 @@ func (a *Allocator) freeLocked(b *block) error {
 		}
 		b.events = len(b.uses)
 		b.state = Pending
+		// The allocation stream's last use came before this call: stamp the free now, so that a fence on
+		// that stream recorded from here on covers it, whenever the recorded streams finish.
+		a.freeSeq++
+		b.freeSeq, b.stamped = a.freeSeq, true
+		if ss := a.streams[b.stream]; ss != nil {
+			a.noteFree(ss)
+		}
 	}
 	a.st.RequestedBytes -= b.requested
 	a.st.AllocatedBytes -= a.allocCount(b)
@@ -451,8 +462,17 @@ func (a *Allocator) freeBlock(b *block) {
 	b.heldBy = nil
 	b.uses = b.uses[:0]
 	b.events = 0
-	a.freeSeq++
-	b.freeSeq = a.freeSeq
+	if !b.stamped {
+		a.freeSeq++
+		b.freeSeq = a.freeSeq
+	}
+	b.stamped = false
+	if b.seg.arena {
+		seg, lo := b.seg, b.segOff()
+		for i := seg.chunkIndex(lo); i < len(seg.chunks) && seg.chunks[i].off < lo+b.size; i++ {
+			seg.chunks[i].freeSeq = max(seg.chunks[i].freeSeq, b.freeSeq)
+		}
+	}
 	if a.mut&MutNoMerge == 0 {
 		b = a.mergeFree(b)
 	}

@@ -901,3 +901,20 @@ func TestRecordStreamOnStitchedBlock(t *testing.T) {
 	checkState(t, a, dev)
 	closeClean(t, a, dev)
 }
+
+// A whole free chunk of another stream serves a request through a view once its stream's work completed:
+// cross-stream reuse without new memory.
+func TestCrossStreamSingleChunkReuse(t *testing.T) {
+	a, dev := newStitchTest(t, 0, true)
+	s1, _ := dev.CreateStream()
+	p := mustAlloc(t, a, 256*MiB, s1)
+	mustFree(t, a, p)
+	res := a.Stats().ReservedBytes
+	q := mustAlloc(t, a, 256*MiB, 0)
+	if st := a.Stats(); st.NumStitches != 1 || st.ReservedBytes != res {
+		t.Fatalf("stitches %d reserved %d -> %d: want the free chunk of stream %d reused", st.NumStitches, res, st.ReservedBytes, s1)
+	}
+	checkState(t, a, dev)
+	mustFree(t, a, q)
+	closeClean(t, a, dev)
+}

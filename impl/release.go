@@ -76,7 +76,7 @@ func (a *Allocator) trimArena(seg *segment) error {
 	var first error
 	frees := a.scratch[:0]
 	for b := seg.head; b != nil; b = b.next {
-		if b.state == Free && b.mapped && b.size >= a.gran && a.safe(seg.ss, b.freeSeq) {
+		if b.state == Free && b.mapped && b.size >= a.gran {
 			frees = append(frees, b)
 		}
 	}
@@ -113,7 +113,7 @@ func (a *Allocator) unmapFreeChunks(b *block) error {
 		if c.off >= hi {
 			break
 		}
-		if c.off >= lo && c.off+c.size <= hi && c.views == 0 {
+		if c.off >= lo && c.off+c.size <= hi && c.views == 0 && a.safe(seg.ss, c.freeSeq) {
 			todo = append(todo, c)
 		}
 	}

@@ -8,7 +8,8 @@ package model
 //     unmapped). A handle id is never reused, so an id below nextHandle that is not in the map was freed.
 //   - reservations: the reserved virtual ranges, in a btree keyed by base.
 //   - mappings: the mapped virtual ranges, one per Map call, in a btree keyed by base. Each lies inside one
-//     reservation and maps its handle whole, at offset 0.
+//     reservation, maps its handle whole, at offset 0, and is accessible as a whole or not at all (SetAccess
+//     works on whole mappings, measured on the H200).
 //   - streams and events (device_streams.go), shadow contents (shadow.go), faults (faults.go), rule-9
 //     hazards (device_hazards.go), the leak report (leaks.go).
 //
@@ -53,7 +54,7 @@ type DeviceConfig struct {
 type DeviceMapping struct {
 	VA         vmm.Range  // the mapped virtual range; VA.Size is the handle's size
 	Handle     vmm.Handle // the physical handle mapped there, whole, at offset 0
-	Accessible bool       // SetAccess has granted access to the whole range
+	Accessible bool       // SetAccess has granted access (always to the whole mapping)
 }
 
 // HandleInfo describes a physical handle that still holds memory.
@@ -89,19 +90,12 @@ type mapping struct {
 	base vmm.DevicePtr
 	size uint64
 	h    *handle
-	// access: the offsets within the mapping that SetAccess granted, sorted, disjoint, merged.
-	// Invariant: fully accessible iff access == [{0, size}].
-	access []span
+	// access: a SetAccess covering this whole mapping succeeded. Access is per mapping: SetAccess over part
+	// of one is refused (rule 5), so there is no partly accessible mapping.
+	access bool
 }
 
 func (m *mapping) limit() vmm.DevicePtr { return m.base.Add(m.size) }
-
-func (m *mapping) accessible() bool {
-	return len(m.access) == 1 && m.access[0].lo == 0 && m.access[0].hi == m.size
-}
-
-// span is a half-open interval of offsets [lo, hi).
-type span struct{ lo, hi uint64 }
 
 // Device is the simulated GPU. Create it with NewDevice; it is safe for concurrent use.
 type Device struct {
@@ -366,7 +360,8 @@ func (d *Device) firstMappingFromLocked(p vmm.DevicePtr) *mapping {
 	return m
 }
 
-// Map places the whole handle h at ptr (rules 1, 2, 3, 7).
+// Map places the whole handle h at ptr (rules 1, 2, 3, 7). Rule 1 holds for the size because it must equal
+// the handle's, which Create checked.
 func (d *Device) Map(ptr vmm.DevicePtr, size uint64, h vmm.Handle, offset uint64) error {
 	const k = vmm.CallMap
 	d.mu.Lock()
@@ -374,8 +369,10 @@ func (d *Device) Map(ptr vmm.DevicePtr, size uint64, h vmm.Handle, offset uint64
 	if err := d.beginLocked(k); err != nil {
 		return err
 	}
-	// Order measured on the H200: the handle, then offset and size against the handle (NOT_SUPPORTED, even
-	// for a size that is not a granularity multiple), then the address.
+	// Order measured on the H200 (harness TestConformanceReal): offset and size against the handle come
+	// before the address, and a size that is not a granularity multiple is NOT_SUPPORTED like any other size
+	// that is not the handle's. The handle is looked up first: the GPU cannot check a stale one at all (it
+	// crashes in libcuda), the model refuses it before anything else.
 	hd, err := d.lookupHandleLocked(k, h)
 	if err != nil {
 		return err
@@ -413,7 +410,7 @@ func (d *Device) Map(ptr vmm.DevicePtr, size uint64, h vmm.Handle, offset uint64
 	return nil
 }
 
-// wholeMappingsLocked returns the mappings that exactly tile [ptr, ptr+size) (rule 4), or an error naming
+// wholeMappingsLocked returns the mappings that exactly tile [ptr, ptr+size) (rule 5), or an error naming
 // the first hole or the partly covered mapping.
 func (d *Device) wholeMappingsLocked(k vmm.CallKind, ptr vmm.DevicePtr, size uint64, rule string) ([]*mapping, error) {
 	want := vmm.Range{Base: ptr, Size: size}
@@ -449,11 +446,25 @@ func (d *Device) wholeMappingsLocked(k vmm.CallKind, ptr vmm.DevicePtr, size uin
 	return ms, nil
 }
 
-// mappingsWithinLocked returns the mappings inside [ptr, ptr+size), which may have holes or be empty (the
-// H200 unmaps what is there), or InvalidValue if the range cuts a mapping (rule 4).
+// mappingsWithinLocked returns the mappings inside [ptr, ptr+size), in address order; there may be holes
+// between them, or none at all (rule 4, measured on the H200). It fails with InvalidValue if the range cuts
+// a mapping (starts or ends inside one) or touches address space that is not reserved.
 func (d *Device) mappingsWithinLocked(k vmm.CallKind, ptr vmm.DevicePtr, size uint64) ([]*mapping, error) {
 	want := vmm.Range{Base: ptr, Size: size}
 	end := want.Limit()
+	// Not measured on the H200 (the conformance suite unmaps only inside its reservations): the model
+	// refuses to unmap address space nobody reserved, the strict answer, so that such a call is found.
+	r, ok := d.reservationAtLocked(ptr)
+	if !ok {
+		return nil, d.failLocked(k, vmm.InvalidValue, "rule 4: %v is not reserved", ptr)
+	}
+	for r.Limit() < end {
+		nr, ok := d.mu.reservations.Get(vmm.Range{Base: r.Limit()})
+		if !ok {
+			return nil, d.failLocked(k, vmm.InvalidValue, "rule 4: %v runs past the reservation %v into unreserved space", want, r)
+		}
+		r = nr
+	}
 	if m := d.mappingAtLocked(ptr); m != nil && m.base != ptr {
 		return nil, d.failLocked(k, vmm.InvalidValue, "rule 4: %v starts inside the mapping [%v, %v)", want, m.base, m.limit())
 	}
@@ -470,10 +481,16 @@ func (d *Device) mappingsWithinLocked(k vmm.CallKind, ptr vmm.DevicePtr, size ui
 		ms = append(ms, m)
 		return true
 	})
-	return ms, err
+	if err != nil {
+		return nil, err
+	}
+	return ms, nil
 }
 
-// Unmap removes the whole mappings that tile [ptr, ptr+size) (rule 4). Costs Cost(Unmap, m.size) per mapping.
+// Unmap removes every mapping inside [ptr, ptr+size) (rule 4): whole mappings, with or without unmapped
+// holes between them; a reserved range with nothing mapped is a successful no-op (both measured on the
+// H200, harness TestConformanceReal). Cutting a mapping is InvalidValue. Costs Cost(Unmap, m.size) per
+// mapping removed, Cost(Unmap, 0) when there is none.
 func (d *Device) Unmap(ptr vmm.DevicePtr, size uint64) error {
 	const k = vmm.CallUnmap
 	d.mu.Lock()
@@ -491,6 +508,9 @@ func (d *Device) Unmap(ptr vmm.DevicePtr, size uint64) error {
 	if err != nil {
 		return err
 	}
+	if len(ms) == 0 {
+		d.mu.modeled += d.costs.Cost(k, 0)
+	}
 	for _, m := range ms {
 		d.checkHazardLocked(k, m.h)
 		d.mu.mappings.Delete(m)
@@ -501,8 +521,9 @@ func (d *Device) Unmap(ptr vmm.DevicePtr, size uint64) error {
 	return nil
 }
 
-// SetAccess grants read/write access to [ptr, ptr+size), which must be fully mapped (rule 5). It may cover
-// part of a mapping (at granularity); it costs Cost(SetAccess, m.size) per mapping touched.
+// SetAccess grants read/write access to [ptr, ptr+size), which must be exactly tiled by whole mappings, no
+// holes (rule 5): over part of a mapping it is InvalidValue (measured on the H200, harness
+// TestConformanceReal). It costs Cost(SetAccess, m.size) per mapping.
 func (d *Device) SetAccess(ptr vmm.DevicePtr, size uint64) error {
 	const k = vmm.CallSetAccess
 	d.mu.Lock()
@@ -516,75 +537,15 @@ func (d *Device) SetAccess(ptr vmm.DevicePtr, size uint64) error {
 	if err := d.checkPtrLocked(k, ptr, size); err != nil {
 		return err
 	}
-	want := vmm.Range{Base: ptr, Size: size}
-	end := want.Limit()
-	var ms []*mapping
-	next := ptr
-	first := d.mappingAtLocked(ptr)
-	if first == nil {
-		return d.failLocked(k, vmm.InvalidValue, "rule 5: %v is not fully mapped: hole at %v", want, ptr)
-	}
-	if first.base != ptr {
-		return d.failLocked(k, vmm.InvalidValue, "rule 5: %v starts inside the mapping [%v, %v): access is set on whole mappings",
-			want, first.base, first.limit())
-	}
-	if last := d.mappingAtLocked(end - 1); last != nil && last.limit() != end {
-		return d.failLocked(k, vmm.InvalidValue, "rule 5: %v ends inside the mapping [%v, %v): access is set on whole mappings",
-			want, last.base, last.limit())
-	}
-	var err error
-	d.mu.mappings.AscendGreaterOrEqual(first, func(m *mapping) bool {
-		if next >= end {
-			return false
-		}
-		if m.base > next {
-			err = d.failLocked(k, vmm.InvalidValue, "rule 5: %v is not fully mapped: hole at [%v, %v)", want, next, min(m.base, end))
-			return false
-		}
-		ms = append(ms, m)
-		next = m.limit()
-		return true
-	})
+	ms, err := d.wholeMappingsLocked(k, ptr, size, "rule 5 (access is set on whole mappings, fully mapped)")
 	if err != nil {
 		return err
 	}
-	if next < end {
-		return d.failLocked(k, vmm.InvalidValue, "rule 5: %v is not fully mapped: hole at [%v, %v)", want, next, end)
-	}
 	for _, m := range ms {
-		lo := max(ptr, m.base) - m.base
-		hi := min(end, m.limit()) - m.base
-		m.access = addSpan(m.access, span{uint64(lo), uint64(hi)})
+		m.access = true
 		d.mu.modeled += d.costs.Cost(k, m.size)
 	}
 	return nil
-}
-
-// addSpan merges s into the sorted, disjoint, merged list ss.
-func addSpan(ss []span, s span) []span {
-	out := make([]span, 0, len(ss)+1)
-	for _, x := range ss {
-		switch {
-		case x.hi < s.lo:
-			out = append(out, x)
-		case x.lo > s.hi:
-			out = append(out, s)
-			s = x
-		default:
-			s = span{min(x.lo, s.lo), max(x.hi, s.hi)}
-		}
-	}
-	return append(out, s)
-}
-
-// covers reports whether the sorted merged list ss covers [lo, hi).
-func covers(ss []span, lo, hi uint64) bool {
-	for _, x := range ss {
-		if x.lo <= lo && hi <= x.hi {
-			return true
-		}
-	}
-	return false
 }
 
 // MemInfo returns the free and total physical memory.
@@ -608,8 +569,9 @@ func (d *Device) Counts() vmm.CallCounts {
 }
 
 // ModeledTime returns the driver time the cost model charges for the calls since creation or ResetCounters.
-// A successful call costs Cost(kind, size) (per mapping covered for Unmap and SetAccess); a failed call
-// costs Cost(kind, 0), what the smallest call of its kind costs.
+// A successful call costs Cost(kind, size) (per mapping covered for Unmap and SetAccess; an Unmap that
+// found nothing mapped costs Cost(Unmap, 0)); a failed call costs Cost(kind, 0), what the smallest call of
+// its kind costs.
 func (d *Device) ModeledTime() time.Duration {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -639,7 +601,7 @@ func (d *Device) snapshotLocked() ([]vmm.Range, []DeviceMapping, []HandleInfo) {
 	d.mu.reservations.Ascend(func(r vmm.Range) bool { rs = append(rs, r); return true })
 	ms := make([]DeviceMapping, 0, d.mu.mappings.Len())
 	d.mu.mappings.Ascend(func(m *mapping) bool {
-		ms = append(ms, DeviceMapping{VA: vmm.Range{Base: m.base, Size: m.size}, Handle: m.h.id, Accessible: m.accessible()})
+		ms = append(ms, DeviceMapping{VA: vmm.Range{Base: m.base, Size: m.size}, Handle: m.h.id, Accessible: m.access})
 		return true
 	})
 	hs := make([]HandleInfo, 0, len(d.mu.handles))

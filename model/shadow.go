@@ -90,7 +90,7 @@ func (d *Device) accessibleLocked(k vmm.CallKind, ptr vmm.DevicePtr, size uint64
 		}
 		off := next - uint64(m.base)
 		n := min(end, uint64(m.limit())) - next
-		if !covers(m.access, off, off+n) {
+		if !m.access {
 			err = d.failLocked(k, vmm.IllegalAddress, "rule 5: [%v, %v) in mapping [%v, %v) of handle %d has no access (SetAccess not called)",
 				vmm.DevicePtr(next), vmm.DevicePtr(next+n), m.base, m.limit(), m.h.id)
 			return false

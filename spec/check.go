@@ -341,7 +341,8 @@ func overlappingDev(ms []DevMapping, r vmm.Range) []DevMapping {
 // call (the new allocation starts at F's base), F is a best fit: no other free pBlock of stream s in the
 // same segment (reservation, hence the same pool) held the rounded request with fewer bytes. Blocks that
 // touch unmapped room of their segment (expandable segments' growing end) are not compared: a policy may
-// count them with the room they can grow into.
+// count them with the room they can grow into; nor are blocks next to a pending block, which may complete
+// and merge with them during the call.
 func CheckBestFit(before, after View, ptr vmm.DevicePtr, s vmm.Stream, rounded uint64) []Violation {
 	var f *Block
 	for i := range before.Blocks {
@@ -376,8 +377,21 @@ func CheckBestFit(before, after View, ptr vmm.DevicePtr, s vmm.Stream, rounded u
 	if growing(*f) {
 		return nil
 	}
+	// A pending block may complete its events during the call and merge with a free neighbour, making that
+	// neighbour larger than it was before: such neighbours are not compared.
+	touchesPending := func(g Block) bool {
+		for _, p := range before.Blocks {
+			if !p.Stitched && p.State == BlockPending && (p.Range.Limit() == g.Range.Base || g.Range.Limit() == p.Range.Base) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, g := range before.Blocks {
 		if g.Stitched || g.State != BlockFree || g.Stream != s || g.ID == f.ID || g.Range.Size < rounded || g.Range.Size >= f.Range.Size {
+			continue
+		}
+		if touchesPending(g) {
 			continue
 		}
 		if gr, ok := resOf(g.Range.Base); !ok || gr != fr || growing(g) {

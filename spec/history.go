@@ -328,17 +328,21 @@ func CheckNoSpuriousOOM(before View, h *History, rule OOMRule, size uint64, s vm
 		}
 	}
 	var usable uint64
+	var which []string
 	for _, c := range before.Chunks {
 		if !unusable[c.Handle] {
 			usable += c.Size
+			if len(which) < 8 {
+				which = append(which, fmt.Sprintf("handle %d (%s)", c.Handle, vmm.FormatBytes(c.Size)))
+			}
 		}
 	}
 	need := rule.Need(size)
 	free := before.Device.Free()
 	if need <= free+usable {
 		return []Violation{violation(InvNoSpuriousOOM,
-			"Alloc(%d) on stream %d failed with out of memory, but it needs %s and the device had %s free plus %s of usable free cached chunks",
-			size, s, vmm.FormatBytes(need), vmm.FormatBytes(free), vmm.FormatBytes(usable))}
+			"Alloc(%d) on stream %d failed with out of memory, but it needs %s and the device had %s free plus %s of usable free cached chunks %v",
+			size, s, vmm.FormatBytes(need), vmm.FormatBytes(free), vmm.FormatBytes(usable), which)}
 	}
 	return nil
 }

@@ -29,17 +29,22 @@ func row(v2, v20, v256, v1g float64) []CostPoint {
 	return []CostPoint{{2 * MiB, us(v2)}, {20 * MiB, us(v20)}, {256 * MiB, us(v256)}, {GiB, us(v1g)}}
 }
 
-// H200Costs returns the cost model with the medians measured on an NVIDIA H200 (driver 580.159, CUDA 13.0),
-// the table of notes/cuda-vmm.md. Event and stream calls cost a few hundred nanoseconds there.
+// H200Costs returns the cost model with the medians measured on NVIDIA H200s (driver 580.159, CUDA 13.0).
+// The size-dependent rows are `gmlake probe` (impl/cudavmm/probe.go: create, reserve, map, set access,
+// unmap, release, free address, 50 repetitions each, through impl/cudavmm, context set per call) on four
+// H200 machines on 2026-11-29; each cell is the median over the machines, which differed by up to 2x
+// (docs/gpu.md). They replace the single-machine table of notes/cuda-vmm.md, which was more than 25% off in
+// 16 of 28 cells (create and map at large sizes most: 1 GiB create 88.7 us, not 24.4). Event and stream
+// calls cost a few hundred nanoseconds there (not re-measured).
 func H200Costs() *CostModel {
 	m := &CostModel{}
-	m.Points[CallCreate] = row(11.8, 11.7, 14.0, 24.4)
-	m.Points[CallReserve] = row(0.9, 4.4, 2.8, 2.8)
-	m.Points[CallMap] = row(1.0, 1.0, 1.0, 1.1)
-	m.Points[CallSetAccess] = row(29.6, 29.4, 48.2, 66.4)
-	m.Points[CallUnmap] = row(18.4, 19.5, 25.7, 31.2)
-	m.Points[CallRelease] = row(13.5, 27.4, 135.9, 582.9)
-	m.Points[CallFreeAddress] = row(0.9, 3.4, 3.1, 3.5)
+	m.Points[CallCreate] = row(15.1, 14.4, 24.2, 88.7)
+	m.Points[CallReserve] = row(1.7, 1.9, 6.3, 8.9)
+	m.Points[CallMap] = row(1.6, 1.5, 2.4, 3.8)
+	m.Points[CallSetAccess] = row(29.1, 29.8, 55.1, 93.2)
+	m.Points[CallUnmap] = row(19.7, 20.2, 30.9, 45.9)
+	m.Points[CallRelease] = row(14.2, 30.4, 140.7, 489.0)
+	m.Points[CallFreeAddress] = row(1.1, 1.2, 4.7, 7.6)
 	m.Flat[CallGranularity] = us(0.1)
 	m.Flat[CallMemInfo] = us(1)
 	m.Flat[CallCreateStream] = us(5)

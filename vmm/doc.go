@@ -12,17 +12,21 @@
 //   - a cost model ([CostModel]) giving the latency of each call kind by size, whose defaults are the
 //     H200 medians measured in notes/cuda-vmm.md, so a simulated device can report modeled driver time.
 //
-// # The rules every Driver enforces (measured on an H200, notes/cuda-vmm.md)
+// # The rules every Driver enforces (measured on an H200: notes/cuda-vmm.md, harness TestConformanceReal)
 //
 //  1. Sizes passed to Create, Reserve, Map, Unmap and SetAccess are whole multiples of Granularity()
-//     (2 MiB on the H200, never hard-coded: ask the driver). Otherwise: ErrInvalidValue.
-//  2. Map places a whole handle at offset 0: a non-zero offset is ErrNotSupported, and the mapped size must
-//     equal the handle's size (ErrInvalidValue).
+//     (2 MiB on the H200, never hard-coded: ask the driver). Otherwise: ErrInvalidValue (for Map,
+//     ErrNotSupported: its size must be the handle's, rule 2). Addresses are aligned to it too.
+//  2. Map places a whole handle at offset 0: a non-zero offset, or a size other than the handle's (smaller,
+//     larger, or not a multiple of Granularity), is ErrNotSupported, checked before the address.
 //  3. Map only onto addresses inside one reservation, none of them already mapped: ErrInvalidValue.
-//  4. Unmap covers whole mappings only (it may cover several adjacent ones): unmapping part of a mapping, or
-//     a range with unmapped holes, is ErrInvalidValue.
-//  5. SetAccess needs the whole range mapped (ErrInvalidValue); a fresh mapping has no access until it is set,
-//     and reading or writing it before is ErrIllegalAddress (the real GPU faults).
+//  4. Unmap removes every mapping inside the range: whole mappings, adjacent or with unmapped holes between
+//     them; a range with nothing mapped succeeds and does nothing. A range that starts or ends inside a
+//     mapping is ErrInvalidValue. (The simulated device also refuses a range that is not reserved; the H200
+//     was not asked.)
+//  5. SetAccess works on whole mappings: the range must be exactly whole mappings, adjacent, no holes;
+//     part of a mapping, or an unmapped byte, is ErrInvalidValue. A fresh mapping has no access until it
+//     is set, and reading or writing it before is ErrIllegalAddress (the real GPU faults).
 //  6. FreeAddress takes the exact (ptr, size) that Reserve returned, with nothing still mapped in it:
 //     ErrInvalidValue otherwise.
 //  7. Release drops the caller's reference to a handle; the physical memory returns to the device only when

@@ -111,12 +111,16 @@ type Driver interface {
 	FreeAddress(ptr DevicePtr, size uint64) error
 
 	// Map places the whole handle h at ptr. size must equal h's size and offset must be 0
-	// (ErrNotSupported otherwise); [ptr, ptr+size) must lie in one reservation with no byte mapped.
+	// (ErrNotSupported otherwise, even for a size that is not a multiple of Granularity; checked before the
+	// address); [ptr, ptr+size) must lie in one reservation with no byte mapped (ErrInvalidValue).
 	// A fresh mapping has no access until SetAccess.
 	Map(ptr DevicePtr, size uint64, h Handle, offset uint64) error
-	// Unmap removes every mapping in [ptr, ptr+size), which must consist of whole mappings, no holes.
+	// Unmap removes every mapping inside [ptr, ptr+size): whole mappings, adjacent or with unmapped holes
+	// between them; with nothing mapped it succeeds and does nothing. A range that starts or ends inside a
+	// mapping is ErrInvalidValue.
 	Unmap(ptr DevicePtr, size uint64) error
-	// SetAccess grants the device read/write access to [ptr, ptr+size), which must be fully mapped.
+	// SetAccess grants the device read/write access to [ptr, ptr+size), which must be exactly whole
+	// mappings, adjacent, no holes: part of a mapping, or an unmapped byte, is ErrInvalidValue.
 	SetAccess(ptr DevicePtr, size uint64) error
 	// MemInfo returns the device's free and total physical memory in bytes (cuMemGetInfo).
 	MemInfo() (free, total uint64, err error)

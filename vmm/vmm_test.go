@@ -39,7 +39,7 @@ func TestErrorsMapResultsOneToOne(t *testing.T) {
 	assert.Equal(t, "CUresult(12345)", Result(12345).Name())
 }
 
-// Property: the cost model returns the measured H200 medians at the measured sizes, interpolates
+// Property: the cost model returns the H200 medians measured by `gmlake probe` (docs/gpu.md) at the measured sizes, interpolates
 // monotonically between them, and charges small calls what the smallest measured call cost.
 func TestCostModelMatchesNotesTable(t *testing.T) {
 	m := H200Costs()
@@ -48,10 +48,10 @@ func TestCostModelMatchesNotesTable(t *testing.T) {
 		size uint64
 		want float64 // microseconds
 	}{
-		{CallCreate, 2 * MiB, 11.8}, {CallCreate, GiB, 24.4},
-		{CallSetAccess, 2 * MiB, 29.6}, {CallSetAccess, 256 * MiB, 48.2}, {CallSetAccess, GiB, 66.4},
-		{CallUnmap, 20 * MiB, 19.5}, {CallRelease, GiB, 582.9}, {CallMap, 2 * MiB, 1.0},
-		{CallFreeAddress, 2 * MiB, 0.9}, {CallReserve, 20 * MiB, 4.4},
+		{CallCreate, 2 * MiB, 15.1}, {CallCreate, GiB, 88.7},
+		{CallSetAccess, 2 * MiB, 29.1}, {CallSetAccess, 256 * MiB, 55.1}, {CallSetAccess, GiB, 93.2},
+		{CallUnmap, 20 * MiB, 20.2}, {CallRelease, GiB, 489.0}, {CallMap, 2 * MiB, 1.6},
+		{CallFreeAddress, 2 * MiB, 1.1}, {CallReserve, 20 * MiB, 1.9},
 	}
 	for _, c := range cases {
 		got := float64(m.Cost(c.k, c.size)) / float64(time.Microsecond)
