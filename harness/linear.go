@@ -66,6 +66,13 @@ var linearSizes = []uint64{1, 512, 4096, vmm.MiB, 3 * vmm.MiB, 7 * vmm.MiB, 12 *
 // RunLinear records one concurrent history and checks it for linearizability against the contract. On
 // an illegal history it writes porcupine's HTML visualization and returns its path.
 func RunLinear(cfg LinearConfig) LinearResult {
+	r, _, _ := runLinearHist(cfg)
+	return r
+}
+
+// runLinearHist is RunLinear that also returns the history and the contract's configuration (for debugging
+// a failure).
+func runLinearHist(cfg LinearConfig) (LinearResult, []porcupine.Operation, *model.ContractConfig) {
 	if cfg.Goroutines == 0 {
 		cfg.Goroutines = 4
 	}
@@ -83,13 +90,13 @@ func RunLinear(cfg LinearConfig) LinearResult {
 	for len(streams) < cfg.Goroutines {
 		s, err := dev.CreateStream()
 		if err != nil {
-			return LinearResult{Err: err}
+			return LinearResult{Err: err}, nil, nil
 		}
 		streams = append(streams, s)
 	}
 	a, err := impl.New(dev, impl.Config{Policy: cfg.Policy, TestOnlyMutations: cfg.Mutations})
 	if err != nil {
-		return LinearResult{Err: err}
+		return LinearResult{Err: err}, nil, nil
 	}
 	rule := PolicyOOMRule(cfg.Policy, dev.Granularity())
 	ccfg := &model.ContractConfig{Capacity: dev.Capacity(), Granularity: dev.Granularity(), Streams: streams[1:],
@@ -174,7 +181,7 @@ func RunLinear(cfg LinearConfig) LinearResult {
 		_, _ = a.Close()
 	}()
 
-	return CheckHistory(ccfg, history, cfg.Timeout, fmt.Sprintf("%s-seed%d", cfg.Policy, cfg.Seed))
+	return CheckHistory(ccfg, history, cfg.Timeout, fmt.Sprintf("%s-seed%d", cfg.Policy, cfg.Seed)), history, ccfg
 }
 
 // CheckHistory checks one history against the contract; when it is illegal it writes porcupine's HTML

@@ -296,8 +296,12 @@ func (s ContractState) Explain(in ContractInput, out ContractOutput) (ok bool, n
 			}
 		}
 		if len(wait) > 0 {
-			n.Freed = append(n.Freed, ContractFreed{Range: l.rng(), Wait: wait})
-			sort.Slice(n.Freed, func(i, j int) bool { return n.Freed[i].Range.Base < n.Freed[j].Range.Base })
+			// A fresh slice: s.Freed's backing array is shared with s and every other state derived from
+			// it, so appending to it (or sorting it in place) would change them (Step must be pure).
+			freed := make([]ContractFreed, 0, len(s.Freed)+1)
+			freed = append(append(freed, s.Freed...), ContractFreed{Range: l.rng(), Wait: wait})
+			sort.Slice(freed, func(i, j int) bool { return freed[i].Range.Base < freed[j].Range.Base })
+			n.Freed = freed
 		}
 		return true, n, ""
 

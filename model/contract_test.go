@@ -143,3 +143,30 @@ func TestContractClose(t *testing.T) {
 		{free(p1), ContractOutput{Err: errClosed}, true},
 	})
 }
+
+// Step is pure: branching twice from one state (as porcupine does) leaves the state and the first branch
+// unchanged, also when the freed list has spare capacity that an append could write into.
+func TestContractStepIsPure(t *testing.T) {
+	s := testContract()
+	var ptrs []vmm.DevicePtr
+	for i := 0; i < 6; i++ {
+		p := vmm.DevicePtr(0x10000 * (i + 1))
+		ptrs = append(ptrs, p)
+		_, s = s.Step(alloc(0x100, 0), ContractOutput{Ptr: p})
+	}
+	_, s = s.Step(ContractInput{Op: COpLaunch, Stream: 0}, ContractOutput{})
+	for _, p := range ptrs[:3] {
+		_, s = s.Step(free(p), ContractOutput{})
+	}
+	base := s.Key()
+	_, a := s.Step(free(ptrs[5]), ContractOutput{})
+	keyA := a.Key()
+	_, b := s.Step(free(ptrs[3]), ContractOutput{})
+	_, _ = b.Step(free(ptrs[4]), ContractOutput{})
+	if s.Key() != base {
+		t.Fatalf("Step changed its input state:\n%s\n%s", base, s.Key())
+	}
+	if a.Key() != keyA {
+		t.Fatalf("a sibling branch changed a state derived earlier:\n%s\n%s", keyA, a.Key())
+	}
+}
