@@ -89,7 +89,9 @@ type ReplayResult struct {
 	ModeledDriverTime time.Duration
 	// MeasuredDriverTime is the wall time spent inside driver calls, when Driver is a *TimingDriver.
 	MeasuredDriverTime time.Duration
-	ReplaySeconds      float64 // wall time of the event loop
+	// ModeledByKind and MeasuredByKind split the two times by call kind.
+	ModeledByKind, MeasuredByKind [vmm.NumCallKinds]time.Duration
+	ReplaySeconds                 float64 // wall time of the event loop
 
 	Unfreed  int      // allocations still live at the end of the trace (released by Close)
 	Timeline []Sample // every SampleEvery events, when asked
@@ -114,6 +116,7 @@ type replayAllocator interface {
 type replayCounter interface {
 	Counts() vmm.CallCounts
 	ModeledTime() time.Duration
+	ModeledByKind() [vmm.NumCallKinds]time.Duration
 }
 
 // Replay drives the trace through one policy and measures it. It returns an error wrapping ErrReplay and the
@@ -233,6 +236,10 @@ func Replay(ctx context.Context, t *trace.Trace, opts ReplayOptions) (*ReplayRes
 	}
 	res.ModeledDriverTime = after.modeled - before.modeled
 	res.MeasuredDriverTime = after.measured - before.measured
+	for k := range res.ModeledByKind {
+		res.ModeledByKind[k] = after.modeledBy[k] - before.modeledBy[k]
+		res.MeasuredByKind[k] = after.measuredBy[k] - before.measuredBy[k]
+	}
 	res.PeakLiveBytes = peakLive
 	res.PeakAllocatedBytes = res.Stats.PeakAllocatedBytes
 	res.PeakReservedBytes = res.Stats.PeakReservedBytes
@@ -269,8 +276,9 @@ func takeSample(a replayAllocator, i int, live uint64) Sample {
 }
 
 type replayCounters struct {
-	calls             vmm.CallCounts
-	modeled, measured time.Duration
+	calls                 vmm.CallCounts
+	modeled, measured     time.Duration
+	modeledBy, measuredBy [vmm.NumCallKinds]time.Duration
 }
 
 // readReplayCounters reads what the driver counts: a *TimingDriver counts calls and wall time (and passes the
@@ -278,14 +286,14 @@ type replayCounters struct {
 func readReplayCounters(d vmm.Driver) replayCounters {
 	var c replayCounters
 	if td, ok := d.(*TimingDriver); ok {
-		c.calls, c.measured = td.Counts(), td.Measured()
+		c.calls, c.measured, c.measuredBy = td.Counts(), td.Measured(), td.MeasuredByKind()
 		if inner, ok := td.Inner().(replayCounter); ok {
-			c.modeled = inner.ModeledTime()
+			c.modeled, c.modeledBy = inner.ModeledTime(), inner.ModeledByKind()
 		}
 		return c
 	}
 	if m, ok := d.(replayCounter); ok {
-		c.calls, c.modeled = m.Counts(), m.ModeledTime()
+		c.calls, c.modeled, c.modeledBy = m.Counts(), m.ModeledTime(), m.ModeledByKind()
 	}
 	return c
 }

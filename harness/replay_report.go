@@ -91,27 +91,29 @@ func (p TorchPeaks) TrainingSeconds(trace string) float64 {
 
 // ReportRow is one (trace, policy) result as written to JSON.
 type ReportRow struct {
-	Trace                string            `json:"trace"`
-	Policy               string            `json:"policy"`
-	Device               string            `json:"device"`
-	Events               int               `json:"events"`
-	PeakLiveBytes        uint64            `json:"peak_live_bytes"`
-	PeakAllocatedBytes   uint64            `json:"peak_allocated_bytes"`
-	PeakReservedBytes    uint64            `json:"peak_reserved_bytes"`
-	Fragmentation        float64           `json:"fragmentation"`
-	LiveFragmentation    float64           `json:"live_fragmentation"`
-	DriverCalls          map[string]uint64 `json:"driver_calls"`
-	ModeledDriverSeconds float64           `json:"modeled_driver_seconds"`
-	MeasuredDriverSecs   *float64          `json:"measured_driver_seconds,omitempty"`
-	ReplaySeconds        float64           `json:"replay_seconds"`
-	EventsPerSecond      float64           `json:"events_per_second"`
-	Unfreed              int               `json:"unfreed"`
-	Stitches             uint64            `json:"stitches"`
-	TorchConf            string            `json:"torch_conf,omitempty"`
-	TorchPeakReserved    uint64            `json:"torch_peak_reserved_bytes,omitempty"`
-	TorchReservedDiff    *float64          `json:"torch_reserved_diff,omitempty"` // (ours - torch) / torch
-	TrainingSeconds      float64           `json:"training_seconds,omitempty"`
-	DriverTimeFraction   *float64          `json:"driver_time_fraction,omitempty"` // modeled driver / training
+	Trace                string             `json:"trace"`
+	Policy               string             `json:"policy"`
+	Device               string             `json:"device"`
+	Events               int                `json:"events"`
+	PeakLiveBytes        uint64             `json:"peak_live_bytes"`
+	PeakAllocatedBytes   uint64             `json:"peak_allocated_bytes"`
+	PeakReservedBytes    uint64             `json:"peak_reserved_bytes"`
+	Fragmentation        float64            `json:"fragmentation"`
+	LiveFragmentation    float64            `json:"live_fragmentation"`
+	DriverCalls          map[string]uint64  `json:"driver_calls"`
+	ModeledDriverSeconds float64            `json:"modeled_driver_seconds"`
+	MeasuredDriverSecs   *float64           `json:"measured_driver_seconds,omitempty"`
+	ModeledByKind        map[string]float64 `json:"modeled_driver_seconds_by_kind,omitempty"`
+	MeasuredByKind       map[string]float64 `json:"measured_driver_seconds_by_kind,omitempty"`
+	ReplaySeconds        float64            `json:"replay_seconds"`
+	EventsPerSecond      float64            `json:"events_per_second"`
+	Unfreed              int                `json:"unfreed"`
+	Stitches             uint64             `json:"stitches"`
+	TorchConf            string             `json:"torch_conf,omitempty"`
+	TorchPeakReserved    uint64             `json:"torch_peak_reserved_bytes,omitempty"`
+	TorchReservedDiff    *float64           `json:"torch_reserved_diff,omitempty"` // (ours - torch) / torch
+	TrainingSeconds      float64            `json:"training_seconds,omitempty"`
+	DriverTimeFraction   *float64           `json:"driver_time_fraction,omitempty"` // modeled driver / training
 }
 
 // Row builds the JSON row of a result, with PyTorch's reference when peaks knows the trace (peaks may be nil).
@@ -130,6 +132,10 @@ func Row(r *ReplayResult, peaks TorchPeaks) ReportRow {
 	if r.MeasuredDriverTime > 0 {
 		s := r.MeasuredDriverTime.Seconds()
 		row.MeasuredDriverSecs = &s
+		row.MeasuredByKind = secondsByKind(r.MeasuredByKind)
+	}
+	if r.ModeledDriverTime > 0 {
+		row.ModeledByKind = secondsByKind(r.ModeledByKind)
 	}
 	if ref, ok := peaks.Reference(r.Trace, r.Policy); ok && ref.PeakReserved > 0 {
 		row.TorchConf, row.TorchPeakReserved = ref.Conf, ref.PeakReserved
@@ -408,4 +414,40 @@ func WriteTargets(w io.Writer, results []*ReplayResult, peaks TorchPeaks) error 
 		}
 	}
 	return nil
+}
+
+func secondsByKind(t [vmm.NumCallKinds]time.Duration) map[string]float64 {
+	m := make(map[string]float64)
+	for k, d := range t {
+		if d > 0 {
+			m[vmm.CallKind(k).Short()] = d.Seconds()
+		}
+	}
+	return m
+}
+
+// WriteDriverTimeByKind prints, for each replay measured on a real GPU, the measured and modeled driver
+// time of each call kind that costs at least 1% of the total, so a disagreement between the cost model and
+// the GPU points at the calls responsible.
+func WriteDriverTimeByKind(w io.Writer, results []*ReplayResult) error {
+	var b strings.Builder
+	for _, r := range results {
+		if r.MeasuredDriverTime <= 0 || r.ModeledDriverTime <= 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "%s %s on %s: measured/modeled ms by call:", r.Trace, r.Policy, r.Device)
+		for k := vmm.CallKind(0); k < vmm.NumCallKinds; k++ {
+			meas, mod := r.MeasuredByKind[k], r.ModeledByKind[k]
+			if meas < r.MeasuredDriverTime/100 && mod < r.ModeledDriverTime/100 {
+				continue
+			}
+			fmt.Fprintf(&b, " %s %.1f/%.1f", k.Short(), msOf(meas), msOf(mod))
+		}
+		b.WriteByte('\n')
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "\n%s", b.String())
+	return err
 }

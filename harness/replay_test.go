@@ -400,3 +400,32 @@ func TestWriteTargetsJudgesGMLakeAgainstExpandable(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// Property: the driver time of a replay split by call kind sums to the total, and a GPU row (measured) prints
+// its per-kind comparison with the modeled time.
+func TestReplayDriverTimeByKindSumsToTotal(t *testing.T) {
+	tr := &trace.Trace{Name: "bykind", Events: []trace.Event{
+		{Op: trace.OpAlloc, ID: 0, Size: 64 << 20}, {Op: trace.OpAlloc, ID: 1, Size: 3 << 20},
+		{Op: trace.OpFree, ID: 0}, {Op: trace.OpAlloc, ID: 2, Size: 200 << 20}, {Op: trace.OpFree, ID: 1},
+	}}
+	res, err := Replay(context.Background(), tr, ReplayOptions{Policy: "gmlake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum time.Duration
+	for _, d := range res.ModeledByKind {
+		sum += d
+	}
+	if sum != res.ModeledDriverTime || sum == 0 {
+		t.Fatalf("modeled by kind sums to %v, total %v", sum, res.ModeledDriverTime)
+	}
+	res.Device, res.MeasuredDriverTime, res.MeasuredByKind = "cuda:0", 2*sum, res.ModeledByKind
+	res.MeasuredByKind[vmm.CallCreate] += sum
+	var out strings.Builder
+	if err := WriteDriverTimeByKind(&out, []*ReplayResult{res}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "bykind gmlake on cuda:0") || !strings.Contains(out.String(), " create ") {
+		t.Fatalf("per-kind comparison missing: %q", out.String())
+	}
+}

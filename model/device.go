@@ -119,6 +119,7 @@ type Device struct {
 		nextEvent    vmm.Event
 		counts       vmm.CallCounts
 		modeled      time.Duration
+		modeledBy    [vmm.NumCallKinds]time.Duration // modeled split by call kind; sums to modeled
 		faults       faults
 		hazards      []Hazard // rule-9 races seen (device_hazards.go)
 	}
@@ -173,7 +174,7 @@ func (d *Device) Used() uint64 {
 func (d *Device) beginLocked(k vmm.CallKind) error {
 	d.mu.counts[k]++
 	if r, ok := d.mu.faults.check(k); ok {
-		d.mu.modeled += d.costs.Cost(k, 0)
+		d.chargeLocked(k, 0)
 		return &vmm.CallError{Call: k, Result: r, Detail: "injected fault"}
 	}
 	return nil
@@ -181,7 +182,7 @@ func (d *Device) beginLocked(k vmm.CallKind) error {
 
 // failLocked charges a failed call (the cost of the smallest call of its kind) and builds its error.
 func (d *Device) failLocked(k vmm.CallKind, r vmm.Result, format string, args ...any) error {
-	d.mu.modeled += d.costs.Cost(k, 0)
+	d.chargeLocked(k, 0)
 	return vmm.Errorf(k, r, format, args...)
 }
 
@@ -225,7 +226,7 @@ func (d *Device) Granularity() uint64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.beginLocked(vmm.CallGranularity) == nil {
-		d.mu.modeled += d.costs.Cost(vmm.CallGranularity, 0)
+		d.chargeLocked(vmm.CallGranularity, 0)
 	}
 	return d.gran
 }
@@ -250,7 +251,7 @@ func (d *Device) Create(size uint64) (vmm.Handle, error) {
 	d.mu.nextHandle++
 	d.mu.handles[h.id] = h
 	d.mu.used += size
-	d.mu.modeled += d.costs.Cost(k, size)
+	d.chargeLocked(k, size)
 	return h.id, nil
 }
 
@@ -269,7 +270,7 @@ func (d *Device) Release(h vmm.Handle) error {
 	d.checkHazardLocked(k, hd)
 	hd.released = true
 	d.maybeFreeLocked(hd)
-	d.mu.modeled += d.costs.Cost(k, hd.size)
+	d.chargeLocked(k, hd.size)
 	return nil
 }
 
@@ -299,7 +300,7 @@ func (d *Device) Reserve(size uint64) (vmm.DevicePtr, error) {
 	// The bump pointer only grows, so the new range cannot overlap a live reservation.
 	d.mu.nextVA = base.Add(size)
 	d.mu.reservations.ReplaceOrInsert(vmm.Range{Base: base, Size: size})
-	d.mu.modeled += d.costs.Cost(k, size)
+	d.chargeLocked(k, size)
 	return base, nil
 }
 
@@ -334,7 +335,7 @@ func (d *Device) FreeAddress(ptr vmm.DevicePtr, size uint64) error {
 			r, m.base, m.limit())
 	}
 	d.mu.reservations.Delete(r)
-	d.mu.modeled += d.costs.Cost(k, size)
+	d.chargeLocked(k, size)
 	return nil
 }
 
@@ -406,7 +407,7 @@ func (d *Device) Map(ptr vmm.DevicePtr, size uint64, h vmm.Handle, offset uint64
 	}
 	d.mu.mappings.ReplaceOrInsert(&mapping{base: ptr, size: size, h: hd})
 	hd.mappings++
-	d.mu.modeled += d.costs.Cost(k, size)
+	d.chargeLocked(k, size)
 	return nil
 }
 
@@ -509,14 +510,14 @@ func (d *Device) Unmap(ptr vmm.DevicePtr, size uint64) error {
 		return err
 	}
 	if len(ms) == 0 {
-		d.mu.modeled += d.costs.Cost(k, 0)
+		d.chargeLocked(k, 0)
 	}
 	for _, m := range ms {
 		d.checkHazardLocked(k, m.h)
 		d.mu.mappings.Delete(m)
 		m.h.mappings--
 		d.maybeFreeLocked(m.h)
-		d.mu.modeled += d.costs.Cost(k, m.size)
+		d.chargeLocked(k, m.size)
 	}
 	return nil
 }
@@ -543,7 +544,7 @@ func (d *Device) SetAccess(ptr vmm.DevicePtr, size uint64) error {
 	}
 	for _, m := range ms {
 		m.access = true
-		d.mu.modeled += d.costs.Cost(k, m.size)
+		d.chargeLocked(k, m.size)
 	}
 	return nil
 }
@@ -556,7 +557,7 @@ func (d *Device) MemInfo() (free, total uint64, err error) {
 	if err := d.beginLocked(k); err != nil {
 		return 0, 0, err
 	}
-	d.mu.modeled += d.costs.Cost(k, 0)
+	d.chargeLocked(k, 0)
 	return d.capacity - d.mu.used, d.capacity, nil
 }
 
@@ -578,12 +579,27 @@ func (d *Device) ModeledTime() time.Duration {
 	return d.mu.modeled
 }
 
+// ModeledByKind returns ModeledTime split by call kind.
+func (d *Device) ModeledByKind() [vmm.NumCallKinds]time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.modeledBy
+}
+
+// chargeLocked adds the modeled cost of one call of kind k touching size bytes.
+func (d *Device) chargeLocked(k vmm.CallKind, size uint64) {
+	c := d.costs.Cost(k, size)
+	d.mu.modeled += c
+	d.mu.modeledBy[k] += c
+}
+
 // ResetCounters zeroes Counts and ModeledTime. Fault injection schedules are not affected.
 func (d *Device) ResetCounters() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.mu.counts = vmm.CallCounts{}
 	d.mu.modeled = 0
+	d.mu.modeledBy = [vmm.NumCallKinds]time.Duration{}
 }
 
 // State returns a deep copy of the memory state.

@@ -159,7 +159,7 @@ func (d *Device) CreateStream() (vmm.Stream, error) {
 	st := &stream{id: d.mu.nextStream}
 	d.mu.nextStream++
 	d.mu.streams[st.id] = st
-	d.mu.modeled += d.costs.Cost(k, 0)
+	d.chargeLocked(k, 0)
 	return st.id, nil
 }
 
@@ -184,7 +184,7 @@ func (d *Device) DestroyStream(s vmm.Stream) error {
 	if st.completed < st.submitted {
 		d.mu.zombies = append(d.mu.zombies, st)
 	}
-	d.mu.modeled += d.costs.Cost(k, 0)
+	d.chargeLocked(k, 0)
 	return nil
 }
 
@@ -200,7 +200,7 @@ func (d *Device) StreamQuery(s vmm.Stream) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	d.mu.modeled += d.costs.Cost(k, 0)
+	d.chargeLocked(k, 0)
 	return st.completed >= st.submitted, nil
 }
 
@@ -215,7 +215,7 @@ func (d *Device) CreateEvent() (vmm.Event, error) {
 	ev := &event{id: d.mu.nextEvent}
 	d.mu.nextEvent++
 	d.mu.events[ev.id] = ev
-	d.mu.modeled += d.costs.Cost(k, 0)
+	d.chargeLocked(k, 0)
 	return ev.id, nil
 }
 
@@ -236,7 +236,7 @@ func (d *Device) RecordEvent(e vmm.Event, s vmm.Stream) error {
 		return err
 	}
 	ev.recorded, ev.on, ev.pos = true, st, st.submitted
-	d.mu.modeled += d.costs.Cost(k, 0)
+	d.chargeLocked(k, 0)
 	return nil
 }
 
@@ -252,7 +252,7 @@ func (d *Device) QueryEvent(e vmm.Event) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	d.mu.modeled += d.costs.Cost(k, 0)
+	d.chargeLocked(k, 0)
 	return ev.done(), nil
 }
 
@@ -275,7 +275,7 @@ func (d *Device) StreamWaitEvent(s vmm.Stream, e vmm.Event) error {
 	if !ev.done() && ev.on != st {
 		d.submitLocked(st, ev)
 	}
-	d.mu.modeled += d.costs.Cost(k, 0)
+	d.chargeLocked(k, 0)
 	return nil
 }
 
@@ -291,7 +291,7 @@ func (d *Device) DestroyEvent(e vmm.Event) error {
 		return err
 	}
 	delete(d.mu.events, e)
-	d.mu.modeled += d.costs.Cost(k, 0)
+	d.chargeLocked(k, 0)
 	return nil
 }
 

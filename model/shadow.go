@@ -138,7 +138,7 @@ func (d *Device) Memset(ptr vmm.DevicePtr, size uint64, value byte, s vmm.Stream
 			noteUseLocked(h, st)
 		}
 	}
-	d.mu.modeled += d.costs.Cost(k, size)
+	d.chargeLocked(k, size)
 	return nil
 }
 
@@ -172,6 +172,6 @@ func (d *Device) Read(ptr vmm.DevicePtr, dst []byte, s vmm.Stream) error {
 		p.m.h.shadow.read(p.off, dst[at:at+p.n])
 		at += p.n
 	}
-	d.mu.modeled += d.costs.Cost(k, uint64(len(dst)))
+	d.chargeLocked(k, uint64(len(dst)))
 	return nil
 }

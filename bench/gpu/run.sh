@@ -7,6 +7,8 @@
 #   bench/gpu/run.sh b   GPU 0: driver conformance + engine integrity, replay --device cuda, the cost probe;
 #                        GPU 1: PyTorch's allocator hot path (bench/torch), then ours (impl benchmarks);
 #                        then FSDP2 on both GPUs (bench/e2e fsdp).                                  (~8 min)
+#   bench/gpu/run.sh c   one GPU, nothing else running: replay --device cuda (driver time by call kind), then
+#                        the e2e ckpt and lora jobs for step times free of interference.           (~8 min)
 # Results land in $OUT (default out/gpu): one file per measurement, logs beside them.
 set -uo pipefail
 mode=${1:?usage: bench/gpu/run.sh a|b}
@@ -39,7 +41,8 @@ b)
 	(
 		export CUDA_VISIBLE_DEVICES=0
 		say "conformance + integrity on GPU 0"
-		timeout -k 10 150 bin/harness.test -test.run 'Conformance|Integrity' -test.v -test.count=1 >"$OUT/conformance.txt" 2>&1
+		(cd harness && timeout -k 10 150 ../bin/harness.test -test.run 'Conformance|Integrity' -test.v -test.count=1) \
+			>"$OUT/conformance.txt" 2>&1
 		say "conformance exit $?"
 		timeout -k 10 200 bin/gmlake replay --device cuda --json "$OUT/replay-cuda.json" --plot "$OUT/replay-cuda.png" \
 			testdata/traces/*.trace.gz >"$OUT/replay-cuda.txt" 2>"$OUT/replay-cuda.log"
@@ -61,6 +64,17 @@ b)
 	say "FSDP2 on both GPUs"
 	OUT="$OUT" PHASES="check fsdp" DEADLINE_S=${FSDP_DEADLINE_S:-240} bash bench/e2e/run.sh >"$OUT/fsdp.log" 2>&1
 	say "fsdp exit $?"
+	;;
+c)
+	say "replay on GPU 0 alone (measured vs modeled driver time, by call kind)"
+	timeout -k 10 200 bin/gmlake replay --device cuda --json "$OUT/replay-cuda.json" --plot "$OUT/replay-cuda.png" \
+		testdata/traces/*.trace.gz >"$OUT/replay-cuda.txt" 2>"$OUT/replay-cuda.log"
+	say "replay exit $?"
+	cat "$OUT/replay-cuda.txt"
+	say "e2e single-GPU phases with nothing else on the machine (clean step times)"
+	OUT="$OUT" PHASES="${PHASES:-check ckpt lora}" DEADLINE_S=${DEADLINE_S:-400} bash bench/e2e/run.sh >"$OUT/e2e.log" 2>&1
+	say "e2e exit $?"
+	cat "$OUT/summary.md"
 	;;
 esac
 say "done"

@@ -155,6 +155,7 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 				}
 				real.Device = "cuda:0"
 				real.ModeledDriverTime = sim.ModeledDriverTime // what the cost model charges for the same replay
+				real.ModeledByKind = sim.ModeledByKind
 				prog.finished(real)
 				results = append(results, real)
 			}
@@ -164,6 +165,11 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 
 	if err := harness.WriteTable(stdout, results, peaks); err != nil {
 		return err
+	}
+	if gpu != nil {
+		if err := harness.WriteDriverTimeByKind(stdout, results); err != nil {
+			return err
+		}
 	}
 	var targets strings.Builder
 	if err := harness.WriteTargets(&targets, results, peaks); err != nil {
