@@ -31,7 +31,7 @@ launch s2
 free a0
 alloc a5 1 s2
 `},
-		{"F3-expandable-new-segment", true, `# policy=expandable capacity=4294967296 granularity=2097152 streams=1
+		{"F3-expandable-new-segment", false, `# policy=expandable capacity=4294967296 granularity=2097152 streams=1
 alloc a0 1073741824 s0
 alloc a1 104857600 s0
 free a0
@@ -58,7 +58,7 @@ free a3
 launch s0
 alloc a5 8388608 s2
 `},
-		{"F5-gmlake-cached-sblock-cross-stream", true, `# policy=gmlake capacity=536870912 granularity=2097152 streams=3
+		{"F5-gmlake-cached-sblock-cross-stream", false, `# policy=gmlake capacity=536870912 granularity=2097152 streams=3
 alloc a0 12763136 s0
 free a0
 alloc a3 131072000 s1
@@ -66,6 +66,28 @@ free a3
 launch s1
 alloc a5 4 s1
 alloc a6 506506341 s2
+`},
+		{"F6-gmlake-fence-cap", true, `# policy=gmlake capacity=20971520 granularity=2097152 streams=2
+alloc a0 2097152 s0
+alloc a1 2097152 s0
+alloc a2 2097152 s0
+alloc a3 2097152 s0
+alloc a4 2097152 s0
+alloc a5 2097152 s0
+alloc a6 2097152 s0
+alloc a7 2097152 s0
+alloc a8 2097152 s0
+free a0
+free a1
+free a2
+free a3
+free a4
+free a5
+free a6
+free a7
+free a8
+launch s0
+alloc a9 20971520 s1
 `},
 	}
 	strict := os.Getenv("GMLAKE_FINDINGS") == "strict"

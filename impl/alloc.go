@@ -112,9 +112,6 @@ func (a *Allocator) oomErr(size, rs uint64, s vmm.Stream, cause error) error {
 	}
 }
 
-// errOOMArena says an arena has no address space left for a request (never with 9/8 of the device).
-var errOOMArena = &vmm.CallError{Call: vmm.CallReserve, Result: vmm.OutOfMemory, Detail: "arena address space exhausted"}
-
 // allocNew gets a block for a miss: a cached sBlock, a new sBlock, or new memory.
 func (a *Allocator) allocNew(ss *streamState, pool poolKind, rs uint64, retry bool) (*block, error) {
 	stitch := a.p.stitch && pool == largePool && rs >= a.p.stitchMin
@@ -249,9 +246,34 @@ func (a *Allocator) newArena(ss *streamState, pool poolKind) (*segment, error) {
 	u.ptr, u.size, u.stream, u.pool, u.seg = base, size, ss.s, pool, seg
 	seg.head = u
 	seg.addUnmapped(u)
-	ss.arena[pool] = seg
+	as := ss.arenas[pool]
+	i, _ := slices.BinarySearchFunc(as, base, func(s *segment, p vmm.DevicePtr) int { return cmpPtr(s.base, p) })
+	ss.arenas[pool] = slices.Insert(as, i, seg)
 	a.addSegment(seg)
 	return seg, nil
+}
+
+func cmpPtr(x, y vmm.DevicePtr) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+// arenaRun is PyTorch's find_expandable_block over the stream's arenas of a pool, in address order: the
+// first candidate run that holds rs bytes (arenaCandidate) and how many of its bytes are mapped; nil when
+// no arena has room, and the caller opens a new arena (every request fits in one: it reserves 9/8 of the
+// device).
+func (a *Allocator) arenaRun(ss *streamState, pool poolKind, rs uint64) (*block, uint64) {
+	for _, seg := range ss.arenas[pool] {
+		if c, mapped := a.arenaCandidate(seg, rs); c != nil {
+			return c, mapped
+		}
+	}
+	return nil, 0
 }
 
 // arenaCandidate is PyTorch's find_expandable_block: the lowest unmapped block (with the free block before
@@ -279,16 +301,13 @@ func (a *Allocator) arenaCandidate(seg *segment, rs uint64) (*block, uint64) {
 
 // arenaAlloc is PyTorch's try_allocate_expandable_block: map what the candidate run lacks, then take it.
 func (a *Allocator) arenaAlloc(ss *streamState, pool poolKind, rs uint64) (*block, error) {
-	seg := ss.arena[pool]
-	if seg == nil {
-		var err error
-		if seg, err = a.newArena(ss, pool); err != nil {
+	c, _ := a.arenaRun(ss, pool, rs)
+	if c == nil {
+		seg, err := a.newArena(ss, pool)
+		if err != nil {
 			return nil, err
 		}
-	}
-	c, _ := a.arenaCandidate(seg, rs)
-	if c == nil {
-		return nil, errOOMArena
+		c = seg.head
 	}
 	if !c.mapped {
 		m, err := a.mapInto(c, min(c.size, rs))
@@ -516,12 +535,8 @@ func (a *Allocator) tryStitch(ss *streamState, rs uint64) (b *block, ok bool, er
 		// Grow instead unless stitching saves at least stitchSave bytes of growth: a stitch maps (and one
 		// day unmaps) every chunk it views, and small savings do not pay for that.
 		grow := need
-		if seg := ss.arena[largePool]; seg != nil {
-			if _, mapped := a.arenaCandidate(seg, rs); mapped < rs {
-				grow = vmm.AlignUp(rs-mapped, a.gran)
-			} else {
-				grow = 0
-			}
+		if c, mapped := a.arenaRun(ss, largePool, rs); c != nil {
+			grow = vmm.AlignUp(rs-min(rs, mapped), a.gran)
 		}
 		save := a.p.stitchSave
 		if a.lastResort {
@@ -561,23 +576,26 @@ func (a *Allocator) tryStitch(ss *streamState, rs uint64) (b *block, ok bool, er
 // arenaChunks maps new memory of size bytes into ss's large arena, to be stitched (in pieces of at most
 // chunkMax, like any growth); it stays free there until the stitch holds it. It returns the new chunks.
 func (a *Allocator) arenaChunks(ss *streamState, size uint64) ([]*chunk, error) {
-	seg := ss.arena[largePool]
-	if seg == nil {
-		var err error
-		if seg, err = a.newArena(ss, largePool); err != nil {
-			return nil, err
-		}
-	}
 	var u *block
-	for _, x := range seg.unmapped {
-		if x.size >= size {
-			u = x
+	for _, seg := range ss.arenas[largePool] {
+		for _, x := range seg.unmapped {
+			if x.size >= size {
+				u = x
+				break
+			}
+		}
+		if u != nil {
 			break
 		}
 	}
 	if u == nil {
-		return nil, errOOMArena
+		seg, err := a.newArena(ss, largePool)
+		if err != nil {
+			return nil, err
+		}
+		u = seg.head
 	}
+	seg := u.seg
 	off := uint64(u.ptr - seg.base)
 	if _, err := a.mapInto(u, size); err != nil {
 		return nil, err
@@ -762,6 +780,9 @@ func (a *Allocator) freeSBlock(sb *block) {
 			foreign = append(foreign, pb)
 			continue
 		}
+		// One free: the parts' last use was sb's, so they are stamped with sb's free (one fence covers
+		// them all) rather than counted as later frees of their own.
+		pb.freeSeq, pb.stamped = sb.freeSeq, true
 		a.freeBlock(pb)
 	}
 	sb.parts = sb.parts[:0]

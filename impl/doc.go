@@ -14,14 +14,16 @@
 //     (sBlock) that views it adds a reference. Invariant (INV-REFCOUNT): refs = 1 + views.
 //   - segment: one reservation holding primary mappings. A fixed segment (caching, gmlake-paper) is mapped
 //     whole when created, like a cudaMalloc; an arena (expandable, gmlake) reserves 9/8 of the device, like
-//     PyTorch's ExpandableSegment, and maps chunks into it on demand. Blocks tile a segment in address order;
-//     an arena's unmapped stretches are blocks with mapped == false.
+//     PyTorch's ExpandableSegment, and maps chunks into it on demand; a (stream, pool) opens another arena
+//     when no run of its arenas can hold a request (find_expandable_block). Blocks tile a segment in address
+//     order; an arena's unmapped stretches are blocks with mapped == false.
 //   - pBlock: a range of a segment; free pBlocks of a (stream, pool) are in a treap ordered by (size,
 //     address) for best fit (intrusive: no allocation on the hot path).
 //   - sBlock: its own reservation mapping whole chunks of several free pBlocks side by side. While it is live,
 //     the pBlock exactly under each of its chunks is held (State Live, heldBy = the sBlock), so no physical
 //     byte backs two live allocations (INV: a chunk backs at most one live allocation). A freed sBlock stays
-//     cached with its mappings and is reused when its chunks are all free again.
+//     cached with its mappings and is reused when its chunks are all free again. Freeing an sBlock is one
+//     free: its parts carry the sBlock's free stamp, so one fence covers them all.
 //
 // # Pools and streams
 //
@@ -49,8 +51,9 @@
 //     saves at least 128 MiB of growth (any saving on the retry after an out-of-memory); gmlake-paper only
 //     when free chunks cover the request alone.
 //  5. Grow: a fixed segment of PyTorch's get_allocation_size (caching: one handle; gmlake-paper: 2 MiB
-//     handles), or map the arena's lowest run of free and unmapped blocks (PyTorch's
-//     try_allocate_expandable_block): expandable maps 2 MiB / 20 MiB pages, gmlake chunks of at most ChunkSize.
+//     handles), or map the lowest run of free and unmapped blocks of the stream's arenas, in a new arena when
+//     none holds it (PyTorch's try_allocate_expandable_block): expandable maps 2 MiB / 20 MiB pages, gmlake
+//     chunks of at most ChunkSize.
 //  6. Out of memory: release the cache (releaseCached: StitchFree every cached sBlock, release whole free
 //     segments, unmap free chunks of arenas; PyTorch's release_cached_blocks) and retry once, mapping on the
 //     retry only what the granularity requires; then an *OOMError. Any driver failure undoes what the step
@@ -61,7 +64,7 @@
 //   - caching: PyTorch's native CUDACachingAllocator (max_split_size unset): 2 MiB small segments, 20 MiB
 //     segments for 1-10 MiB requests, larger ones rounded to 2 MiB; split small remainders >= 512 B, large
 //     remainders > 1 MiB. Replays land within 0.2% of PyTorch's measured peak reserved.
-//   - expandable: PyTorch's expandable_segments:True: one arena per (stream, pool), 2 MiB / 20 MiB pages
+//   - expandable: PyTorch's expandable_segments:True: arenas per (stream, pool), 2 MiB / 20 MiB pages
 //     mapped on demand, split remainders >= 512 B, pages unmapped only by EmptyCache or the out-of-memory path.
 //     Replays land within 0.01% of PyTorch's.
 //   - gmlake-paper: the original GMLake defaults (GLake's GMLake: fragment_limit 512 MB, reuseLimit 10,

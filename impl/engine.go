@@ -13,9 +13,12 @@ import (
 
 // streamState is one stream's pools. Guarded by Allocator.mu.
 type streamState struct {
-	s     vmm.Stream
-	free  [2]freeSet  // free, mapped pBlocks by pool
-	arena [2]*segment // arena policies: the stream's growing segment per pool
+	s    vmm.Stream
+	free [2]freeSet // free, mapped pBlocks by pool
+	// arenas (arena policies): the stream's growing segments per pool, in address order. Usually one; a
+	// request that no arena can place (its unmapped tail too short) opens another, as PyTorch's
+	// find_expandable_block does.
+	arenas [2][]*segment
 
 	// Fences: events recorded on s to learn when the work submitted before a set of frees finished, oldest
 	// first, each with the free counter when it was recorded.
@@ -639,8 +642,11 @@ func (a *Allocator) dropSegment(seg *segment) {
 		panicf("segment %d not registered", seg.id)
 	}
 	a.segs = slices.Delete(a.segs, i, i+1)
-	if seg.arena && seg.ss.arena[seg.pool] == seg {
-		seg.ss.arena[seg.pool] = nil
+	if seg.arena {
+		as := seg.ss.arenas[seg.pool]
+		if j := slices.Index(as, seg); j >= 0 {
+			seg.ss.arenas[seg.pool] = slices.Delete(as, j, j+1)
+		}
 	}
 }
 

@@ -918,3 +918,50 @@ func TestCrossStreamSingleChunkReuse(t *testing.T) {
 	mustFree(t, a, q)
 	closeClean(t, a, dev)
 }
+
+// An arena policy places a request that no arena of its (stream, pool) can hold (the unmapped tail too
+// short) in a new arena, as PyTorch's find_expandable_block does, instead of failing while the device has
+// room (spec/FINDINGS.md F3).
+func TestArenaTooShortOpensNewArena(t *testing.T) {
+	for _, pol := range []string{PolicyExpandable, PolicyGMLake} {
+		t.Run(pol, func(t *testing.T) {
+			a, dev := newTest(t, pol, 4096*MiB, true)
+			p0 := mustAlloc(t, a, 1024*MiB, 0)
+			mustAlloc(t, a, 100*MiB, 0) // the arena's unmapped tail is now shorter than 3.5 GiB
+			mustFree(t, a, p0)
+			mustAlloc(t, a, 3584*MiB, 0) // 1 GiB of free pages to release plus 2.9 GiB of device
+			if n := len(a.Snapshot().Reservations); pol == PolicyExpandable && n != 2 {
+				t.Fatalf("%d reservations, want 2 arenas: %v", n, a.Snapshot().Reservations)
+			}
+			checkState(t, a, dev)
+			closeClean(t, a, dev)
+		})
+	}
+}
+
+// Freeing a stitched block is one free: its parts are stamped with the sBlock's free, so the fence recorded
+// then covers them all, and work launched on the stream afterwards does not keep them from other streams or
+// from release (spec/FINDINGS.md F5: each part counted as a free of its own used up the stream's fences).
+func TestStitchedFreeFencedAtFree(t *testing.T) {
+	dev := model.NewDevice(model.DeviceConfig{Capacity: 512 * MiB})
+	a, err := New(dev, Config{}) // 2 MiB chunks on this device: the sBlock below has 63 parts
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, _ := dev.CreateStream()
+	s2, _ := dev.CreateStream()
+	mustFree(t, a, mustAlloc(t, a, 12763136, 0))
+	p := mustAlloc(t, a, 131072000, s1) // stitches stream 0's 14 MiB with 112 MiB of new chunks
+	if a.Stats().NumStitches != 1 {
+		t.Fatalf("stitches %d, want 1", a.Stats().NumStitches)
+	}
+	mustFree(t, a, p)
+	dev.Launch(s1) // after the free: cannot touch the parts
+	mustAlloc(t, a, 4, s1)
+	if _, err := a.Alloc(506506341, s2); err != nil {
+		t.Fatalf("484 MiB on stream %d with 384 MiB of device and 126 MiB of idle free chunks: %v", s2, err)
+	}
+	checkState(t, a, dev)
+	dev.CompleteAll()
+	closeClean(t, a, dev)
+}
