@@ -89,6 +89,29 @@ free a8
 launch s0
 alloc a9 20971520 s1
 `},
+		// F6 with one chunk: nine warm Alloc+Free pairs of one size (the hot path) on idle stream 0.
+		{"F6-gmlake-fence-cap-warm-pairs", true, `# policy=gmlake capacity=20971520 granularity=2097152 streams=2
+alloc a0 2097152 s0
+free a0
+alloc a1 2097152 s0
+free a1
+alloc a2 2097152 s0
+free a2
+alloc a3 2097152 s0
+free a3
+alloc a4 2097152 s0
+free a4
+alloc a5 2097152 s0
+free a5
+alloc a6 2097152 s0
+free a6
+alloc a7 2097152 s0
+free a7
+alloc a8 2097152 s0
+free a8
+launch s0
+alloc a9 20971520 s1
+`},
 	}
 	strict := os.Getenv("GMLAKE_FINDINGS") == "strict"
 	for _, f := range findings {

@@ -34,7 +34,9 @@
 // completed. Memory is released (unmapped, cuMemRelease) or stitched across streams only when the work that
 // used it completed: the engine learns that from fences, events recorded on the freeing stream (streamState):
 // one at a free that leaves a whole segment or chunk free when no outstanding fence covers it, or lazily when
-// needed. The steady-state hot path makes no driver call.
+// needed. The steady-state hot path makes no driver call. The price: at most maxFences fences per stream
+// are recorded at frees; a free beyond them, on an idle stream, is covered only by a lazy fence that also
+// waits for work launched after the free (spec/FINDINGS.md F6, open).
 //
 // # The allocation path (alloc.go)
 //

@@ -1,0 +1,50 @@
+package impl
+
+import (
+	"testing"
+
+	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// TestWarmPairMakesNoDriverCall: the steady-state hot path makes no driver call. After warm-up, 1000
+// Alloc+Free pairs of one size on one stream, every policy, small to large sizes, leave the device's call
+// counts unchanged. The warm-up is longer than maxFences pairs: each of the first frees leaves a whole
+// chunk or segment free and records a fence, until maxFences are outstanding (spec/FINDINGS.md F6 says
+// what that bound costs).
+func TestWarmPairMakesNoDriverCall(t *testing.T) {
+	for _, pol := range Policies {
+		for _, size := range []uint64{512, 1 << 20, 8 << 20, 256 << 20} {
+			dev := model.NewDevice(model.DeviceConfig{SyncStreams: true})
+			a, err := New(dev, Config{Policy: pol})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pair := func() {
+				p, err := a.Alloc(size, vmm.DefaultStream)
+				if err != nil {
+					t.Fatalf("%s: Alloc(%d): %v", pol, size, err)
+				}
+				if err := a.Free(p); err != nil {
+					t.Fatalf("%s: Free: %v", pol, err)
+				}
+			}
+			for i := 0; i < maxFences+2; i++ {
+				pair()
+			}
+			before := dev.Counts()
+			for i := 0; i < 1000; i++ {
+				pair()
+			}
+			after := dev.Counts()
+			for k := range after {
+				if n := after[k] - before[k]; n != 0 {
+					t.Errorf("%s, %d B: 1000 warm Alloc+Free pairs made %d %v calls", pol, size, n, vmm.CallKind(k))
+				}
+			}
+			if _, err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
