@@ -271,8 +271,10 @@ def enable(lib_path=None, policy=None, shim=None, verbose=None, **knob_values):
     tensor, torch.cuda.init(), or anything else that touches the GPU); raises RuntimeError otherwise.
 
     policy: gmlake (default), caching, expandable or gmlake-paper (sets GMLAKE_POLICY).
-    shim: build the OOM shim so that out-of-memory raises torch.OutOfMemoryError (default: yes unless
-      GMLAKE_SHIM=0); without it, out-of-memory raises RuntimeError("CUDA out of memory (gmlake): ...").
+    shim: build the OOM shim so that out-of-memory raises torch.OutOfMemoryError. Default: no (GMLAKE_SHIM=1
+      turns it on): under torch 2.11 on an H200 the shim's c10::OutOfMemoryError crashed the process
+      (segfault, docs/results/README.md), so by default out-of-memory raises
+      RuntimeError("CUDA out of memory (gmlake): ...") from the library's own C++ throw, which works.
     knob_values: engine knobs, e.g. chunk_size="64MiB" (sets GMLAKE_CHUNK_SIZE); see knobs().
     Returns the mode: "shim" or "throw". Calling it again returns the mode and changes nothing."""
     global _shim, _allocator, _mode
@@ -296,7 +298,7 @@ def enable(lib_path=None, policy=None, shim=None, verbose=None, **knob_values):
         os.environ["GMLAKE_" + name] = str(v)
 
     if shim is None:
-        shim = os.environ.get("GMLAKE_SHIM", "1") not in ("0", "", "false", "no")
+        shim = os.environ.get("GMLAKE_SHIM", "0") not in ("0", "", "false", "no")
     alloc_addr, how = _addr(lib, "gmlake_alloc_throw"), "throw"
     if shim:
         try:
