@@ -10,7 +10,7 @@
 //   - errors that map CUDA results one to one ([Result], [CallError]) and work with [errors.Is]:
 //     errors.Is(err, vmm.ErrOutOfMemory) holds for every out-of-memory, whichever call or layer raised it;
 //   - a cost model ([CostModel]) giving the latency of each call kind by size, whose defaults are the
-//     H200 medians measured in notes/cuda-vmm.md, so a simulated device can report modeled driver time.
+//     H200 medians measured by `gmlake probe` (docs/gpu.md), so a simulated device can report modeled driver time.
 //
 // # The rules every Driver enforces (measured on an H200: notes/cuda-vmm.md, harness TestConformanceReal)
 //
