@@ -17,10 +17,11 @@ Prints "MICRO {json}" and appends the JSON line to --out.
 """
 import argparse
 import ctypes
-import json
 import os
 import sys
 import time
+
+from results import emit  # noqa: E402  (bench/e2e/results.py, beside this script)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
@@ -171,11 +172,7 @@ def main():
         import traceback
         traceback.print_exc()
         res["error"] = "%s: %s" % (type(e).__name__, str(e)[:2000])
-    line = json.dumps(res)
-    print("MICRO " + line, flush=True)
-    if a.out:
-        with open(a.out, "a") as f:
-            f.write(line + "\n")
+    emit("MICRO", res, a.out)
     return 0 if res["ok"] else 1
 
 

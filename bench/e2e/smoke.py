@@ -11,12 +11,13 @@ can go on afterwards; record() writes a trace; stats() reports peaks. Prints "SM
 """
 import argparse
 import gzip
-import json
 import os
 import sys
 import tempfile
 import time
 import traceback
+
+from results import emit  # noqa: E402  (bench/e2e/results.py, beside this script)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
@@ -101,11 +102,7 @@ def main():
         res["error"] = "%s: %s" % (type(e).__name__, str(e)[:2000])
     res["checks"] = checks
     res["wall_s"] = round(time.time() - t0, 1)
-    line = json.dumps(res)
-    print("SMOKE " + line, flush=True)
-    if a.out:
-        with open(a.out, "a") as f:
-            f.write(line + "\n")
+    emit("SMOKE", res, a.out)
     return 0 if res["ok"] else 1
 
 

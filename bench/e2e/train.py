@@ -40,6 +40,8 @@ import sys
 import time
 import traceback
 
+from results import emit  # noqa: E402  (bench/e2e/results.py, beside this script)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "python"))
@@ -424,11 +426,7 @@ def main():
     if a.alloc == "gmlake":
         res.setdefault("policy", os.environ.get("GMLAKE_POLICY") or "gmlake")
     if rank() == 0:
-        line = json.dumps(res)
-        print("RESULT " + line, flush=True)
-        if a.out:
-            with open(a.out, "a") as f:
-                f.write(line + "\n")
+        emit("RESULT", res, a.out)
     return 0 if res.get("ok") else 1
 
 

@@ -212,18 +212,23 @@ func usStr(d time.Duration) string {
 	return fmt.Sprintf("%.1f", v)
 }
 
-// Table prints the result in the shape of the tables in notes/cuda-vmm.md (median microseconds).
-func (r *ProbeResult) Table() string {
-	var b strings.Builder
-	b.WriteString("Cost of each call (median microseconds, single thread)\n| call |")
+// writeHeader writes a title line and the header of a table with one column per probed size.
+func (r *ProbeResult) writeHeader(b *strings.Builder, title string) {
+	b.WriteString(title + "\n| call |")
 	for _, s := range r.Sizes {
-		fmt.Fprintf(&b, " %s |", sizeLabel(s))
+		fmt.Fprintf(b, " %s |", sizeLabel(s))
 	}
 	b.WriteString("\n|---|")
 	for range r.Sizes {
 		b.WriteString("---|")
 	}
 	b.WriteString("\n")
+}
+
+// Table prints the result in the shape of the tables in notes/cuda-vmm.md (median microseconds).
+func (r *ProbeResult) Table() string {
+	var b strings.Builder
+	r.writeHeader(&b, "Cost of each call (median microseconds, single thread)")
 	for _, row := range r.Rows {
 		fmt.Fprintf(&b, "| %s |", row.Name)
 		for _, m := range row.Median {
@@ -262,15 +267,7 @@ type Deviation struct {
 func (r *ProbeResult) Compare(m *vmm.CostModel, tol float64) (string, []Deviation) {
 	var b strings.Builder
 	var devs []Deviation
-	b.WriteString("Measured vs cost model (us; ratio measured/model; * = off by more than the tolerance)\n| call |")
-	for _, s := range r.Sizes {
-		fmt.Fprintf(&b, " %s |", sizeLabel(s))
-	}
-	b.WriteString("\n|---|")
-	for range r.Sizes {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
+	r.writeHeader(&b, "Measured vs cost model (us; ratio measured/model; * = off by more than the tolerance)")
 	for _, row := range r.Rows {
 		if row.Kind < 0 {
 			continue
