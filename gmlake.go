@@ -17,7 +17,7 @@ import (
 	"strings"
 
 	"github.com/gmlake/gmlake/impl"
-	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -88,7 +88,7 @@ func New(opts Options) (*Allocator, error) {
 	}
 	d := opts.Driver
 	if d == nil {
-		d = model.NewDevice(model.DeviceConfig{SyncStreams: true})
+		d = sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 	}
 	a, err := impl.New(d, cfg)
 	if err != nil {

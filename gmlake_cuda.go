@@ -21,7 +21,7 @@ import (
 
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/impl/cudavmm"
-	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -45,7 +45,7 @@ func OpenDriver(kind string, device int, simCapacity uint64) (vmm.Driver, error)
 		}
 		return d, nil
 	case DriverSim:
-		return model.NewDevice(model.DeviceConfig{Capacity: simCapacity, SyncStreams: true}), nil
+		return sim.NewDevice(sim.DeviceConfig{Capacity: simCapacity, SyncStreams: true}), nil
 	}
 	return nil, fmt.Errorf("gmlake: unknown driver %q: use %q or %q", kind, DriverCUDA, DriverSim)
 }
@@ -284,8 +284,8 @@ type CEngine struct {
 	cfg   CEngineConfig
 	a     *impl.Allocator
 	drv   *limitDriver
-	sim   *model.Device // non-nil for DriverSim
-	total uint64        // the device's total memory at open
+	sim   *sim.Device // non-nil for DriverSim
+	total uint64      // the device's total memory at open
 
 	// simStreams maps a C stream value to a simulated stream (DriverSim only): the simulated device knows
 	// only streams it created, so each new C stream gets one. Guarded by simMu.
@@ -343,7 +343,7 @@ func NewCEngine(cfg CEngineConfig) (*CEngine, error) {
 		return nil, err
 	}
 	e := &CEngine{cfg: cfg, drv: newLimitDriver(d, cfg.MemoryLimit)}
-	if s, ok := d.(*model.Device); ok {
+	if s, ok := d.(*sim.Device); ok {
 		e.sim = s
 		e.simStreams = map[uintptr]vmm.Stream{0: vmm.DefaultStream}
 	}

@@ -4,14 +4,14 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
 // The facade works on the default simulated device, with every policy, and reports leaks as none.
 func TestFacadeAllPolicies(t *testing.T) {
 	for _, pol := range Policies() {
-		dev := model.NewDevice(model.DeviceConfig{SyncStreams: true})
+		dev := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 		a, err := New(Options{Policy: pol, Driver: dev})
 		if err != nil {
 			t.Fatal(err)

@@ -39,7 +39,7 @@ import (
 
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/impl/cudavmm"
-	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -117,9 +117,9 @@ func (s *Summary) OK() bool { return s.Violations == 0 && s.Leaks == 0 }
 // campaign is the shared state of a running campaign.
 type campaign struct {
 	cfg     CampaignConfig
-	drv     vmm.Driver    // what the allocator uses (the ledger on cuda)
-	sim     *model.Device // nil on cuda
-	led     *ledger       // nil on sim
+	drv     vmm.Driver  // what the allocator uses (the ledger on cuda)
+	sim     *sim.Device // nil on cuda
+	led     *ledger     // nil on sim
 	a       *impl.Allocator
 	streams []vmm.Stream
 	budget  uint64
@@ -189,7 +189,7 @@ func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
 		if cfg.Capacity == 0 {
 			cfg.Capacity = 16 * vmm.GiB
 		}
-		c.sim = model.NewDevice(model.DeviceConfig{Capacity: cfg.Capacity, Seed: cfg.Seed})
+		c.sim = sim.NewDevice(sim.DeviceConfig{Capacity: cfg.Capacity, Seed: cfg.Seed})
 		c.drv = c.sim
 		if cfg.ledgerOnSim {
 			c.led = newLedger(c.sim)
@@ -341,7 +341,7 @@ func (c *campaign) progress(el time.Duration, ops uint64, rate float64) {
 }
 
 // state returns the device's account of memory: the simulated device's own, or the ledger's.
-func (c *campaign) state() model.DeviceState {
+func (c *campaign) state() sim.DeviceState {
 	if c.led != nil {
 		return c.led.State()
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/gmlake/gmlake/harness"
 	"github.com/gmlake/gmlake/impl"
-	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/spec"
 	"github.com/gmlake/gmlake/vmm"
 )
@@ -49,7 +49,7 @@ const (
 
 // checkState returns the violations of the state (a, dev) given the live set the fuzzer tracked. It is the
 // one place the invariants are evaluated (swap point for the harness adapter).
-func checkState(snap impl.Snapshot, dev model.DeviceState, live []*liveAlloc) []Violation {
+func checkState(snap impl.Snapshot, dev sim.DeviceState, live []*liveAlloc) []Violation {
 	var out []Violation
 	for _, v := range spec.Check(harness.ViewOf(snap, dev)) {
 		out = append(out, Violation{Inv: v.Inv, Msg: v.Msg})

@@ -5,7 +5,7 @@
 //
 // Everything here runs programs: a setup (policy, device capacity, streams) and a sequence of operations
 // (ops.go): Alloc, Free, RecordStream, a unit of work on a stream, completing a stream's work, EmptyCache,
-// an injected driver failure (model.Device.FailNth), and misuse the allocator must refuse. A program prints
+// an injected driver failure (sim.Device.FailNth), and misuse the allocator must refuse. A program prints
 // as a trace of harness/trace's format with '#!' comment lines for what that format cannot say, so a saved
 // program is a trace `gmlake replay` reads, and `gmlake fuzz --replay` (ReadProgram + Exec) runs exactly.
 //

@@ -5,7 +5,7 @@ package fuzz
 // failures and the minimizer all run programs through it.
 //
 // The judging is the harness's (harness.Env): each op is one Env step, which checks the answer against the
-// allocator contract (model.ContractState), every state invariant of the spec on the View after the step,
+// allocator contract (contract.ContractState), every state invariant of the spec on the View after the step,
 // and the history invariants (INV-STREAM, INV-RELEASESAFE, INV-NOSPURIOUSOOM). On top the executor adds
 // what only the device's data can show: a pattern written into every allocation and verified before its
 // free (pattern.go), and the device's own leak report after Close.
@@ -21,7 +21,7 @@ import (
 
 	"github.com/gmlake/gmlake/harness"
 	"github.com/gmlake/gmlake/impl"
-	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/spec"
 	"github.com/gmlake/gmlake/vmm"
 )
@@ -124,7 +124,7 @@ func Exec(p *Program, policy string, opts ExecOptions) (rep ExecReport, fail *Fa
 func (x *executor) setup(policy string) []Violation {
 	capacity := x.p.Capacity
 	if capacity == 0 {
-		capacity = model.H200Capacity
+		capacity = sim.H200Capacity
 	}
 	env, err := harness.NewEnv(harness.EnvConfig{Policy: policy, Capacity: capacity, Streams: max(x.p.Streams, 1),
 		Mutations: x.opts.Mutations, Seed: x.p.Seed})

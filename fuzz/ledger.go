@@ -1,7 +1,7 @@
 package fuzz
 
 // The ledger: a vmm.Driver wrapper that books every reservation, mapping and physical handle the
-// allocator holds through it. On a real GPU it stands in for model.Device.State(): the spec's invariants
+// allocator holds through it. On a real GPU it stands in for sim.Device.State(): the spec's invariants
 // (INV-MIRROR, INV-MAPPED, INV-NOALIAS, INV-STATS, INV-NOLEAK) are checked against what this process asked
 // the driver for and the driver accepted, and the leak check at the end does not depend on other processes
 // sharing the GPU (cuMemGetInfo is device-wide).
@@ -10,7 +10,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -156,18 +156,18 @@ func (l *ledger) SetAccess(p vmm.DevicePtr, size uint64) error {
 }
 
 // State returns what this process holds, in the shape of the simulated device's state.
-func (l *ledger) State() model.DeviceState {
+func (l *ledger) State() sim.DeviceState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := model.DeviceState{Used: l.mu.used, Capacity: l.total}
+	s := sim.DeviceState{Used: l.mu.used, Capacity: l.total}
 	for p, size := range l.mu.reservations {
 		s.Reservations = append(s.Reservations, vmm.Range{Base: p, Size: size})
 	}
 	for p, m := range l.mu.mappings {
-		s.Mappings = append(s.Mappings, model.DeviceMapping{VA: vmm.Range{Base: p, Size: m.size}, Handle: m.h, Accessible: m.accessible})
+		s.Mappings = append(s.Mappings, sim.DeviceMapping{VA: vmm.Range{Base: p, Size: m.size}, Handle: m.h, Accessible: m.accessible})
 	}
 	for h, lh := range l.mu.handles {
-		s.Handles = append(s.Handles, model.HandleInfo{Handle: h, Size: lh.size, Released: lh.released, Mappings: lh.mappings})
+		s.Handles = append(s.Handles, sim.HandleInfo{Handle: h, Size: lh.size, Released: lh.released, Mappings: lh.mappings})
 	}
 	sort.Slice(s.Reservations, func(i, j int) bool { return s.Reservations[i].Base < s.Reservations[j].Base })
 	sort.Slice(s.Mappings, func(i, j int) bool { return s.Mappings[i].VA.Base < s.Mappings[j].VA.Base })
@@ -181,5 +181,5 @@ func (l *ledger) Empty() (bool, string) {
 	if len(s.Reservations) == 0 && len(s.Mappings) == 0 && len(s.Handles) == 0 {
 		return true, ""
 	}
-	return false, (model.LeakReport{Reservations: s.Reservations, Mappings: s.Mappings, Handles: s.Handles, Used: s.Used}).String()
+	return false, (sim.LeakReport{Reservations: s.Reservations, Mappings: s.Mappings, Handles: s.Handles, Used: s.Used}).String()
 }

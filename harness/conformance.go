@@ -1,7 +1,7 @@
 package harness
 
 // Driver conformance: the same random call sequences, legal and illegal, run on the reference device
-// (model.NewDevice) and on another vmm.Driver (the real GPU through impl/cudavmm), comparing every call's
+// (sim.NewDevice) and on another vmm.Driver (the real GPU through impl/cudavmm), comparing every call's
 // outcome (success or the CUDA result) and every byte read back. Any difference is a failure of the
 // reference device, reported with the seed, the sequence, the call index, the call and both results.
 //
@@ -40,7 +40,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -1096,7 +1096,7 @@ func runSequence(cfg ConformanceConfig, seq int, seed int64, g uint64, newRef fu
 		for _, e := range errs {
 			rep.CleanupErrors = append(rep.CleanupErrors, fmt.Sprintf("sequence %d (seed %d): %s", seq, seed, e))
 		}
-		if md, ok := ref.d.(*model.Device); ok && !md.Leaks().Empty() {
+		if md, ok := ref.d.(*sim.Device); ok && !md.Leaks().Empty() {
 			rep.CleanupErrors = append(rep.CleanupErrors, fmt.Sprintf("sequence %d (seed %d): reference device after cleanup: %v", seq, seed, md.Leaks()))
 		}
 	}

@@ -9,12 +9,12 @@ import (
 
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/impl/cudavmm"
-	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
 func newModel(g uint64) vmm.Driver {
-	return model.NewDevice(model.DeviceConfig{Granularity: g, SyncStreams: true})
+	return sim.NewDevice(sim.DeviceConfig{Granularity: g, SyncStreams: true})
 }
 
 // envInt reads a positive integer from the environment, or returns def.
@@ -99,7 +99,7 @@ func TestConformanceSelf(t *testing.T) {
 // TestConformanceComparesTwoDevices runs the model against a second model: the symbolic mapping of
 // handles, pointers, streams and events must make two correct devices agree on every call.
 func TestConformanceComparesTwoDevices(t *testing.T) {
-	dut := model.NewDevice(model.DeviceConfig{SyncStreams: true})
+	dut := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 	rep, err := RunConformance(ConformanceConfig{Seed: 7, Sequences: 10, Calls: 300}, newModel, dut)
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func (l *liar) Unmap(p vmm.DevicePtr, size uint64) error {
 func TestConformanceCatchesSeededDeviations(t *testing.T) {
 	for _, kind := range []string{"offset", "data", "partial-unmap"} {
 		t.Run(kind, func(t *testing.T) {
-			dut := model.NewDevice(model.DeviceConfig{SyncStreams: true})
+			dut := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 			ref := func(g uint64) vmm.Driver { return &liar{Driver: newModel(g), kind: kind} }
 			rep, err := RunConformance(ConformanceConfig{Seed: 3, Sequences: 10, Calls: 300}, ref, dut)
 			if err != nil {
@@ -238,7 +238,7 @@ func integrityCfg(policy string) IntegrityConfig {
 func TestEngineIntegritySelf(t *testing.T) {
 	for _, p := range impl.Policies {
 		t.Run(p, func(t *testing.T) {
-			dev := model.NewDevice(model.DeviceConfig{SyncStreams: true})
+			dev := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 			cfg := integrityCfg(p)
 			cfg.Ops = min(cfg.Ops, 400)
 			rep, err := EngineIntegrity(dev, cfg)
@@ -296,7 +296,7 @@ func (d *dropper) Memset(p vmm.DevicePtr, size uint64, v byte, s vmm.Stream) err
 // TestEngineIntegrityCatchesLostWrites: when bytes of an allocation do not hold what was written, the
 // integrity run reports it with the allocation and the byte.
 func TestEngineIntegrityCatchesLostWrites(t *testing.T) {
-	dev := &dropper{Driver: model.NewDevice(model.DeviceConfig{SyncStreams: true}), n: 25}
+	dev := &dropper{Driver: sim.NewDevice(sim.DeviceConfig{SyncStreams: true}), n: 25}
 	rep, err := EngineIntegrity(dev, IntegrityConfig{Policy: impl.PolicyGMLake, Seed: 5, Ops: 300})
 	if err != nil {
 		t.Fatal(err)

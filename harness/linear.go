@@ -14,7 +14,8 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/gmlake/gmlake/impl"
-	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/model/contract"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -40,24 +41,24 @@ type LinearResult struct {
 	Err     error                 // setup failure
 }
 
-// ContractModel is the allocator contract as a porcupine model (model.ContractState is a value, Step
+// ContractModel is the allocator contract as a porcupine model (contract.ContractState is a value, Step
 // never mutates it).
-func ContractModel(cfg *model.ContractConfig) porcupine.Model {
+func ContractModel(cfg *contract.ContractConfig) porcupine.Model {
 	return porcupine.Model{
-		Init: func() any { return model.NewContract(cfg) },
+		Init: func() any { return contract.NewContract(cfg) },
 		Step: func(state, input, output any) (bool, any) {
-			return model.ContractStep(state.(model.ContractState), input.(model.ContractInput), output.(model.ContractOutput))
+			return contract.ContractStep(state.(contract.ContractState), input.(contract.ContractInput), output.(contract.ContractOutput))
 		},
-		Equal: func(a, b any) bool { return a.(model.ContractState).Key() == b.(model.ContractState).Key() },
+		Equal: func(a, b any) bool { return a.(contract.ContractState).Key() == b.(contract.ContractState).Key() },
 		Hash: func(s any) uint64 {
 			h := fnv.New64a()
-			h.Write([]byte(s.(model.ContractState).Key()))
+			h.Write([]byte(s.(contract.ContractState).Key()))
 			return h.Sum64()
 		},
 		DescribeOperation: func(in, out any) string {
-			return fmt.Sprintf("%v -> %v", in.(model.ContractInput), out.(model.ContractOutput))
+			return fmt.Sprintf("%v -> %v", in.(contract.ContractInput), out.(contract.ContractOutput))
 		},
-		DescribeState: func(s any) string { return s.(model.ContractState).String() },
+		DescribeState: func(s any) string { return s.(contract.ContractState).String() },
 	}
 }
 
@@ -72,7 +73,7 @@ func RunLinear(cfg LinearConfig) LinearResult {
 
 // runLinearHist is RunLinear that also returns the history and the contract's configuration (for debugging
 // a failure).
-func runLinearHist(cfg LinearConfig) (LinearResult, []porcupine.Operation, *model.ContractConfig) {
+func runLinearHist(cfg LinearConfig) (LinearResult, []porcupine.Operation, *contract.ContractConfig) {
 	if cfg.Goroutines == 0 {
 		cfg.Goroutines = 4
 	}
@@ -85,7 +86,7 @@ func runLinearHist(cfg LinearConfig) (LinearResult, []porcupine.Operation, *mode
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
 	}
-	dev := model.NewDevice(model.DeviceConfig{Capacity: cfg.Capacity})
+	dev := sim.NewDevice(sim.DeviceConfig{Capacity: cfg.Capacity})
 	streams := []vmm.Stream{vmm.DefaultStream}
 	for len(streams) < cfg.Goroutines {
 		s, err := dev.CreateStream()
@@ -99,18 +100,18 @@ func runLinearHist(cfg LinearConfig) (LinearResult, []porcupine.Operation, *mode
 		return LinearResult{Err: err}, nil, nil
 	}
 	rule := PolicyOOMRule(cfg.Policy, dev.Granularity())
-	ccfg := &model.ContractConfig{Capacity: dev.Capacity(), Granularity: dev.Granularity(), Streams: streams[1:],
+	ccfg := &contract.ContractConfig{Capacity: dev.Capacity(), Granularity: dev.Granularity(), Streams: streams[1:],
 		Errors: ContractErrors, Footprint: rule.Need}
 
 	var clock atomic.Int64
 	var mu sync.Mutex
 	var history []porcupine.Operation
-	record := func(client int, in model.ContractInput, call func() model.ContractOutput) model.ContractOutput {
+	record := func(client int, in contract.ContractInput, call func() contract.ContractOutput) contract.ContractOutput {
 		start := clock.Add(1)
-		out := func() (out model.ContractOutput) {
+		out := func() (out contract.ContractOutput) {
 			defer func() {
 				if p := recover(); p != nil {
-					out = model.ContractOutput{Err: fmt.Errorf("engine panicked: %v", p)}
+					out = contract.ContractOutput{Err: fmt.Errorf("engine panicked: %v", p)}
 				}
 			}()
 			return call()
@@ -135,10 +136,10 @@ func runLinearHist(cfg LinearConfig) (LinearResult, []porcupine.Operation, *mode
 				}
 				switch r := rng.Intn(20); {
 				case r < 8 || len(mine) == 0:
-					in := model.ContractInput{Op: model.COpAlloc, Size: linearSizes[rng.Intn(len(linearSizes))], Stream: s}
-					out := record(g, in, func() model.ContractOutput {
+					in := contract.ContractInput{Op: contract.COpAlloc, Size: linearSizes[rng.Intn(len(linearSizes))], Stream: s}
+					out := record(g, in, func() contract.ContractOutput {
 						p, err := a.Alloc(in.Size, s)
-						return model.ContractOutput{Ptr: p, Err: err}
+						return contract.ContractOutput{Ptr: p, Err: err}
 					})
 					if out.Err == nil {
 						mine = append(mine, out.Ptr)
@@ -147,28 +148,28 @@ func runLinearHist(cfg LinearConfig) (LinearResult, []porcupine.Operation, *mode
 					k := rng.Intn(len(mine))
 					p := mine[k]
 					mine = append(mine[:k], mine[k+1:]...)
-					record(g, model.ContractInput{Op: model.COpFree, Ptr: p}, func() model.ContractOutput {
-						return model.ContractOutput{Err: a.Free(p)}
+					record(g, contract.ContractInput{Op: contract.COpFree, Ptr: p}, func() contract.ContractOutput {
+						return contract.ContractOutput{Err: a.Free(p)}
 					})
 				case r < 16:
 					p := mine[rng.Intn(len(mine))]
 					o := streams[rng.Intn(len(streams))]
-					record(g, model.ContractInput{Op: model.COpRecordStream, Ptr: p, Stream: o}, func() model.ContractOutput {
-						return model.ContractOutput{Err: a.RecordStream(p, o)}
+					record(g, contract.ContractInput{Op: contract.COpRecordStream, Ptr: p, Stream: o}, func() contract.ContractOutput {
+						return contract.ContractOutput{Err: a.RecordStream(p, o)}
 					})
 				case r < 18:
-					record(g, model.ContractInput{Op: model.COpLaunch, Stream: s}, func() model.ContractOutput {
+					record(g, contract.ContractInput{Op: contract.COpLaunch, Stream: s}, func() contract.ContractOutput {
 						dev.Launch(s)
-						return model.ContractOutput{}
+						return contract.ContractOutput{}
 					})
 				case r < 19:
-					record(g, model.ContractInput{Op: model.COpComplete, Stream: s}, func() model.ContractOutput {
+					record(g, contract.ContractInput{Op: contract.COpComplete, Stream: s}, func() contract.ContractOutput {
 						dev.Complete(s)
-						return model.ContractOutput{}
+						return contract.ContractOutput{}
 					})
 				default:
-					record(g, model.ContractInput{Op: model.COpEmptyCache}, func() model.ContractOutput {
-						return model.ContractOutput{Err: a.EmptyCache()}
+					record(g, contract.ContractInput{Op: contract.COpEmptyCache}, func() contract.ContractOutput {
+						return contract.ContractOutput{Err: a.EmptyCache()}
 					})
 				}
 			}
@@ -186,7 +187,7 @@ func runLinearHist(cfg LinearConfig) (LinearResult, []porcupine.Operation, *mode
 
 // CheckHistory checks one history against the contract; when it is illegal it writes porcupine's HTML
 // visualization (named name.html in a fresh temporary folder) and returns its path.
-func CheckHistory(ccfg *model.ContractConfig, history []porcupine.Operation, timeout time.Duration, name string) LinearResult {
+func CheckHistory(ccfg *contract.ContractConfig, history []porcupine.Operation, timeout time.Duration, name string) LinearResult {
 	res, info := porcupine.CheckOperationsVerbose(ContractModel(ccfg), history, timeout)
 	out := LinearResult{Result: res, Ops: len(history)}
 	if res == porcupine.Illegal {

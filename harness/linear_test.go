@@ -9,7 +9,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/gmlake/gmlake/impl"
-	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/model/contract"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -17,11 +17,11 @@ import (
 // illegal (C-NOOVERLAP); the visualization is written. Reordering them to overlap in time does not help.
 // A legal history (free between the two) passes.
 func TestLinearizableCheckerBites(t *testing.T) {
-	ccfg := &model.ContractConfig{Capacity: 64 * vmm.MiB, Granularity: 2 * vmm.MiB, Streams: []vmm.Stream{1}, Errors: ContractErrors}
+	ccfg := &contract.ContractConfig{Capacity: 64 * vmm.MiB, Granularity: 2 * vmm.MiB, Streams: []vmm.Stream{1}, Errors: ContractErrors}
 	p := vmm.DevicePtr(0x7f0000000000)
 	alloc := func(client int, call, ret int64, ptr vmm.DevicePtr) porcupine.Operation {
-		return porcupine.Operation{ClientId: client, Input: model.ContractInput{Op: model.COpAlloc, Size: 4096, Stream: vmm.Stream(client)},
-			Call: call, Output: model.ContractOutput{Ptr: ptr}, Return: ret}
+		return porcupine.Operation{ClientId: client, Input: contract.ContractInput{Op: contract.COpAlloc, Size: 4096, Stream: vmm.Stream(client)},
+			Call: call, Output: contract.ContractOutput{Ptr: ptr}, Return: ret}
 	}
 	bad := []porcupine.Operation{alloc(0, 1, 2, p), alloc(1, 3, 4, p+2048)}
 	r := CheckHistory(ccfg, bad, time.Second, "bites")
@@ -33,7 +33,7 @@ func TestLinearizableCheckerBites(t *testing.T) {
 	}
 	t.Logf("visualization of the illegal history: %s", r.VizPath)
 	os.RemoveAll(filepath.Dir(r.VizPath))
-	free := porcupine.Operation{ClientId: 0, Input: model.ContractInput{Op: model.COpFree, Ptr: p}, Call: 5, Output: model.ContractOutput{}, Return: 6}
+	free := porcupine.Operation{ClientId: 0, Input: contract.ContractInput{Op: contract.COpFree, Ptr: p}, Call: 5, Output: contract.ContractOutput{}, Return: 6}
 	good := []porcupine.Operation{alloc(0, 1, 2, p), free, alloc(1, 7, 8, p+2048)}
 	if r := CheckHistory(ccfg, good, time.Second, "ok"); r.Result != porcupine.Ok {
 		t.Fatalf("legal history judged %v", r.Result)

@@ -7,7 +7,8 @@ import (
 	"strings"
 
 	"github.com/gmlake/gmlake/impl"
-	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/model/contract"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/spec"
 	"github.com/gmlake/gmlake/vmm"
 )
@@ -34,15 +35,15 @@ type EnvConfig struct {
 }
 
 // Env runs operations (ops.go) through the engine on the reference device, step by step, and judges each
-// step three ways: the allocator contract (model.ContractState: was the answer legal?), the state
+// step three ways: the allocator contract (contract.ContractState: was the answer legal?), the state
 // invariants of the spec (spec.Check on the View after the step), and the history invariants
 // (spec.History: INV-STREAM, INV-RELEASESAFE, INV-NOSPURIOUSOOM). It is not safe for concurrent use.
 type Env struct {
 	Cfg      EnvConfig
-	Dev      *model.Device
+	Dev      *sim.Device
 	A        *impl.Allocator
 	Streams  []vmm.Stream // index -> device stream; Streams[0] is the default stream
-	Contract model.ContractState
+	Contract contract.ContractState
 	Hist     *spec.History
 	Rule     spec.OOMRule
 
@@ -74,7 +75,7 @@ type StepResult struct {
 }
 
 // ContractErrors are the engine's error kinds, for the contract.
-var ContractErrors = model.ContractErrors{
+var ContractErrors = contract.ContractErrors{
 	InvalidSize: impl.ErrInvalidSize, UnknownPointer: impl.ErrUnknownPointer, InteriorPtr: impl.ErrInteriorPtr,
 	DoubleFree: impl.ErrDoubleFree, UnknownStream: impl.ErrUnknownStream, Closed: impl.ErrClosed,
 }
@@ -118,7 +119,7 @@ func NewEnv(cfg EnvConfig) (*Env, error) {
 	if cfg.Policy == "" {
 		cfg.Policy = impl.PolicyGMLake
 	}
-	dev := model.NewDevice(model.DeviceConfig{Capacity: cfg.Capacity, Granularity: cfg.Granularity,
+	dev := sim.NewDevice(sim.DeviceConfig{Capacity: cfg.Capacity, Granularity: cfg.Granularity,
 		SyncStreams: cfg.SyncStreams, Seed: cfg.Seed})
 	streams := []vmm.Stream{vmm.DefaultStream}
 	for len(streams) < cfg.Streams {
@@ -133,9 +134,9 @@ func NewEnv(cfg EnvConfig) (*Env, error) {
 		return nil, fmt.Errorf("harness: opening policy %q: %w", cfg.Policy, err)
 	}
 	rule := PolicyOOMRule(cfg.Policy, cfg.Granularity)
-	ccfg := &model.ContractConfig{Capacity: dev.Capacity(), Granularity: cfg.Granularity, Streams: streams[1:],
+	ccfg := &contract.ContractConfig{Capacity: dev.Capacity(), Granularity: cfg.Granularity, Streams: streams[1:],
 		Errors: ContractErrors, Footprint: rule.Need}
-	return &Env{Cfg: cfg, Dev: dev, A: a, Streams: streams, Contract: model.NewContract(ccfg),
+	return &Env{Cfg: cfg, Dev: dev, A: a, Streams: streams, Contract: contract.NewContract(ccfg),
 		Hist: spec.NewHistory(), Rule: rule, ptrs: map[int]vmm.DevicePtr{}, live: map[int]bool{}}, nil
 }
 
@@ -231,13 +232,13 @@ func (e *Env) step(op Op) StepResult {
 	e.lastOK = e.lastOK && !e.Cfg.NoChecks
 	e.Ops = append(e.Ops, op)
 	res := StepResult{Op: op}
-	var in model.ContractInput
+	var in contract.ContractInput
 	var before spec.View
 	var haveBefore bool
 	switch op.Kind {
 	case OpAlloc:
 		before, haveBefore = e.viewBefore(), true
-		in = model.ContractInput{Op: model.COpAlloc, Size: op.Size, Stream: e.stream(op.Stream)}
+		in = contract.ContractInput{Op: contract.COpAlloc, Size: op.Size, Stream: e.stream(op.Stream)}
 		res.Ptr, res.Err = e.A.Alloc(op.Size, in.Stream)
 		if res.Err == nil {
 			e.ptrs[op.ID] = res.Ptr
@@ -249,7 +250,7 @@ func (e *Env) step(op Op) StepResult {
 		if op.Kind == OpFreeInterior {
 			p = p.Add(op.Offset)
 		}
-		in = model.ContractInput{Op: model.COpFree, Ptr: p}
+		in = contract.ContractInput{Op: contract.COpFree, Ptr: p}
 		res.Err = e.A.Free(p)
 		if res.Err == nil {
 			e.Hist.OnFree(before, p)
@@ -260,39 +261,39 @@ func (e *Env) step(op Op) StepResult {
 			}
 		}
 	case OpRecord:
-		in = model.ContractInput{Op: model.COpRecordStream, Ptr: e.ptrOf(op.ID), Stream: e.stream(op.Stream)}
+		in = contract.ContractInput{Op: contract.COpRecordStream, Ptr: e.ptrOf(op.ID), Stream: e.stream(op.Stream)}
 		res.Err = e.A.RecordStream(in.Ptr, in.Stream)
 	case OpLaunch:
-		in = model.ContractInput{Op: model.COpLaunch, Stream: e.stream(op.Stream)}
+		in = contract.ContractInput{Op: contract.COpLaunch, Stream: e.stream(op.Stream)}
 		if op.Stream < 0 || op.Stream >= len(e.Streams) {
-			in.Op = model.COpCompleteAll // no such stream: nothing to launch (a no-op for the contract)
+			in.Op = contract.COpCompleteAll // no such stream: nothing to launch (a no-op for the contract)
 		} else if !e.Cfg.SyncStreams {
 			e.Dev.Launch(in.Stream)
 			e.Hist.Launch(in.Stream)
 		} else {
-			in.Op = model.COpCompleteAll // a no-op for the contract
+			in.Op = contract.COpCompleteAll // a no-op for the contract
 		}
 	case OpComplete:
-		in = model.ContractInput{Op: model.COpComplete, Stream: e.stream(op.Stream)}
+		in = contract.ContractInput{Op: contract.COpComplete, Stream: e.stream(op.Stream)}
 		e.Dev.Complete(in.Stream)
 		e.Hist.Completed(in.Stream)
 	case OpCompleteAll:
-		in = model.ContractInput{Op: model.COpCompleteAll}
+		in = contract.ContractInput{Op: contract.COpCompleteAll}
 		e.Dev.CompleteAll()
 		e.Hist.CompletedAll()
 	case OpEmptyCache:
-		in = model.ContractInput{Op: model.COpEmptyCache}
+		in = contract.ContractInput{Op: contract.COpEmptyCache}
 		res.Err = e.A.EmptyCache()
 	case OpFail:
-		in = model.ContractInput{Op: model.COpInjectFault}
+		in = contract.ContractInput{Op: contract.COpInjectFault}
 		e.Dev.FailNth(op.Call, max(op.N, 1), op.Result)
 		e.faulty = true
 	case OpClearFaults:
-		in = model.ContractInput{Op: model.COpClearFaults}
+		in = contract.ContractInput{Op: contract.COpClearFaults}
 		e.Dev.ClearFaults()
 		e.faulty = false
 	case OpClose:
-		in = model.ContractInput{Op: model.COpClose}
+		in = contract.ContractInput{Op: contract.COpClose}
 		_, res.Err = e.A.Close()
 		e.closed = true
 		if res.Err == nil || !e.faulty {
@@ -300,7 +301,7 @@ func (e *Env) step(op Op) StepResult {
 		}
 	}
 	// The contract: was the answer legal?
-	ok, next, why := e.Contract.Explain(in, model.ContractOutput{Ptr: res.Ptr, Err: res.Err})
+	ok, next, why := e.Contract.Explain(in, contract.ContractOutput{Ptr: res.Ptr, Err: res.Err})
 	if !ok {
 		res.Violations = append(res.Violations, spec.Violation{Inv: spec.InvContract, Msg: why})
 	} else {

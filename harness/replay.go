@@ -30,7 +30,7 @@ import (
 
 	"github.com/gmlake/gmlake/harness/trace"
 	"github.com/gmlake/gmlake/impl"
-	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -50,7 +50,7 @@ type ReplayOptions struct {
 	// Config is the engine configuration; its Policy field is filled from Policy.
 	Config impl.Config
 	// Driver is the device to replay on. nil means a fresh simulated H200,
-	// model.NewDevice(model.DeviceConfig{SyncStreams: true}). A driver passed in is not closed or reset;
+	// sim.NewDevice(sim.DeviceConfig{SyncStreams: true}). A driver passed in is not closed or reset;
 	// its counters are read before and after, and the difference is reported.
 	Driver vmm.Driver
 	// Progress, if set, is called from the replaying goroutine every few thousand events and at the end.
@@ -133,7 +133,7 @@ func Replay(ctx context.Context, t *trace.Trace, opts ReplayOptions) (*ReplayRes
 	}
 	drv, device := opts.Driver, "sim"
 	if drv == nil {
-		drv = model.NewDevice(model.DeviceConfig{SyncStreams: true})
+		drv = sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 	} else {
 		device = describeReplayDriver(drv)
 	}
@@ -302,7 +302,7 @@ func describeReplayDriver(d vmm.Driver) string {
 	if td, ok := d.(*TimingDriver); ok {
 		d = td.Inner()
 	}
-	if _, ok := d.(*model.Device); ok {
+	if _, ok := d.(*sim.Device); ok {
 		return "sim"
 	}
 	if s, ok := d.(fmt.Stringer); ok {

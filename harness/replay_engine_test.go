@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/gmlake/gmlake/impl"
-	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/model/sim"
 )
 
 // The caching policy on a small trace, with the peaks worked out by hand from PyTorch's rules
@@ -62,7 +62,7 @@ a 4 33554432 0
 f 1
 `)
 	for _, p := range ReplayPolicies {
-		d := model.NewDevice(model.DeviceConfig{SyncStreams: true})
+		d := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 		r, err := Replay(context.Background(), tr, ReplayOptions{Policy: p, SampleEvery: 1, Driver: d})
 		if err != nil {
 			t.Errorf("%s: %v", p, err)

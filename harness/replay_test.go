@@ -14,7 +14,7 @@ import (
 
 	"github.com/gmlake/gmlake/harness/trace"
 	"github.com/gmlake/gmlake/impl"
-	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -92,7 +92,7 @@ f 0
 f 1
 a 3 1 1
 `)
-	d := model.NewDevice(model.DeviceConfig{SyncStreams: true})
+	d := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 	if _, _, err := d.MemInfo(); err != nil { // a call before the replay must not be counted
 		t.Fatal(err)
 	}
@@ -332,7 +332,7 @@ func TestWritePlotPNGAndSVG(t *testing.T) {
 
 // The timing decorator counts each call and forwards results and errors unchanged.
 func TestTimingDriverCountsAndForwards(t *testing.T) {
-	d := model.NewDevice(model.DeviceConfig{SyncStreams: true})
+	d := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 	td := NewTimingDriver(d)
 	g := td.Granularity()
 	h, err := td.Create(g)
@@ -365,7 +365,7 @@ func TestTimingDriverCountsAndForwards(t *testing.T) {
 func TestReplayOnTimingDriver(t *testing.T) {
 	withBumpAllocator(t, 0)
 	tr := parseTrace(t, "a 0 10 0\na 1 10 0\n")
-	td := NewTimingDriver(model.NewDevice(model.DeviceConfig{SyncStreams: true}))
+	td := NewTimingDriver(sim.NewDevice(sim.DeviceConfig{SyncStreams: true}))
 	r, err := Replay(context.Background(), tr, ReplayOptions{Driver: td})
 	if err != nil {
 		t.Fatal(err)

@@ -2,13 +2,13 @@ package harness
 
 import (
 	"github.com/gmlake/gmlake/impl"
-	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/spec"
 )
 
 // ViewOf builds the spec's View (the judge's picture) from the engine's snapshot and the device's state.
 // See spec/SPEC.md for what each part means.
-func ViewOf(s impl.Snapshot, d model.DeviceState) spec.View {
+func ViewOf(s impl.Snapshot, d sim.DeviceState) spec.View {
 	v := spec.View{
 		Policy:      s.Policy,
 		Granularity: s.Granularity,

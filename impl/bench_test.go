@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
-func benchAlloc(b *testing.B, policy string) (*Allocator, *model.Device) {
-	dev := model.NewDevice(model.DeviceConfig{SyncStreams: true})
+func benchAlloc(b *testing.B, policy string) (*Allocator, *sim.Device) {
+	dev := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 	a, err := New(dev, Config{Policy: policy})
 	if err != nil {
 		b.Fatal(err)

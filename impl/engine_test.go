@@ -9,15 +9,15 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
 const MiB = vmm.MiB
 
-func newTest(t testing.TB, policy string, capacity uint64, sync bool) (*Allocator, *model.Device) {
+func newTest(t testing.TB, policy string, capacity uint64, sync bool) (*Allocator, *sim.Device) {
 	t.Helper()
-	dev := model.NewDevice(model.DeviceConfig{Capacity: capacity, SyncStreams: sync})
+	dev := sim.NewDevice(sim.DeviceConfig{Capacity: capacity, SyncStreams: sync})
 	a, err := New(dev, Config{Policy: policy})
 	if err != nil {
 		t.Fatal(err)
@@ -27,9 +27,9 @@ func newTest(t testing.TB, policy string, capacity uint64, sync bool) (*Allocato
 
 // newStitchTest makes a gmlake allocator whose growths are single chunks (ChunkSize 256 MiB), so that the
 // stitching scenes below control exactly which chunks are free.
-func newStitchTest(t testing.TB, capacity uint64, sync bool) (*Allocator, *model.Device) {
+func newStitchTest(t testing.TB, capacity uint64, sync bool) (*Allocator, *sim.Device) {
 	t.Helper()
-	dev := model.NewDevice(model.DeviceConfig{Capacity: capacity, SyncStreams: sync})
+	dev := sim.NewDevice(sim.DeviceConfig{Capacity: capacity, SyncStreams: sync})
 	a, err := New(dev, Config{ChunkSize: 256 * MiB})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +57,7 @@ func mustFree(t testing.TB, a *Allocator, p vmm.DevicePtr) {
 // and are mapped through accessible mappings; no chunk backs two live allocations; chunk refs equal the
 // mappings of the handle on the device; reserved bytes equal the device's used bytes and the chunk sizes;
 // allocated bytes equal the live block sizes; the engine's mappings and reservations are the device's.
-func checkState(t testing.TB, a *Allocator, dev *model.Device) {
+func checkState(t testing.TB, a *Allocator, dev *sim.Device) {
 	t.Helper()
 	s := a.Snapshot()
 	ds := dev.State()
@@ -66,13 +66,13 @@ func checkState(t testing.TB, a *Allocator, dev *model.Device) {
 	}
 }
 
-func verifySnapshot(s Snapshot, ds model.DeviceState) error {
+func verifySnapshot(s Snapshot, ds sim.DeviceState) error {
 	blocks := map[uint64]BlockInfo{}
 	for _, b := range s.Blocks {
 		blocks[b.ID] = b
 	}
 	// Live: non-overlapping, accessible, no physical byte shared.
-	devMaps := map[vmm.DevicePtr]model.DeviceMapping{}
+	devMaps := map[vmm.DevicePtr]sim.DeviceMapping{}
 	for _, m := range ds.Mappings {
 		devMaps[m.VA.Base] = m
 	}
@@ -131,7 +131,7 @@ func verifySnapshot(s Snapshot, ds model.DeviceState) error {
 		return fmt.Errorf("allocated %d, live blocks sum %d", s.Stats.AllocatedBytes, allocated)
 	}
 	// Chunks: refs equal device mappings; reserved equals the sum and the device's use.
-	devHandles := map[vmm.Handle]model.HandleInfo{}
+	devHandles := map[vmm.Handle]sim.HandleInfo{}
 	for _, h := range ds.Handles {
 		devHandles[h.Handle] = h
 	}
@@ -163,7 +163,7 @@ func verifySnapshot(s Snapshot, ds model.DeviceState) error {
 	return nil
 }
 
-func closeClean(t testing.TB, a *Allocator, dev *model.Device) CloseReport {
+func closeClean(t testing.TB, a *Allocator, dev *sim.Device) CloseReport {
 	t.Helper()
 	rep, err := a.Close()
 	if err != nil {
@@ -273,7 +273,7 @@ func TestCachingSplitMergeExactFit(t *testing.T) {
 
 // Without merging (MutNoMerge) the segment stays split: the mutation is observable.
 func TestMutationNoMergeObservable(t *testing.T) {
-	dev := model.NewDevice(model.DeviceConfig{SyncStreams: true})
+	dev := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 	a, _ := New(dev, Config{Policy: PolicyCaching, TestOnlyMutations: MutNoMerge})
 	p1 := mustAlloc(t, a, 3*MiB, 0)
 	p2 := mustAlloc(t, a, 3*MiB, 0)
@@ -358,7 +358,7 @@ func TestStitchReuseStitchFree(t *testing.T) {
 
 // The LRU StitchFree: with a cache of one sBlock, caching a second tears down the older one.
 func TestStitchFreeLRU(t *testing.T) {
-	dev := model.NewDevice(model.DeviceConfig{SyncStreams: true})
+	dev := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 	a, _ := New(dev, Config{SBlockCache: 1, ChunkSize: 256 * MiB})
 	stitchScene(t, a, 0)
 	p := mustAlloc(t, a, 256*MiB, 0)
@@ -446,7 +446,7 @@ func TestCrossStreamStitchWaitsForEvent(t *testing.T) {
 
 // MutEarlyCrossStreamReuse stitches without waiting: observable.
 func TestMutationEarlyCrossStreamObservable(t *testing.T) {
-	dev := model.NewDevice(model.DeviceConfig{})
+	dev := sim.NewDevice(sim.DeviceConfig{})
 	a, _ := New(dev, Config{TestOnlyMutations: MutEarlyCrossStreamReuse, ChunkSize: 256 * MiB})
 	s1, _ := dev.CreateStream()
 	dev.Launch(s1)
@@ -531,7 +531,7 @@ func TestNoSpuriousOOM(t *testing.T) {
 	for _, pol := range Policies {
 		for _, mut := range []Mutation{0, MutSpuriousOOM} {
 			t.Run(fmt.Sprintf("%s/mut=%v", pol, mut != 0), func(t *testing.T) {
-				dev := model.NewDevice(model.DeviceConfig{Capacity: capacity, SyncStreams: true})
+				dev := sim.NewDevice(sim.DeviceConfig{Capacity: capacity, SyncStreams: true})
 				a, _ := New(dev, Config{Policy: pol, TestOnlyMutations: mut})
 				rng := rand.New(rand.NewSource(7))
 				var live []vmm.DevicePtr
@@ -595,7 +595,7 @@ func TestFaultMidStitchNoLeak(t *testing.T) {
 
 // MutLeakOnStitchFailure leaks the half-built stitch: observable as a leak after Close.
 func TestMutationLeakOnStitchFailureObservable(t *testing.T) {
-	dev := model.NewDevice(model.DeviceConfig{SyncStreams: true})
+	dev := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 	a, _ := New(dev, Config{TestOnlyMutations: MutLeakOnStitchFailure, ChunkSize: 256 * MiB})
 	stitchScene(t, a, 0)
 	dev.FailNth(vmm.CallSetAccess, 1, vmm.InvalidValue)
@@ -792,7 +792,7 @@ func TestDeterministic(t *testing.T) {
 
 func TestBestFitAndMutation(t *testing.T) {
 	for _, mut := range []Mutation{0, MutWrongBestFit} {
-		dev := model.NewDevice(model.DeviceConfig{SyncStreams: true})
+		dev := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 		a, _ := New(dev, Config{Policy: PolicyCaching, TestOnlyMutations: mut})
 		big := mustAlloc(t, a, 64*MiB, 0)
 		sep := mustAlloc(t, a, 12*MiB, 0)
@@ -808,7 +808,7 @@ func TestBestFitAndMutation(t *testing.T) {
 }
 
 func TestPoliciesAndConfig(t *testing.T) {
-	dev := model.NewDevice(model.DeviceConfig{})
+	dev := sim.NewDevice(sim.DeviceConfig{})
 	for _, pol := range append([]string{""}, Policies...) {
 		a, err := New(dev, Config{Policy: pol})
 		if err != nil {
@@ -943,7 +943,7 @@ func TestArenaTooShortOpensNewArena(t *testing.T) {
 // then covers them all, and work launched on the stream afterwards does not keep them from other streams or
 // from release (spec/FINDINGS.md F5: each part counted as a free of its own used up the stream's fences).
 func TestStitchedFreeFencedAtFree(t *testing.T) {
-	dev := model.NewDevice(model.DeviceConfig{Capacity: 512 * MiB})
+	dev := sim.NewDevice(sim.DeviceConfig{Capacity: 512 * MiB})
 	a, err := New(dev, Config{}) // 2 MiB chunks on this device: the sBlock below has 63 parts
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,7 @@ package impl
 import (
 	"testing"
 
-	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -15,7 +15,7 @@ import (
 func TestWarmPairMakesNoDriverCall(t *testing.T) {
 	for _, pol := range Policies {
 		for _, size := range []uint64{512, 1 << 20, 8 << 20, 256 << 20} {
-			dev := model.NewDevice(model.DeviceConfig{SyncStreams: true})
+			dev := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 			a, err := New(dev, Config{Policy: pol})
 			if err != nil {
 				t.Fatal(err)

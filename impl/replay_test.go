@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gmlake/gmlake/harness/trace"
-	"github.com/gmlake/gmlake/model"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -61,7 +61,7 @@ func bundledTraces(t testing.TB) []string {
 
 // replay runs tr through a fresh allocator of cfg on a fresh simulated H200 with synchronous streams.
 func replay(t testing.TB, tr *trace.Trace, cfg Config) replayResult {
-	dev := model.NewDevice(model.DeviceConfig{SyncStreams: true})
+	dev := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 	a, err := New(dev, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,7 @@
 // It imports only vmm, so the engine cannot see its judge.
 //
 // The pieces:
-//   - View: the allocator's state (impl.Snapshot) beside the device's (model.Device.State()), built by
+//   - View: the allocator's state (impl.Snapshot) beside the device's (sim.Device.State()), built by
 //     harness.ViewOf. Device.Backing resolves a virtual range through the device's mappings into physical
 //     byte ranges, the ground truth every aliasing check uses.
 //   - Check(View): every state invariant (INV-NOOVERLAP, INV-MAPPED, INV-NOALIAS, INV-REFCOUNT, INV-STATS,

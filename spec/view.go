@@ -9,7 +9,7 @@ import (
 // View is what the checkers see at one instant: the allocator's state (as its snapshot reports it) and the
 // device's state (as the device reports it), side by side, so that every predicate can compare what the
 // engine believes with what the device holds. The harness builds it (harness/state.go) from impl.Snapshot
-// and model.Device.State(); spec defines it so that it imports only vmm.
+// and sim.Device.State(); spec defines it so that it imports only vmm.
 //
 // Every slice is sorted as documented; predicates do not mutate a View.
 type View struct {
@@ -82,7 +82,7 @@ type Stats struct {
 	NumLive                  uint64
 }
 
-// Device is the device's own account of its memory (model.DeviceState).
+// Device is the device's own account of its memory (sim.DeviceState).
 type Device struct {
 	Reservations []vmm.Range  // sorted by Base
 	Mappings     []DevMapping // sorted by VA.Base

@@ -44,7 +44,7 @@ func Load() error {
 		var buf [512]C.char
 		if C.gm_load(&buf[0], C.int(len(buf))) != 0 {
 			loadOnce.err = fmt.Errorf("cudavmm: no CUDA driver was found (%s): run on a machine with an NVIDIA "+
-				"driver, or use the simulated device (model.NewDevice): %w", C.GoString(&buf[0]), vmm.ErrDriverNotLoaded)
+				"driver, or use the simulated device (sim.NewDevice): %w", C.GoString(&buf[0]), vmm.ErrDriverNotLoaded)
 		}
 	})
 	return loadOnce.err

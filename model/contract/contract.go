@@ -1,4 +1,4 @@
-package model
+package contract
 
 // The allocator contract: what ANY correct allocator must do, as a pure, deterministic state machine over
 // what a caller can observe (pointers, sizes, streams, errors), with no knowledge of chunks, blocks or

@@ -1,4 +1,4 @@
-package model
+package sim
 
 // The reference device: a simulated GPU that implements vmm.Driver and enforces every rule of the vmm
 // package doc (notes/cuda-vmm.md) with the error CUDA gives.

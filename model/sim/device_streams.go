@@ -1,4 +1,4 @@
-package model
+package sim
 
 // Streams and events: the controllable clock.
 //
