@@ -21,11 +21,12 @@ var allowedImports = map[string][]string{
 	"model/contract": {"vmm"},
 	"impl":           {"vmm"},
 	"impl/cudavmm":   {"vmm"},
+	"impl/clib":      {"impl", "impl/cudavmm", "model/sim", "vmm"},
 	"harness":        {"spec", "model/sim", "model/contract", "impl", "vmm", "harness/trace", "impl/cudavmm"},
 	"harness/trace":  {},
 	"fuzz":           {"harness", "harness/trace", "impl", "model/sim", "model/contract", "spec", "vmm", "impl/cudavmm"},
-	".":              {"impl", "impl/cudavmm", "model/sim", "vmm"},
-	"capi":           {"."},
+	".":              {"impl", "impl/clib", "impl/cudavmm", "model/sim", "vmm"},
+	"capi":           {"impl/clib"},
 	"cmd/gmlake":     {"harness", "harness/trace", "impl", "impl/cudavmm", "model/sim", "model/contract", "vmm", "fuzz", "spec"},
 }
 

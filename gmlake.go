@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/impl/clib"
 	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
@@ -52,6 +53,7 @@ var (
 	ErrUnknownPolicy  = impl.ErrUnknownPolicy
 	ErrBadConfig      = impl.ErrBadConfig
 	ErrOutOfMemory    = vmm.ErrOutOfMemory
+	ErrBadKnob        = clib.ErrBadKnob
 )
 
 // Options configures New. The zero value is the default policy on a fresh simulated H200.
@@ -115,7 +117,7 @@ func parseInto(cfg Config, knobs map[string]string) (Config, error) {
 		}
 		rest[k] = v
 	}
-	if err := applyKnobs(&cfg, rest); err != nil {
+	if err := clib.ApplyKnobs(&cfg, rest); err != nil {
 		return cfg, err
 	}
 	if cfg.Policy != "" {

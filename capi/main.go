@@ -4,8 +4,8 @@
 //
 // Layers: abi.c holds the C functions (void*, cudaStream_t) and casts to the integer-typed Go exports below
 // (gmlakeGo*); throw.cc adds gmlake_alloc_throw for C++ callers; this package keeps one engine per device
-// (gmlake.CEngine, created lazily from the environment on the first allocation), per-device counters, the
-// last error, and the allocation trace (trace.go). It imports only the root gmlake package.
+// (clib.CEngine, created lazily from the environment on the first allocation), per-device counters, the
+// last error, and the allocation trace (trace.go). It imports only impl/clib.
 //
 // Failure rules: a Go panic never crosses into C (every export recovers, reports on stderr and in the last
 // error, and fails the call); after a panic inside an engine, that engine is disabled (its locks may be
@@ -35,7 +35,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/gmlake/gmlake"
+	"github.com/gmlake/gmlake/impl/clib"
 )
 
 func main() {}
@@ -49,7 +49,7 @@ const maxDevices = 64
 // slot is the state of one device. Created once, under createMu; read without a lock after.
 type slot struct {
 	device int
-	eng    *gmlake.CEngine
+	eng    *clib.CEngine
 
 	// disabled holds the reason the engine may no longer be used (a panic inside it); nil while healthy.
 	disabled atomic.Pointer[string]
@@ -134,17 +134,17 @@ var testPanicSize atomic.Uint64
 var warnUnknownOnce sync.Once
 
 // engineConfig builds device's engine configuration from the environment.
-func engineConfig(device int) (gmlake.CEngineConfig, float64, error) {
-	cfg := gmlake.CEngineConfig{Device: device, Policy: getenv("GMLAKE_POLICY"), Driver: getenv("GMLAKE_DEVICE"),
+func engineConfig(device int) (clib.CEngineConfig, float64, error) {
+	cfg := clib.CEngineConfig{Device: device, Policy: getenv("GMLAKE_POLICY"), Driver: getenv("GMLAKE_DEVICE"),
 		Knobs: map[string]string{}}
 	var err error
 	if v := getenv("GMLAKE_SIM_CAPACITY"); v != "" {
-		if cfg.SimCapacity, err = gmlake.ParseBytes(v); err != nil {
+		if cfg.SimCapacity, err = clib.ParseBytes(v); err != nil {
 			return cfg, 0, fmt.Errorf("GMLAKE_SIM_CAPACITY: %w", err)
 		}
 	}
 	if v := getenv("GMLAKE_MEMORY_LIMIT"); v != "" {
-		if cfg.MemoryLimit, err = gmlake.ParseBytes(v); err != nil {
+		if cfg.MemoryLimit, err = clib.ParseBytes(v); err != nil {
 			return cfg, 0, fmt.Errorf("GMLAKE_MEMORY_LIMIT: %w", err)
 		}
 	}
@@ -155,7 +155,7 @@ func engineConfig(device int) (gmlake.CEngineConfig, float64, error) {
 		}
 	}
 	knobs := map[string]bool{}
-	for _, k := range gmlake.KnobNames() {
+	for _, k := range clib.KnobNames() {
 		knobs[k] = true
 		if v := getenv("GMLAKE_" + k); v != "" {
 			cfg.Knobs[k] = v
@@ -166,7 +166,7 @@ func engineConfig(device int) (gmlake.CEngineConfig, float64, error) {
 			name, _, _ := strings.Cut(kv, "=")
 			if k, ok := strings.CutPrefix(name, "GMLAKE_"); ok && !reserved[k] && !knobs[k] {
 				fmt.Fprintf(os.Stderr, "gmlake: ignoring unknown environment variable %s (knobs: %v)\n",
-					name, gmlake.KnobNames())
+					name, clib.KnobNames())
 			}
 		}
 	})
@@ -197,7 +197,7 @@ func slotFor(device int) (*slot, error) {
 	if pendingFraction[device] > 0 {
 		fraction = pendingFraction[device]
 	}
-	eng, err := gmlake.NewCEngine(cfg)
+	eng, err := clib.NewCEngine(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -359,7 +359,7 @@ func gmlakeGoRecordStream(ptr C.uintptr_t, stream C.uintptr_t) {
 		if s = slots[d].Load(); s == nil || s.usable() != nil {
 			continue
 		}
-		if err = s.eng.RecordStream(uintptr(ptr), uintptr(stream)); err == nil || !gmlake.IsUnknownPointer(err) {
+		if err = s.eng.RecordStream(uintptr(ptr), uintptr(stream)); err == nil || !clib.IsUnknownPointer(err) {
 			break
 		}
 	}
@@ -446,7 +446,7 @@ func gmlakeGoLastError(buf *C.char, n C.size_t) C.int {
 
 //export gmlakeGoKnobs
 func gmlakeGoKnobs(buf *C.char, n C.size_t) C.int {
-	return copyOut(strings.Join(gmlake.KnobNames(), ","), buf, n)
+	return copyOut(strings.Join(clib.KnobNames(), ","), buf, n)
 }
 
 //export gmlakeGoTraceStart

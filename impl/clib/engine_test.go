@@ -1,4 +1,4 @@
-package gmlake
+package clib
 
 import (
 	"encoding/json"

@@ -1,10 +1,6 @@
-package gmlake
+package clib
 
-// This file is the door the C library (capi/, the PyTorch pluggable allocator) goes through: it opens a
-// driver by name (the real GPU or the simulated H200), applies knobs given as text (environment variables),
-// caps the physical memory an engine may hold (PyTorch's memory fraction), and wraps one engine in methods
-// on plain integers, so that capi, which speaks C and may import only this package, needs no project types.
-// It is owned together with capi/; the Go facade proper lives in gmlake.go.
+// See doc.go.
 
 import (
 	"encoding/json"
@@ -140,8 +136,8 @@ func ParseBytes(s string) (uint64, error) {
 	return uint64(f * float64(mult)), nil
 }
 
-// applyKnobs sets cfg's fields from knobs. Every knob must name a settable field.
-func applyKnobs(cfg *impl.Config, knobs map[string]string) error {
+// ApplyKnobs sets cfg's fields from knobs. Every knob must name a settable field.
+func ApplyKnobs(cfg *impl.Config, knobs map[string]string) error {
 	v := reflect.ValueOf(cfg).Elem()
 	t := v.Type()
 	byName := map[string]int{}
@@ -335,7 +331,7 @@ func NewCEngine(cfg CEngineConfig) (*CEngine, error) {
 		cfg.Driver = DriverCUDA
 	}
 	icfg := impl.Config{Policy: cfg.Policy}
-	if err := applyKnobs(&icfg, cfg.Knobs); err != nil {
+	if err := ApplyKnobs(&icfg, cfg.Knobs); err != nil {
 		return nil, err
 	}
 	d, err := OpenDriver(cfg.Driver, cfg.Device, cfg.SimCapacity)
