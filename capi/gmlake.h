@@ -27,6 +27,7 @@
 #define GMLAKE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -74,6 +75,114 @@ int gmlake_trace_stop(void);
  * Only when no other thread uses the device. Returns how many allocations were still live (released
  * anyway), negative on error (text in gmlake_last_error). For tests and orderly shutdown. */
 int gmlake_close(int device);
+
+/* ---- The torch engine ABI (issue 15): what a full c10::cuda::CUDACachingAllocator::CUDAAllocator needs. ----
+ * Every function below is thread-safe and returns negative on error with the text in gmlake_last_error (unless
+ * said otherwise). A device whose engine has not started yet is started by the calls that need it (pools,
+ * capture, stats of a device are all zero until its first allocation: they do not start it). */
+
+/* One statistic with PyTorch's meaning (c10::CachingDeviceAllocator::Stat): current value, its peak since the
+ * last reset_peak, and the accumulated increases (allocated) and decreases (freed) since the last
+ * reset_accumulated. current == allocated - freed until reset_accumulated (which zeroes allocated and freed). */
+typedef struct {
+	int64_t current, peak, allocated, freed;
+} gmlake_stat;
+
+/* PyTorch's DeviceStats. Every array is indexed 0 all, 1 small_pool, 2 large_pool (a request <= 1 MiB after
+ * rounding to 512 B is small, as in PyTorch). See docs/pytorch.md (or capi/torch.go) for how gmlake's blocks
+ * map onto these: a stitched block is one allocation / one active block of the large pool whose bytes are the
+ * physical chunks it views (counted once: reserved bytes count physical memory, never a view again). */
+typedef struct {
+	gmlake_stat allocation[3];           /* live allocations (blocks handed out) */
+	gmlake_stat segment[3];              /* segments: fixed segments, and contiguous mapped runs of arenas */
+	gmlake_stat active[3];               /* allocations not yet reusable (live, or freed with events pending) */
+	gmlake_stat inactive_split[3];       /* free mapped blocks that share their segment with another block */
+	gmlake_stat allocated_bytes[3];      /* block bytes (rounded) of live allocations */
+	gmlake_stat reserved_bytes[3];       /* physical bytes held (cuMemCreate'd chunks) */
+	gmlake_stat active_bytes[3];         /* block bytes of active allocations */
+	gmlake_stat inactive_split_bytes[3]; /* bytes of inactive_split blocks */
+	gmlake_stat requested_bytes[3];      /* bytes asked for by live allocations (before rounding) */
+	int64_t num_alloc_retries;           /* allocations that released the cache and retried */
+	int64_t num_ooms;                    /* allocations that failed with out of memory (reported to the caller) */
+	int64_t num_sync_all_streams;        /* synchronisations of every stream (empty_cache, out-of-memory path) */
+	int64_t num_device_alloc;            /* successful cuMemCreate calls */
+	int64_t num_device_free;             /* successful cuMemRelease calls */
+	gmlake_stat oversize_allocations;    /* always 0: gmlake has no max_split_size */
+	gmlake_stat oversize_segments;       /* always 0 */
+	int64_t max_split_size;              /* -1: unlimited, as PyTorch reports an unset max_split_size */
+} gmlake_device_stats;
+
+int gmlake_get_device_stats(int device, gmlake_device_stats *out); /* 0; a device not started: all zero */
+int gmlake_reset_peak_stats(int device);        /* every peak := current */
+int gmlake_reset_accumulated_stats(int device); /* every allocated/freed := 0 and the num_* counters := 0 */
+
+/* Segments and blocks as JSON, like gmlake_stats_json (snprintf convention):
+ * {"device":D,"segments":[{"device","address","total_size","stream","segment_type":"small"|"large",
+ *   "allocated_size","active_size","requested_size","stitched":bool,"pool_id":[a,b],"is_expandable":bool,
+ *   "blocks":[{"address","size","requested_size","state":"active_allocated"|"active_pending_free"|"inactive",
+ *              "stitched_into":ADDR (only for a block held by a stitched block)}]}],
+ *  "stitched_blocks":[{"address","size","requested_size","stream","pool_id":[a,b],
+ *              "state":"active_allocated"|"active_pending_free"|"inactive","parts":[ADDR,...]}]}
+ * A segment is a fixed segment or a contiguous mapped run of an arena (as PyTorch reports expandable segments).
+ * A stitched block is its own virtual range viewing chunks of other segments: it is listed in stitched_blocks,
+ * and the blocks under its chunks appear in their segments with stitched_into set (and, while it is live,
+ * state active_allocated and requested_size 0: its request is on the stitched block), so the bytes are counted
+ * once; a segment's "stitched" says that some of its blocks are viewed by a stitched block. Addresses, sizes
+ * and streams are JSON numbers (integers below 2^64). */
+int gmlake_snapshot_json(int device, char *buf, size_t len);
+
+/* Segment events for memory history (the C++ side records alloc/free with PyTorch's context itself).
+ * action: GMLAKE_EVENT_SEGMENT_MAP (new physical memory mapped at [addr, addr+size)), SEGMENT_UNMAP (released),
+ * OOM (an allocation of size bytes failed with out of memory; addr is 0, stream the request's). The callback is
+ * called on the thread of the call that caused the event, after the engine's lock is released, so it may call
+ * into gmlake. NULL fn switches it off. Set it before the first allocation or accept missing early events. */
+enum { GMLAKE_EVENT_SEGMENT_MAP = 0, GMLAKE_EVENT_SEGMENT_UNMAP = 1, GMLAKE_EVENT_OOM = 2 };
+typedef void (*gmlake_event_fn)(void *ctx, int device, int action, uint64_t addr, uint64_t size, void *stream);
+void gmlake_set_event_callback(gmlake_event_fn fn, void *ctx);
+
+/* After a failed gmlake_alloc / gmlake_alloc_pool on this thread: why, with the figures an out-of-memory
+ * message needs (bytes). kind: GMLAKE_FAIL_OOM (also a request larger than the device), GMLAKE_FAIL_INVALID
+ * (bad argument: device out of range, unknown pool), GMLAKE_FAIL_OTHER (driver error, disabled engine).
+ * allocated: block bytes of live allocations; reserved: physical bytes held; cached = reserved - allocated;
+ * limit: the memory-fraction cap in bytes (0: none). Returns 0, or negative if this thread has no failure. */
+enum { GMLAKE_FAIL_OOM = 1, GMLAKE_FAIL_INVALID = 2, GMLAKE_FAIL_OTHER = 3 };
+typedef struct {
+	int kind;
+	uint64_t requested, device_total, device_free, allocated, reserved, cached, limit;
+} gmlake_alloc_failure;
+int gmlake_last_failure(gmlake_alloc_failure *out);
+
+/* Pools: PyTorch's MempoolId_t {id0, id1}; {0, 0} is the default pool. A private pool's blocks never serve,
+ * get stitched into, or are released (empty_cache, out-of-memory release) under another pool's requests while
+ * the pool lives, and its memory stays mapped (a CUDA graph's addresses stay valid) until the pool is released.
+ * gmlake_alloc_pool allocates from the pool (which must exist: create it first); gmlake_free frees any block.
+ * gmlake_pool_release decrements the use count; at 0 the pool's free memory returns to the device, and so does
+ * the memory of its remaining allocations as they are freed. Returns: create/release the new use count,
+ * use_count the use count (0: no such pool), live the number of live allocations of the pool (ptrs gets the
+ * first cap of them, in address order). */
+void *gmlake_alloc_pool(size_t size, int device, cudaStream_t stream, uint64_t id0, uint64_t id1);
+int gmlake_pool_create_or_incref(int device, uint64_t id0, uint64_t id1);
+int gmlake_pool_release(int device, uint64_t id0, uint64_t id1);
+int gmlake_pool_use_count(int device, uint64_t id0, uint64_t id1);
+int gmlake_pool_live(int device, uint64_t id0, uint64_t id1, uint64_t *ptrs, size_t cap);
+
+/* Stream capture (CUDA graphs): while any stream of the device captures, the engine records and queries no
+ * event and synchronises no stream; frees of blocks used on other streams (record_stream) are deferred until
+ * no stream captures. Call with capturing=1 before cudaStreamBeginCapture's first allocation and with 0 after
+ * cudaStreamEndCapture. The engine's driver calls (cuMemCreate, cuMemMap...) during capture need the calling
+ * thread in relaxed capture mode (cudaThreadExchangeStreamCaptureMode), as PyTorch does around cudaMalloc. */
+int gmlake_set_capturing(int device, cudaStream_t stream, int capturing);
+
+/* cacheInfo (cuDNN benchmark mode): the largest block that an allocation on the default pool could get from
+ * the cache without new memory (0 if the device has not started). */
+int gmlake_cache_info(int device, size_t *largest_free_block);
+
+/* getBaseAllocation: the live allocation holding ptr (its start and block size). */
+int gmlake_base_allocation(void *ptr, void **base, size_t *size);
+
+/* The memory fraction in force on device (1.0 without a cap; a cap set as GMLAKE_MEMORY_LIMIT is reported as
+ * limit / total); negative on a bad device. */
+double gmlake_get_memory_fraction(int device);
 
 #ifdef __cplusplus
 }
