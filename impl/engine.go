@@ -57,9 +57,12 @@ type Allocator struct {
 
 	streams map[vmm.Stream]*streamState
 	last    *streamState // the last stream used (hot path cache)
-	// ptrs maps every pointer ever handed out to the block last handed out there. The allocation at p is
-	// live iff b := ptrs[p] has b.ptr == p, b.state == Live and b.heldBy == nil (the struct may since have
-	// been recycled); any other entry means p was freed (a second Free is a double free).
+	// ptrs maps the start of every block that was handed out and still exists (live, pending or cached) to
+	// that block. The allocation at p is live iff b := ptrs[p] has b.state == Live and b.heldBy == nil; any
+	// other entry means p was freed (a second Free is a double free). A pointer whose block merged into a
+	// neighbour or was released has no entry (a Free of it is ErrUnknownPointer or ErrInteriorPtr).
+	// Invariant: ptrs[p] == b implies b.ptr == p and b is not recycled, so len(ptrs) <= the blocks in use:
+	// host memory is bounded by the live and cached blocks, not by the pointers ever handed out.
 	ptrs    map[vmm.DevicePtr]*block
 	segs    []*segment // every segment, sorted by base
 	sblocks []*block   // every sBlock, live or cached
@@ -298,8 +301,12 @@ func (a *Allocator) newBlock() *block {
 	return b
 }
 
-// recycle returns a block struct to the spare list. The caller has unlinked it from everything.
+// recycle returns a block struct to the spare list, dropping its pointer-table entry. The caller has
+// unlinked it from everything.
 func (a *Allocator) recycle(b *block) {
+	if a.ptrs[b.ptr] == b {
+		delete(a.ptrs, b.ptr)
+	}
 	b.state, b.kind, b.mapped, b.inSet = Free, Primitive, false, false
 	b.seg, b.prev, b.next, b.heldBy, b.left, b.right = nil, nil, nil, nil, nil, nil
 	b.uses, b.parts, b.chunks = b.uses[:0], b.parts[:0], b.chunks[:0]
@@ -543,7 +550,14 @@ func (a *Allocator) mergeFree(b *block) *block {
 		if !p.mapped {
 			seg.dropUnmapped(p)
 		}
+		// b now starts at p.ptr: its old start is no block's; p's entry (if any) passes to b.
+		if a.ptrs[b.ptr] == b {
+			delete(a.ptrs, b.ptr)
+		}
 		b.ptr = p.ptr
+		if a.ptrs[p.ptr] == p {
+			a.ptrs[p.ptr] = b
+		}
 		b.size += p.size
 		b.prev = p.prev
 		if b.prev != nil {
