@@ -143,6 +143,16 @@ func (x *Allocator) Free(p vmm.DevicePtr) error { return x.a.Free(p) }
 // RecordStream marks the allocation at p as used on stream s too.
 func (x *Allocator) RecordStream(p vmm.DevicePtr, s vmm.Stream) error { return x.a.RecordStream(p, s) }
 
+// DestroyStream destroys stream s of the allocator's device, telling the engine first (impl's
+// ForgetStream), so that memory used on s is reused only once the work s still runs has completed. Alloc and
+// RecordStream on s are ErrUnknownStream afterwards.
+func (x *Allocator) DestroyStream(s vmm.Stream) error {
+	if err := x.a.ForgetStream(s); err != nil {
+		return err
+	}
+	return x.d.DestroyStream(s)
+}
+
 // EmptyCache returns the cached free memory to the device.
 func (x *Allocator) EmptyCache() error { return x.a.EmptyCache() }
 

@@ -71,3 +71,31 @@ func TestParseConfig(t *testing.T) {
 	}
 	a.Close()
 }
+
+// DestroyStream through the facade makes the stream unknown to the engine (issue 14 item 6).
+func TestFacadeDestroyStreamUnknownAfter(t *testing.T) {
+	a, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := a.Driver().CreateStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.Alloc(1<<20, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.DestroyStream(s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Alloc(1<<20, s); !errors.Is(err, ErrUnknownStream) {
+		t.Fatalf("Alloc on destroyed stream = %v, want %v", err, ErrUnknownStream)
+	}
+	if err := a.Free(p); err != nil {
+		t.Fatalf("Free of an allocation of a destroyed stream: %v", err)
+	}
+	if _, err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -38,6 +38,11 @@
 // are recorded at frees; a free beyond them, on an idle stream, is covered only by a lazy fence that also
 // waits for work launched after the free (spec/FINDINGS.md F6, open).
 //
+// Destroyed streams: CUDA completes the work a destroyed stream still holds, but leaves no handle to wait
+// on it. ForgetStream, called before cuStreamDestroy, records a last event on the stream: what was used on
+// it waits for that event, and the stream is unknown from then on. A stream destroyed without it is noticed
+// at the first driver call on it that fails (confirmed with StreamQuery); its claims end with it.
+//
 // # The allocation path (alloc.go)
 //
 //  1. Round the size, pick the pool, poll pending events if any.

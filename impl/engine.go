@@ -29,14 +29,26 @@ type streamState struct {
 	// Nothing consumes fences on the hot path, so the steady state records nothing.
 	fences  []fence
 	safeSeq uint64
+
+	// gone: the caller said s is (about to be) destroyed (ForgetStream). Alloc and RecordStream on s are
+	// ErrUnknownStream from then on; s's cached memory is released or stitched once lastEv completed.
+	// lastEv is the event ForgetStream recorded on s, covering all the work s will ever run (0: none, or
+	// retired). Invariant: !gone implies lastEv == 0; a gone stream is never Allocator.last.
+	gone   bool
+	lastEv vmm.Event
+	// recheck: a driver call on s answered that s does not exist (destroyed without ForgetStream): the next
+	// Alloc or RecordStream on s asks StreamQuery again. Invariant: a recheck stream is never Allocator.last.
+	recheck bool
 }
 
 // pendingEv is an outstanding event and the blocks waiting on it. ev == 0 means "wait until the stream
-// st's fence covers seq" (cross-stream sBlock parts).
+// st's fence covers seq" (cross-stream sBlock parts), or with last set "wait until st's last event (a gone
+// stream, ForgetStream) completed".
 type pendingEv struct {
 	ev     vmm.Event
 	st     *streamState
 	seq    uint64
+	last   bool
 	blocks []*block
 }
 
@@ -209,22 +221,106 @@ func (a *Allocator) Stats() Stats {
 	return s
 }
 
-// streamLocked returns the state of stream s, validating s with StreamQuery the first time it is seen.
+// streamLocked returns the state of stream s, validating s with StreamQuery the first time it is seen (and
+// again after a driver call said s does not exist). A stream forgotten with ForgetStream is ErrUnknownStream.
 func (a *Allocator) streamLocked(s vmm.Stream) (*streamState, error) {
 	if ss := a.streams[s]; ss != nil {
+		if ss.gone {
+			return nil, fmt.Errorf("%w %d: it was destroyed (ForgetStream)", ErrUnknownStream, s)
+		}
+		if ss.recheck {
+			if _, err := a.d.StreamQuery(s); err != nil {
+				return nil, streamErr(s, err)
+			}
+			ss.recheck = false
+		}
 		a.last = ss
 		return ss, nil
 	}
 	if _, err := a.d.StreamQuery(s); err != nil {
-		if errors.Is(err, vmm.ErrInvalidHandle) {
-			return nil, fmt.Errorf("%w %d: create it first (%v)", ErrUnknownStream, s, err)
-		}
-		return nil, fmt.Errorf("gmlake: checking stream %d: %w", s, err)
+		return nil, streamErr(s, err)
 	}
 	ss := &streamState{s: s}
 	a.streams[s] = ss
 	a.last = ss
 	return ss, nil
+}
+
+func streamErr(s vmm.Stream, err error) error {
+	if errors.Is(err, vmm.ErrInvalidHandle) {
+		return fmt.Errorf("%w %d: it does not exist: create it first, and do not use it after destroying it (%v)", ErrUnknownStream, s, err)
+	}
+	return fmt.Errorf("gmlake: checking stream %d: %w", s, err)
+}
+
+// ForgetStream tells the allocator that stream s is about to be destroyed; call it before cuStreamDestroy.
+// It records a last event on s covering all the work s will ever run: blocks used on s (allocated there,
+// or recorded with RecordStream) are reused elsewhere, stitched or released only once that work completed,
+// as CUDA completes a destroyed stream's pending work. From then on Alloc and RecordStream on s are
+// ErrUnknownStream; Free of blocks used on s works as before. The default stream cannot be forgotten
+// (ErrUnknownStream). A stream destroyed without ForgetStream is noticed at the first driver call on it
+// that fails; its claims end with it (the caller must have synchronized it), since nothing is left to wait
+// on. A failed call changes nothing.
+func (a *Allocator) ForgetStream(s vmm.Stream) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return ErrClosed
+	}
+	if s == vmm.DefaultStream {
+		return fmt.Errorf("%w %d: the default stream cannot be destroyed", ErrUnknownStream, s)
+	}
+	ss := a.streams[s]
+	if ss != nil && ss.gone {
+		return fmt.Errorf("%w %d: already forgotten", ErrUnknownStream, s)
+	}
+	if ss == nil { // never used here: nothing to fence
+		a.streams[s] = &streamState{s: s, gone: true}
+		return nil
+	}
+	e, err := a.getEvent()
+	if err != nil {
+		return fmt.Errorf("gmlake: forgetting stream %d: %w", s, err)
+	}
+	if err := a.d.RecordEvent(e, s); err != nil {
+		a.evFree = append(a.evFree, e)
+		if !errors.Is(err, vmm.ErrInvalidHandle) || !a.confirmDestroyed(ss) {
+			return fmt.Errorf("gmlake: forgetting stream %d: recording its last event: %w", s, err)
+		}
+		e = 0 // destroyed already: nothing left to wait on
+	}
+	ss.gone, ss.lastEv, ss.recheck = true, e, false
+	if a.last == ss {
+		a.last = nil
+	}
+	return nil
+}
+
+// confirmDestroyed asks StreamQuery whether ss still exists after a call on it said it does not; if it
+// does not, the next use of ss checks again (recheck). It reports whether ss is destroyed.
+func (a *Allocator) confirmDestroyed(ss *streamState) bool {
+	if _, err := a.d.StreamQuery(ss.s); !errors.Is(err, vmm.ErrInvalidHandle) {
+		return false
+	}
+	ss.recheck = true
+	if a.last == ss {
+		a.last = nil
+	}
+	return true
+}
+
+// lastDone reports whether the last event of gone stream st completed (retiring it when it has).
+func (a *Allocator) lastDone(st *streamState) bool {
+	if st.lastEv == 0 {
+		return true
+	}
+	done, err := a.d.QueryEvent(st.lastEv)
+	if err != nil || !done {
+		return false
+	}
+	a.evFree = append(a.evFree, st.lastEv)
+	st.lastEv = 0
+	return true
 }
 
 // sortedStreams lists the known streams in id order (deterministic iteration).
@@ -332,6 +428,19 @@ func (a *Allocator) safe(st *streamState, seq uint64) bool {
 	if a.mut&MutEarlyCrossStreamReuse != 0 {
 		return true
 	}
+	if st.gone {
+		return a.lastDone(st)
+	}
+	if st.recheck { // a call said st does not exist: if it still does not, its claims ended with it
+		_, err := a.d.StreamQuery(st.s)
+		if errors.Is(err, vmm.ErrInvalidHandle) {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+		st.recheck = false
+	}
 	for round := 0; round < 2; round++ {
 		// Retire completed fences, oldest first.
 		for len(st.fences) > 0 && seq > st.safeSeq {
@@ -373,10 +482,13 @@ func (a *Allocator) processEventsOnce() bool {
 	j := 0
 	for _, pe := range a.pend {
 		var done bool
-		if pe.ev != 0 {
+		switch {
+		case pe.ev != 0:
 			d, err := a.d.QueryEvent(pe.ev)
 			done = err == nil && d
-		} else {
+		case pe.last:
+			done = a.lastDone(pe.st)
+		default:
 			done = a.safe(pe.st, pe.seq)
 		}
 		if !done {
@@ -388,10 +500,10 @@ func (a *Allocator) processEventsOnce() bool {
 			a.evFree = append(a.evFree, pe.ev)
 		}
 		for _, b := range pe.blocks {
-			if pe.ev == 0 && (b.xwait != pe.st || b.xseq != pe.seq || b.state != Pending) {
+			if pe.ev == 0 && !pe.last && (b.xwait != pe.st || b.xseq != pe.seq || b.state != Pending) {
 				continue // taken back by its own stream meanwhile (holdParts), or recycled since
 			}
-			if pe.ev == 0 {
+			if pe.ev == 0 && !pe.last {
 				// A part of another stream's sBlock: never used on its own stream, so safe there at once.
 				b.freeSeq, b.stamped = 0, true
 			}
@@ -414,26 +526,38 @@ func (a *Allocator) processEventsOnce() bool {
 
 // freeLocked frees live block b (the caller checked it).
 func (a *Allocator) freeLocked(b *block) error {
-	if len(b.uses) > 0 {
-		start := len(a.pend)
-		for _, s := range b.uses {
-			e, err := a.getEvent()
-			if err == nil {
-				if err = a.d.RecordEvent(e, s); err != nil {
-					a.evFree = append(a.evFree, e)
-				}
+	start := len(a.pend)
+	for _, s := range b.uses {
+		st := a.streams[s] // RecordStream met s, so it is known
+		if st.gone {
+			if !a.lastDone(st) {
+				a.pend = append(a.pend, pendingEv{st: st, last: true, blocks: []*block{b}})
 			}
-			if err != nil {
-				for _, pe := range a.pend[start:] {
+			continue
+		}
+		e, err := a.getEvent()
+		if err == nil {
+			if err = a.d.RecordEvent(e, s); err != nil {
+				a.evFree = append(a.evFree, e)
+			}
+		}
+		if err != nil && errors.Is(err, vmm.ErrInvalidHandle) && a.confirmDestroyed(st) {
+			continue // destroyed without ForgetStream: no work of it is left to wait on
+		}
+		if err != nil {
+			for _, pe := range a.pend[start:] {
+				if pe.ev != 0 {
 					a.evFree = append(a.evFree, pe.ev)
 				}
-				clear(a.pend[start:])
-				a.pend = a.pend[:start]
-				return fmt.Errorf("gmlake: free %v: recording an event on stream %d: %w", b.ptr, s, err)
 			}
-			a.pend = append(a.pend, pendingEv{ev: e, blocks: []*block{b}})
+			clear(a.pend[start:])
+			a.pend = a.pend[:start]
+			return fmt.Errorf("gmlake: free %v: recording an event on stream %d: %w", b.ptr, s, err)
 		}
-		b.events = len(b.uses)
+		a.pend = append(a.pend, pendingEv{ev: e, blocks: []*block{b}})
+	}
+	if n := len(a.pend) - start; n > 0 {
+		b.events = n
 		b.state = Pending
 		// The allocation stream's last use came before this call: stamp the free now, so that a fence on
 		// that stream recorded from here on covers it, whenever the recorded streams finish.
@@ -527,6 +651,9 @@ func (a *Allocator) noteFree(ss *streamState) {
 // recordFence records a fence on ss now, covering every free so far. Failures are ignored: safe() records
 // one when needed. It reports whether it recorded.
 func (a *Allocator) recordFence(ss *streamState) bool {
+	if ss.gone {
+		return false
+	}
 	e, err := a.getEvent()
 	if err != nil {
 		return false

@@ -217,6 +217,9 @@ func (a *Allocator) Close() (CloseReport, error) {
 		for _, f := range ss.fences {
 			note(a.d.DestroyEvent(f.ev))
 		}
+		if ss.lastEv != 0 {
+			note(a.d.DestroyEvent(ss.lastEv))
+		}
 	}
 	for _, e := range a.evFree {
 		note(a.d.DestroyEvent(e))

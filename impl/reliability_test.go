@@ -65,3 +65,104 @@ func (a *Allocator) countBlocks() int {
 	}
 	return n
 }
+
+// A Free after a stream the allocation was recorded on was destroyed behind the allocator's back succeeds
+// (issue 14 item 6): the stream can take no more work and CUDA leaves nothing to wait on, so its claim ends
+// with it; the stream is then unknown to Alloc and RecordStream.
+func TestFreeAfterRecordedStreamDestroyed(t *testing.T) {
+	for _, pol := range Policies {
+		t.Run(pol, func(t *testing.T) {
+			a, dev := newTest(t, pol, 4<<30, false /* sync */)
+			s, err := dev.CreateStream()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := mustAlloc(t, a, 8*MiB, vmm.DefaultStream)
+			if err := a.RecordStream(p, s); err != nil {
+				t.Fatal(err)
+			}
+			dev.Launch(s)
+			if err := dev.DestroyStream(s); err != nil {
+				t.Fatal(err)
+			}
+			for try := 0; try < 2; try++ {
+				err := a.Free(p)
+				if try == 0 && err != nil {
+					t.Fatalf("Free(%v) after its recorded stream %d was destroyed: %v", p, s, err)
+				}
+				if try == 1 && !errors.Is(err, ErrDoubleFree) {
+					t.Fatalf("second Free(%v) = %v, want %v", p, err, ErrDoubleFree)
+				}
+			}
+			if _, err := a.Alloc(MiB, s); !errors.Is(err, ErrUnknownStream) {
+				t.Fatalf("Alloc on destroyed stream %d = %v, want %v", s, err, ErrUnknownStream)
+			}
+			if st := a.Stats(); st.NumLive != 0 {
+				t.Fatalf("%d allocations live after the Free", st.NumLive)
+			}
+			dev.CompleteAll()
+			checkState(t, a, dev)
+			closeClean(t, a, dev)
+		})
+	}
+}
+
+// ForgetStream before destroying a stream fences its work (issue 14 item 6): a block recorded on it and
+// freed stays unusable until the destroyed stream's work completed, as CUDA completes it; Alloc and
+// RecordStream on the stream are ErrUnknownStream; memory allocated on it is released by EmptyCache once
+// its work completed.
+func TestForgetStreamFencesItsWork(t *testing.T) {
+	a, dev := newTest(t, PolicyCaching, 4<<30, false /* sync */)
+	s, err := dev.CreateStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustAlloc(t, a, 8*MiB, vmm.DefaultStream)
+	q := mustAlloc(t, a, 16*MiB, s)
+	if err := a.RecordStream(p, s); err != nil {
+		t.Fatal(err)
+	}
+	dev.Launch(s)
+	if err := a.ForgetStream(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.DestroyStream(s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Alloc(MiB, s); !errors.Is(err, ErrUnknownStream) {
+		t.Fatalf("Alloc on forgotten stream = %v, want %v", err, ErrUnknownStream)
+	}
+	if err := a.RecordStream(p, s); !errors.Is(err, ErrUnknownStream) {
+		t.Fatalf("RecordStream on forgotten stream = %v, want %v", err, ErrUnknownStream)
+	}
+	if err := a.ForgetStream(vmm.DefaultStream); !errors.Is(err, ErrUnknownStream) {
+		t.Fatalf("ForgetStream(default) = %v, want %v", err, ErrUnknownStream)
+	}
+	mustFree(t, a, p)
+	mustFree(t, a, q)
+	if r := mustAlloc(t, a, 8*MiB, vmm.DefaultStream); r == p {
+		t.Fatalf("Alloc reused %v while the destroyed stream's work on it is pending", p)
+	} else {
+		mustFree(t, a, r)
+	}
+	if err := a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Stats().ReservedBytes; got < 8*MiB+16*MiB {
+		t.Fatalf("EmptyCache released memory the destroyed stream may still use: %s reserved", vmm.FormatBytes(got))
+	}
+	dev.CompleteAll()
+	if r := mustAlloc(t, a, 8*MiB, vmm.DefaultStream); r != p {
+		t.Fatalf("after the destroyed stream's work completed, Alloc = %v, want %v reused (best fit)", r, p)
+	} else {
+		mustFree(t, a, r)
+	}
+	if err := a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Stats().ReservedBytes; got != 0 {
+		t.Fatalf("EmptyCache left %s reserved with nothing live", vmm.FormatBytes(got))
+	}
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+}
