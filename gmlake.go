@@ -2,11 +2,13 @@
 // with virtual memory stitching (GMLake, ASPLOS 2024, improved), with PyTorch's native and
 // expandable-segments allocators as policies of the same engine.
 //
-// It is a thin facade over package impl (the engine). By default an allocator runs on the simulated H200 of
-// package model; give it a vmm.Driver (for example the real GPU through impl/cudavmm, see OpenDriver) to run
-// elsewhere.
+// It is a thin facade over package impl (the engine), and owns nothing else: the device is always named.
+// NewSimulated runs on a fresh simulated H200 (model/sim: no GPU is touched); New runs on the vmm.Driver it
+// is given, for example the real GPU from OpenCUDA.
 //
-//	a, err := gmlake.New(gmlake.Options{})             // policy "gmlake" on a simulated H200
+//	a, err := gmlake.NewSimulated(gmlake.Options{})   // policy "gmlake" on a simulated H200
+//	d, err := gmlake.OpenCUDA(0)                      // or the real GPU 0 (libcuda.so.1, loaded at run time)
+//	a, err := gmlake.New(d, gmlake.Options{})
 //	p, err := a.Alloc(64<<20, vmm.DefaultStream)
 //	err = a.Free(p)
 //	rep, err := a.Close()
@@ -18,6 +20,7 @@ import (
 
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/impl/clib"
+	"github.com/gmlake/gmlake/impl/cudavmm"
 	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
@@ -56,7 +59,7 @@ var (
 	ErrBadKnob        = clib.ErrBadKnob
 )
 
-// Options configures New. The zero value is the default policy on a fresh simulated H200.
+// Options configures New and NewSimulated. The zero value is the default policy with its defaults.
 type Options struct {
 	// Policy names the policy; it overrides Config.Policy when not empty.
 	Policy string
@@ -64,8 +67,6 @@ type Options struct {
 	Config Config
 	// Knobs are knobs as text, applied over Config (see ParseConfig for the names).
 	Knobs map[string]string
-	// Driver is the device. nil: a fresh simulated H200 whose streams complete at once.
-	Driver vmm.Driver
 
 	_ struct{}
 }
@@ -76,8 +77,23 @@ type Allocator struct {
 	d vmm.Driver
 }
 
-// New makes an allocator.
-func New(opts Options) (*Allocator, error) {
+// NewSimulated makes an allocator on a fresh simulated H200 (model/sim, an H200's capacity, streams whose
+// work completes at once): no GPU is touched. Driver returns the device (a *sim.Device).
+func NewSimulated(opts Options) (*Allocator, error) {
+	return New(sim.NewDevice(sim.DeviceConfig{SyncStreams: true}), opts)
+}
+
+// OpenCUDA opens GPU `device` (an ordinal) through libcuda.so.1, loaded at run time; on a machine without a
+// driver the error wraps vmm.ErrDriverNotLoaded (or says no cgo).
+func OpenCUDA(device int) (vmm.Driver, error) { return cudavmm.New(device) }
+
+// New makes an allocator on the device d: the real GPU (OpenCUDA), a simulated one (model/sim), or any
+// vmm.Driver. The allocator uses d from then on; Close releases what it holds on d but does not close d.
+func New(d vmm.Driver, opts Options) (*Allocator, error) {
+	if d == nil {
+		return nil, fmt.Errorf("%w: gmlake.New needs a device (OpenCUDA, or NewSimulated for the simulated H200)",
+			ErrBadConfig)
+	}
 	cfg := opts.Config
 	if len(opts.Knobs) > 0 {
 		var err error
@@ -87,10 +103,6 @@ func New(opts Options) (*Allocator, error) {
 	}
 	if opts.Policy != "" {
 		cfg.Policy = opts.Policy
-	}
-	d := opts.Driver
-	if d == nil {
-		d = sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 	}
 	a, err := impl.New(d, cfg)
 	if err != nil {
@@ -168,7 +180,7 @@ func (x *Allocator) Close() (CloseReport, error) { return x.a.Close() }
 // Policy names the allocator's policy.
 func (x *Allocator) Policy() string { return x.a.Policy() }
 
-// Driver returns the device the allocator runs on (the simulated H200 when none was given).
+// Driver returns the device the allocator runs on (a *sim.Device after NewSimulated).
 func (x *Allocator) Driver() vmm.Driver { return x.d }
 
 // Engine returns the underlying engine.

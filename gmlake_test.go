@@ -12,7 +12,7 @@ import (
 func TestFacadeAllPolicies(t *testing.T) {
 	for _, pol := range Policies() {
 		dev := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
-		a, err := New(Options{Policy: pol, Driver: dev})
+		a, err := New(dev, Options{Policy: pol})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,11 +42,17 @@ func TestFacadeAllPolicies(t *testing.T) {
 			t.Fatalf("leaks: %v", l)
 		}
 	}
-	a, err := New(Options{})
-	if err != nil || a.Policy() != PolicyGMLake || a.Driver() == nil {
+	a, err := NewSimulated(Options{})
+	if err != nil || a.Policy() != PolicyGMLake {
 		t.Fatalf("default: %v %v", err, a)
 	}
+	if _, ok := a.Driver().(*sim.Device); !ok {
+		t.Fatalf("NewSimulated runs on %T, want the simulated device", a.Driver())
+	}
 	a.Close()
+	if _, err := New(nil /* device */, Options{}); !errors.Is(err, ErrBadConfig) {
+		t.Errorf("New without a device: %v, want ErrBadConfig", err)
+	}
 }
 
 // ParseConfig reads knobs as text.
@@ -65,7 +71,7 @@ func TestParseConfig(t *testing.T) {
 	if _, err := ParseConfig(map[string]string{"CHUNKY": "1"}); !errors.Is(err, ErrBadKnob) {
 		t.Errorf("unknown knob: %v", err)
 	}
-	a, err := New(Options{Knobs: map[string]string{"POLICY": "caching"}})
+	a, err := NewSimulated(Options{Knobs: map[string]string{"POLICY": "caching"}})
 	if err != nil || a.Policy() != PolicyCaching {
 		t.Fatalf("knobs in Options: %v", err)
 	}
