@@ -5,7 +5,8 @@
 // Layers: abi.c holds the C functions (void*, cudaStream_t) and casts to the integer-typed Go exports below
 // (gmlakeGo*); throw.cc adds gmlake_alloc_throw for C++ callers; this package keeps one engine per device
 // (clib.CEngine, created lazily from the environment on the first allocation), per-device counters, the
-// last error, and the allocation trace (trace.go). It imports only impl/clib.
+// last error, and the allocation trace (trace.go). It imports impl/clib, and impl/cudavmm and model/sim
+// to open the device (driver.go); never an oracle or test machinery.
 //
 // Failure rules: a Go panic never crosses into C (every export recovers, reports on stderr and in the last
 // error, and fails the call); after a panic inside an engine, that engine is disabled (its locks may be
@@ -36,6 +37,7 @@ import (
 	"unsafe"
 
 	"github.com/gmlake/gmlake/impl/clib"
+	"github.com/gmlake/gmlake/vmm"
 )
 
 func main() {}
@@ -50,6 +52,7 @@ const maxDevices = 64
 type slot struct {
 	device int
 	eng    *clib.CEngine
+	drv    vmm.Driver // the device eng runs on (eng owns it); read for the leak report after Close
 
 	// disabled holds the reason the engine may no longer be used (a panic inside it); nil while healthy.
 	disabled atomic.Pointer[string]
@@ -134,24 +137,24 @@ var testPanicSize atomic.Uint64
 var warnUnknownOnce sync.Once
 
 // engineConfig builds device's engine configuration from the environment.
-func engineConfig(device int) (clib.CEngineConfig, float64, error) {
-	cfg := clib.CEngineConfig{Device: device, Policy: getenv("GMLAKE_POLICY"), Driver: getenv("GMLAKE_DEVICE"),
-		Knobs: map[string]string{}}
-	var err error
+// The device kind (GMLAKE_DEVICE) and the simulated device's capacity (GMLAKE_SIM_CAPACITY) are for
+// openDriver; the rest configures the engine.
+func engineConfig(device int) (cfg clib.CEngineConfig, kind string, simCapacity uint64, fraction float64, err error) {
+	cfg = clib.CEngineConfig{Device: device, Policy: getenv("GMLAKE_POLICY"), Knobs: map[string]string{}}
+	kind = getenv("GMLAKE_DEVICE")
 	if v := getenv("GMLAKE_SIM_CAPACITY"); v != "" {
-		if cfg.SimCapacity, err = clib.ParseBytes(v); err != nil {
-			return cfg, 0, fmt.Errorf("GMLAKE_SIM_CAPACITY: %w", err)
+		if simCapacity, err = clib.ParseBytes(v); err != nil {
+			return cfg, kind, 0, 0, fmt.Errorf("GMLAKE_SIM_CAPACITY: %w", err)
 		}
 	}
 	if v := getenv("GMLAKE_MEMORY_LIMIT"); v != "" {
 		if cfg.MemoryLimit, err = clib.ParseBytes(v); err != nil {
-			return cfg, 0, fmt.Errorf("GMLAKE_MEMORY_LIMIT: %w", err)
+			return cfg, kind, 0, 0, fmt.Errorf("GMLAKE_MEMORY_LIMIT: %w", err)
 		}
 	}
-	var fraction float64
 	if v := getenv("GMLAKE_MEMORY_FRACTION"); v != "" {
 		if fraction, err = strconv.ParseFloat(v, 64); err != nil || fraction <= 0 || fraction > 1 {
-			return cfg, 0, fmt.Errorf("GMLAKE_MEMORY_FRACTION=%q: want a number in (0, 1]", v)
+			return cfg, kind, 0, 0, fmt.Errorf("GMLAKE_MEMORY_FRACTION=%q: want a number in (0, 1]", v)
 		}
 	}
 	knobs := map[string]bool{}
@@ -170,7 +173,7 @@ func engineConfig(device int) (clib.CEngineConfig, float64, error) {
 			}
 		}
 	})
-	return cfg, fraction, nil
+	return cfg, kind, simCapacity, fraction, nil
 }
 
 // slotFor returns device's slot, starting its engine on first use.
@@ -186,7 +189,7 @@ func slotFor(device int) (*slot, error) {
 	if s := slots[device].Load(); s != nil {
 		return s, nil
 	}
-	cfg, fraction, err := engineConfig(device)
+	cfg, kind, simCapacity, fraction, err := engineConfig(device)
 	if err != nil {
 		return nil, fmt.Errorf("gmlake: configuring device %d: %w", device, err)
 	}
@@ -197,14 +200,18 @@ func slotFor(device int) (*slot, error) {
 	if pendingFraction[device] > 0 {
 		fraction = pendingFraction[device]
 	}
-	eng, err := clib.NewCEngine(cfg)
+	drv, err := openDriver(kind, device, simCapacity, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := clib.NewCEngine(drv, cfg)
 	if err != nil {
 		return nil, err
 	}
 	if fraction > 0 && fraction < 1 {
 		eng.SetMemoryLimit(uint64(fraction * float64(eng.TotalMemory())))
 	}
-	s := &slot{device: device, eng: eng}
+	s := &slot{device: device, eng: eng, drv: drv}
 	slots[device].Store(s)
 	if getenv("GMLAKE_VERBOSE") != "" {
 		fmt.Fprintf(os.Stderr, "gmlake: device %d: engine started: driver %s, policy %s, knobs %v, memory limit %d bytes\n",
@@ -393,7 +400,7 @@ func gmlakeGoClose(device C.int) (ret C.int) {
 	}
 	live, _, err := s.eng.Close()
 	if err == nil {
-		if leaks := s.eng.SimLeaks(); leaks != "" {
+		if leaks := simLeaks(s.drv); leaks != "" {
 			err = fmt.Errorf("the simulated device still holds memory after Close: %s", leaks)
 		}
 	}

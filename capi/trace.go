@@ -7,7 +7,7 @@ package main
 //	a ID SIZE STREAM   (SIZE as requested; STREAM numbered 0, 1, 2 in order of first use)
 //	f ID
 //
-// A free is written when PyTorch frees the block, which is when the block becomes reusable on its
+// The lines are harness/trace's format, written by its Writer. A free is written when PyTorch frees the block, which is when the block becomes reusable on its
 // allocation stream; blocks used on other streams (RecordStream) are reused later by the engine, but the
 // trace records no separate completion for them. Pointers live when the trace starts are not traced; blocks
 // live when it stops have no f line. With several devices in one process, every device's events go to the
@@ -17,16 +17,15 @@ package main
 // after the engine returned it, so a pointer reused by another thread never has its lines out of order.
 
 import (
-	"bufio"
-	"compress/gzip"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gmlake/gmlake/harness/trace"
 )
 
 var (
@@ -48,15 +47,12 @@ type tracer struct {
 
 	mu struct {
 		sync.Mutex
-		file    *os.File
-		gz      *gzip.Writer // nil unless the path ends in .gz
-		w       *bufio.Writer
+		w       *trace.Writer // to the file, gzip-compressed when the path ends in .gz
 		nextID  uint64
 		ids     map[streamKeyPtr]uint64 // live traced allocations: (device, pointer) -> ID
 		streams map[streamKey]int       // stream numbers in order of first use
 		err     error                   // the first write error; later events are dropped
 		closed  bool
-		buf     []byte
 	}
 }
 
@@ -85,18 +81,12 @@ func startTrace(path string) error {
 		return errTraceActive
 	}
 	path = expandTracePath(path)
-	f, err := os.Create(path)
+	w, err := trace.Create(path)
 	if err != nil {
 		return fmt.Errorf("gmlake: creating trace file: %w", err)
 	}
 	t := &tracer{path: path}
-	t.mu.file = f
-	var w io.Writer = f
-	if strings.HasSuffix(path, ".gz") {
-		t.mu.gz = gzip.NewWriter(f)
-		w = t.mu.gz
-	}
-	t.mu.w = bufio.NewWriterSize(w, 1<<20)
+	t.mu.w = w
 	t.mu.ids = make(map[streamKeyPtr]uint64)
 	t.mu.streams = make(map[streamKey]int)
 	exitHookOnce.Do(registerExitHook)
@@ -129,15 +119,7 @@ func (t *tracer) alloc(device int, stream uintptr, size uint64, ptr uintptr) {
 	id := t.mu.nextID
 	t.mu.nextID++
 	t.mu.ids[streamKeyPtr{device, ptr}] = id
-	b := append(t.mu.buf[:0], 'a', ' ')
-	b = strconv.AppendUint(b, id, 10)
-	b = append(b, ' ')
-	b = strconv.AppendUint(b, size, 10)
-	b = append(b, ' ')
-	b = strconv.AppendInt(b, int64(sn), 10)
-	b = append(b, '\n')
-	t.mu.buf = b
-	_, t.mu.err = t.mu.w.Write(b)
+	t.mu.err = t.mu.w.Write(trace.Event{Op: trace.OpAlloc, ID: id, Size: size, Stream: sn})
 }
 
 func (t *tracer) free(device int, ptr uintptr) {
@@ -152,11 +134,7 @@ func (t *tracer) free(device int, ptr uintptr) {
 		return // allocated before the trace started, or a bad free
 	}
 	delete(t.mu.ids, k)
-	b := append(t.mu.buf[:0], 'f', ' ')
-	b = strconv.AppendUint(b, id, 10)
-	b = append(b, '\n')
-	t.mu.buf = b
-	_, t.mu.err = t.mu.w.Write(b)
+	t.mu.err = t.mu.w.Write(trace.Event{Op: trace.OpFree, ID: id})
 }
 
 func (t *tracer) close() error {
@@ -167,15 +145,7 @@ func (t *tracer) close() error {
 	}
 	t.mu.closed = true
 	err := t.mu.err
-	if e := t.mu.w.Flush(); err == nil {
-		err = e
-	}
-	if t.mu.gz != nil {
-		if e := t.mu.gz.Close(); err == nil {
-			err = e
-		}
-	}
-	if e := t.mu.file.Close(); err == nil {
+	if e := t.mu.w.Close(); err == nil {
 		err = e
 	}
 	if err != nil {

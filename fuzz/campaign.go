@@ -623,9 +623,8 @@ func (c *campaign) syncAll() {
 		c.sim.CompleteAll()
 		return
 	}
-	type syncer interface{ Synchronize(vmm.Stream) error }
 	for _, s := range c.streams {
-		if d, ok := c.led.Driver.(syncer); ok {
+		if d, ok := c.led.Driver.(vmm.StreamSyncer); ok {
 			d.Synchronize(s)
 		}
 	}

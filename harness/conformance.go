@@ -25,7 +25,7 @@ package harness
 //     process: cuMemMap of a freed handle dereferences it (handles are driver pointers). Such calls (Op.UB)
 //     run only with ModelOnlyFaults.
 //   - Ranges never cross the end of a reservation (two reservations may be adjacent on the GPU).
-//   - Before Unmap, Release, FreeAddress and Read, a driver that can (Synchronizer) waits for all its streams,
+//   - Before Unmap, Release, FreeAddress and Read, a driver that can (vmm.StreamSyncer) waits for all its streams,
 //     which is what the model does with SyncStreams (and rule 9 asks of callers).
 //   - Whether an event or stream has completed (QueryEvent, StreamQuery) is timing, not a rule: only the
 //     error is compared.
@@ -43,12 +43,6 @@ import (
 	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
-
-// Synchronizer is implemented by drivers whose stream work is asynchronous (cudavmm.Driver): wait for all
-// work on s.
-type Synchronizer interface {
-	Synchronize(s vmm.Stream) error
-}
 
 // ConfOp is one call of a conformance sequence, with symbolic operands.
 type ConfOp struct {
@@ -853,7 +847,7 @@ func (x *ids) stream(i int) vmm.Stream {
 }
 
 func (x *ids) syncAll() {
-	sy, ok := x.d.(Synchronizer)
+	sy, ok := x.d.(vmm.StreamSyncer)
 	if !ok {
 		return
 	}

@@ -112,13 +112,6 @@ type replayAllocator interface {
 	Close() (impl.CloseReport, error)
 }
 
-// counter is implemented by drivers that count their calls and charge a cost model (the simulated device).
-type replayCounter interface {
-	Counts() vmm.CallCounts
-	ModeledTime() time.Duration
-	ModeledByKind() [vmm.NumCallKinds]time.Duration
-}
-
 // Replay drives the trace through one policy and measures it. It returns an error wrapping ErrReplay and the
 // engine's error when an engine call fails (for example out of memory), naming the trace, the policy and the
 // event; ctx cancels a long replay.
@@ -287,12 +280,12 @@ func readReplayCounters(d vmm.Driver) replayCounters {
 	var c replayCounters
 	if td, ok := d.(*TimingDriver); ok {
 		c.calls, c.measured, c.measuredBy = td.Counts(), td.Measured(), td.MeasuredByKind()
-		if inner, ok := td.Inner().(replayCounter); ok {
+		if inner, ok := td.Inner().(vmm.CallCounter); ok {
 			c.modeled, c.modeledBy = inner.ModeledTime(), inner.ModeledByKind()
 		}
 		return c
 	}
-	if m, ok := d.(replayCounter); ok {
+	if m, ok := d.(vmm.CallCounter); ok {
 		c.calls, c.modeled, c.modeledBy = m.Counts(), m.ModeledTime(), m.ModeledByKind()
 	}
 	return c

@@ -1,5 +1,7 @@
 package vmm
 
+import "time"
+
 // CallKind names a driver call, for counters, costs, fault injection and errors.
 type CallKind int
 
@@ -149,4 +151,20 @@ type Driver interface {
 	Memset(ptr DevicePtr, size uint64, value byte, s Stream) error
 	// Read copies len(dst) bytes from ptr into dst after all work submitted so far on s has completed.
 	Read(ptr DevicePtr, dst []byte, s Stream) error
+}
+
+// StreamSyncer is the optional interface of drivers whose stream work runs asynchronously (impl/cudavmm):
+// Synchronize returns once all work submitted to s so far has completed. A driver without it completes
+// stream work on its own clock (the simulated device: at once with SyncStreams, else when the test says).
+// Callers that must wait (before releasing memory freed on a stream, before comparing read-backs) test for it.
+type StreamSyncer interface {
+	Synchronize(s Stream) error
+}
+
+// CallCounter is the optional interface of drivers that count their calls and charge the cost model (the
+// simulated device): what a replay reports as driver calls and modeled driver time.
+type CallCounter interface {
+	Counts() CallCounts
+	ModeledTime() time.Duration
+	ModeledByKind() [NumCallKinds]time.Duration
 }

@@ -10,8 +10,9 @@
 // freed (r then f, or f alone) at most once after; Read refuses anything else with a *ParseError naming
 // file and line, and a compressed stream that ends early with an error naming the line it ended at.
 //
-// It owns parsing and writing that format; replaying a trace through an allocator, and converting PyTorch's
-// memory snapshot pickles to a Trace, live in harness (replay.go, pickle.go).
+// It owns parsing and writing that format (a pure format package: libgmlake links it to write the traces of
+// GMLAKE_TRACE); replaying a trace through an allocator, and converting PyTorch's memory snapshot pickles to
+// a Trace, live in harness (replay.go, pickle.go).
 package trace
 
 import (
@@ -286,32 +287,27 @@ func parseUint(b []byte) (uint64, bool) {
 	return n, true
 }
 
-// Write writes events in the trace format (plain text).
-func Write(w io.Writer, events []Event) error {
-	bw := bufio.NewWriterSize(w, 1<<16)
-	line := make([]byte, 0, 64)
-	for _, e := range events {
-		line = append(line[:0], byte(e.Op), ' ')
-		line = strconv.AppendUint(line, e.ID, 10)
-		if e.Op == OpAlloc {
-			line = append(line, ' ')
-			line = strconv.AppendUint(line, e.Size, 10)
-			line = append(line, ' ')
-			line = strconv.AppendInt(line, int64(e.Stream), 10)
-		}
-		line = append(line, '\n')
-		if _, err := bw.Write(line); err != nil {
-			return err
-		}
-	}
-	return bw.Flush()
+// Writer writes events in the trace format one at a time, buffered: what a program tracing its own
+// allocations (capi's GMLAKE_TRACE) and Write share. It checks nothing: the writer of a trace keeps its
+// IDs legal. Not safe for concurrent use.
+type Writer struct {
+	bw   *bufio.Writer
+	line []byte
+	gz   *gzip.Writer // Create only: nil unless the path ends in .gz
+	file *os.File     // Create only
 }
 
-// WriteFile writes events to path, gzip-compressed when the name ends in .gz.
-func WriteFile(path string, events []Event) error {
+// NewWriter returns a Writer of plain text to w. Flush (or Close) writes out what is buffered.
+func NewWriter(w io.Writer) *Writer {
+	return &Writer{bw: bufio.NewWriterSize(w, 1<<16), line: make([]byte, 0, 64)}
+}
+
+// Create creates the file at path and returns a Writer to it, gzip-compressed when the name ends in .gz.
+// Close flushes and closes the file.
+func Create(path string) (*Writer, error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var w io.Writer = f
 	var zw *gzip.Writer
@@ -319,13 +315,70 @@ func WriteFile(path string, events []Event) error {
 		zw = gzip.NewWriter(f)
 		w = zw
 	}
-	err = Write(w, events)
-	if zw != nil {
-		if cerr := zw.Close(); err == nil {
-			err = cerr
+	tw := NewWriter(w)
+	tw.gz, tw.file = zw, f
+	return tw, nil
+}
+
+// Write writes one event as one line.
+func (w *Writer) Write(e Event) error {
+	line := append(w.line[:0], byte(e.Op), ' ')
+	line = strconv.AppendUint(line, e.ID, 10)
+	if e.Op == OpAlloc {
+		line = append(line, ' ')
+		line = strconv.AppendUint(line, e.Size, 10)
+		line = append(line, ' ')
+		line = strconv.AppendInt(line, int64(e.Stream), 10)
+	}
+	line = append(line, '\n')
+	w.line = line
+	_, err := w.bw.Write(line)
+	return err
+}
+
+// Flush writes out the buffered lines.
+func (w *Writer) Flush() error { return w.bw.Flush() }
+
+// Close flushes, and for a Writer from Create closes the compressor and the file. It returns the first
+// error of the three.
+func (w *Writer) Close() error {
+	err := w.bw.Flush()
+	if w.gz != nil {
+		if e := w.gz.Close(); err == nil {
+			err = e
 		}
 	}
-	if cerr := f.Close(); err == nil {
+	if w.file != nil {
+		if e := w.file.Close(); err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// Write writes events in the trace format (plain text).
+func Write(w io.Writer, events []Event) error {
+	tw := NewWriter(w)
+	for _, e := range events {
+		if err := tw.Write(e); err != nil {
+			return err
+		}
+	}
+	return tw.Flush()
+}
+
+// WriteFile writes events to path, gzip-compressed when the name ends in .gz.
+func WriteFile(path string, events []Event) error {
+	tw, err := Create(path)
+	if err != nil {
+		return err
+	}
+	for _, e := range events {
+		if err = tw.Write(e); err != nil {
+			break
+		}
+	}
+	if cerr := tw.Close(); err == nil {
 		err = cerr
 	}
 	return err

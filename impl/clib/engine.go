@@ -16,42 +16,21 @@ import (
 	"unicode"
 
 	"github.com/gmlake/gmlake/impl"
-	"github.com/gmlake/gmlake/impl/cudavmm"
-	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
-)
-
-// Driver kinds accepted by OpenDriver and CEngineConfig.Driver.
-const (
-	DriverCUDA = "cuda" // the real GPU through impl/cudavmm (libcuda.so.1 loaded at run time)
-	DriverSim  = "sim"  // the simulated H200 of package model, streams completing at once
 )
 
 // ErrBadKnob is wrapped by every error about a knob: unknown name, or a value that does not parse.
 var ErrBadKnob = errors.New("gmlake: bad knob")
 
-// OpenDriver opens device ordinal `device` of the given kind. For DriverSim, simCapacity is the simulated
-// device's memory in bytes (0: an H200's) and every simulated device is independent.
-func OpenDriver(kind string, device int, simCapacity uint64) (vmm.Driver, error) {
-	switch kind {
-	case DriverCUDA, "":
-		d, err := cudavmm.New(device)
-		if err != nil {
-			return nil, fmt.Errorf("gmlake: opening CUDA device %d: %w", device, err)
-		}
-		return d, nil
-	case DriverSim:
-		return sim.NewDevice(sim.DeviceConfig{Capacity: simCapacity, SyncStreams: true}), nil
-	}
-	return nil, fmt.Errorf("gmlake: unknown driver %q: use %q or %q", kind, DriverCUDA, DriverSim)
-}
-
 // CEngineConfig configures one engine of the C library.
 type CEngineConfig struct {
-	Driver      string // DriverCUDA (default) or DriverSim
-	Device      int    // device ordinal
-	Policy      string // one of impl.Policies; "" is the default policy
-	SimCapacity uint64 // DriverSim only: bytes of the simulated device, 0 for an H200
+	Driver string // the driver's name, for the statistics ("cuda", "sim")
+	Device int    // device ordinal, for the statistics and errors
+	Policy string // one of impl.Policies; "" is the default policy
+	// OwnStreams says the driver accepts only streams it created (the simulated device): each C stream
+	// value met gets a stream of the driver's, C stream 0 its default stream. Off (the real GPU), a C
+	// stream value is the driver's stream itself (a cudaStream_t is the CUstream).
+	OwnStreams bool
 	// Knobs set fields of impl.Config by name, as text: the Go field name ("ChunkSize") or its
 	// environment spelling without the prefix ("CHUNK_SIZE"). Sizes accept KiB/MiB/GiB (or K/M/G) suffixes.
 	Knobs map[string]string
@@ -280,27 +259,21 @@ type CEngine struct {
 	cfg   CEngineConfig
 	a     *impl.Allocator
 	drv   *limitDriver
-	sim   *sim.Device // non-nil for DriverSim
-	total uint64      // the device's total memory at open
+	total uint64 // the device's total memory at open
 
-	// simStreams maps a C stream value to a simulated stream (DriverSim only): the simulated device knows
-	// only streams it created, so each new C stream gets one. Guarded by simMu.
-	simMu      sync.Mutex
-	simStreams map[uintptr]vmm.Stream
+	// ownStreams maps a C stream value to a stream of the driver's (cfg.OwnStreams only; nil otherwise):
+	// such a driver knows only streams it created, so each new C stream gets one. Guarded by ownMu.
+	ownMu      sync.Mutex
+	ownStreams map[uintptr]vmm.Stream
 
 	// syncer is the driver's stream synchronisation (the real GPU), nil if it has none. seen holds every
 	// stream allocated on (keys uintptr), lastSeen the latest, so that the hot path touches seen only when the
 	// stream changes; both are read when synchronising before releasing memory (see syncStreams).
-	syncer     streamSyncer
+	syncer     vmm.StreamSyncer
 	seen       sync.Map
 	lastSeen   atomic.Uintptr
 	syncRetry  atomic.Uint64 // allocations that succeeded only after synchronising the streams
 	syncErrors atomic.Uint64 // synchronisations that failed
-}
-
-// streamSyncer is implemented by drivers whose stream work runs asynchronously (impl/cudavmm).
-type streamSyncer interface {
-	Synchronize(s vmm.Stream) error
 }
 
 // syncStreams waits for the work of every stream allocated on. PyTorch's allocator does the same (a device
@@ -325,35 +298,32 @@ func (e *CEngine) syncStreams() {
 	})
 }
 
-// NewCEngine opens the driver and starts an engine on it.
-func NewCEngine(cfg CEngineConfig) (*CEngine, error) {
-	if cfg.Driver == "" {
-		cfg.Driver = DriverCUDA
+// NewCEngine starts an engine on d, which it owns from then on: Close closes d, and so does a failed
+// NewCEngine (when d has a Close method). Bad knobs are an error wrapping ErrBadKnob.
+func NewCEngine(d vmm.Driver, cfg CEngineConfig) (*CEngine, error) {
+	closeDriver := func() {
+		if c, ok := d.(interface{ Close() error }); ok {
+			_ = c.Close()
+		}
 	}
 	icfg := impl.Config{Policy: cfg.Policy}
 	if err := ApplyKnobs(&icfg, cfg.Knobs); err != nil {
-		return nil, err
-	}
-	d, err := OpenDriver(cfg.Driver, cfg.Device, cfg.SimCapacity)
-	if err != nil {
+		closeDriver()
 		return nil, err
 	}
 	e := &CEngine{cfg: cfg, drv: newLimitDriver(d, cfg.MemoryLimit)}
-	if s, ok := d.(*sim.Device); ok {
-		e.sim = s
-		e.simStreams = map[uintptr]vmm.Stream{0: vmm.DefaultStream}
+	if cfg.OwnStreams {
+		e.ownStreams = map[uintptr]vmm.Stream{0: vmm.DefaultStream}
 	}
 	if _, total, err := d.MemInfo(); err == nil {
 		e.total = total
 	}
-	if sy, ok := d.(streamSyncer); ok {
+	if sy, ok := d.(vmm.StreamSyncer); ok {
 		e.syncer = sy
 	}
 	a, err := impl.New(e.drv, icfg)
 	if err != nil {
-		if c, ok := d.(interface{ Close() error }); ok {
-			_ = c.Close()
-		}
+		closeDriver()
 		return nil, fmt.Errorf("gmlake: starting policy %q on %s device %d: %w", cfg.Policy, cfg.Driver, cfg.Device, err)
 	}
 	e.a = a
@@ -362,19 +332,19 @@ func NewCEngine(cfg CEngineConfig) (*CEngine, error) {
 
 // stream turns a C stream into the driver's stream. On the real GPU a cudaStream_t is the CUstream itself.
 func (e *CEngine) stream(s uintptr) (vmm.Stream, error) {
-	if e.sim == nil {
+	if e.ownStreams == nil {
 		return vmm.Stream(s), nil
 	}
-	e.simMu.Lock()
-	defer e.simMu.Unlock()
-	if v, ok := e.simStreams[s]; ok {
+	e.ownMu.Lock()
+	defer e.ownMu.Unlock()
+	if v, ok := e.ownStreams[s]; ok {
 		return v, nil
 	}
-	v, err := e.sim.CreateStream()
+	v, err := e.drv.CreateStream()
 	if err != nil {
 		return 0, err
 	}
-	e.simStreams[s] = v
+	e.ownStreams[s] = v
 	return v, nil
 }
 
@@ -467,8 +437,8 @@ func (e *CEngine) Stats(extra map[string]any) map[string]any {
 		"memory_limit_bytes": e.drv.limit.Load(), "device_total_bytes": e.total,
 		"oom_sync_retries": e.syncRetry.Load(), "sync_errors": e.syncErrors.Load(),
 	}
-	if e.sim != nil {
-		m["modeled_driver_seconds"] = e.sim.ModeledTime().Seconds()
+	if c, ok := e.drv.Driver.(vmm.CallCounter); ok {
+		m["modeled_driver_seconds"] = c.ModeledTime().Seconds()
 	}
 	for k, v := range extra {
 		m[k] = v
@@ -494,15 +464,4 @@ func (e *CEngine) Close() (live int, released uint64, err error) {
 		err = errors.Join(err, c.Close())
 	}
 	return live, released, err
-}
-
-// SimLeaks describes what the simulated device still holds (empty for the real GPU or nothing leaked).
-func (e *CEngine) SimLeaks() string {
-	if e.sim == nil {
-		return ""
-	}
-	if l := e.sim.Leaks(); !l.Empty() {
-		return l.String()
-	}
-	return ""
 }

@@ -5,8 +5,20 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
+
+// newSim is the device the C library opens for GMLAKE_DEVICE=sim: streams complete at once.
+func newSim(capacity uint64) *sim.Device {
+	return sim.NewDevice(sim.DeviceConfig{Capacity: capacity, SyncStreams: true})
+}
+
+// simConfig marks cfg as running on the simulated device, which knows only the streams it created.
+func simConfig(cfg CEngineConfig) CEngineConfig {
+	cfg.Driver, cfg.OwnStreams = "sim", true
+	return cfg
+}
 
 // Property: Go field names spell as their environment variables, acronym runs and one-letter prefixes kept.
 func TestEnvName(t *testing.T) {
@@ -44,7 +56,7 @@ func TestCEngineKnobs(t *testing.T) {
 	if len(KnobNames()) == 0 {
 		t.Skip("impl.Config has no knobs")
 	}
-	e, err := NewCEngine(CEngineConfig{Driver: DriverSim, Knobs: map[string]string{KnobNames()[0]: "0"}})
+	e, err := NewCEngine(newSim(0 /* capacity: an H200 */), simConfig(CEngineConfig{Knobs: map[string]string{KnobNames()[0]: "0"}}))
 	if err != nil {
 		t.Fatalf("a valid knob: %v", err)
 	}
@@ -52,19 +64,17 @@ func TestCEngineKnobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, knobs := range []map[string]string{{"NO_SUCH_KNOB": "1"}, {"CHUNK_SIZE": "lots"}} {
-		if _, err := NewCEngine(CEngineConfig{Driver: DriverSim, Knobs: knobs}); !errors.Is(err, ErrBadKnob) {
+		if _, err := NewCEngine(newSim(0 /* capacity: an H200 */), simConfig(CEngineConfig{Knobs: knobs})); !errors.Is(err, ErrBadKnob) {
 			t.Errorf("knobs %v: err %v, want ErrBadKnob", knobs, err)
 		}
-	}
-	if _, err := NewCEngine(CEngineConfig{Driver: "tpu"}); err == nil {
-		t.Error("an unknown driver kind must be refused")
 	}
 }
 
 // Property: the memory limit caps what the engine holds exactly as a smaller device would (out of memory,
 // errors.Is ErrOutOfMemory), lifting it lets the request through, and nothing leaks after Close.
 func TestCEngineMemoryLimit(t *testing.T) {
-	e, err := NewCEngine(CEngineConfig{Driver: DriverSim, SimCapacity: 256 * vmm.MiB, MemoryLimit: 64 * vmm.MiB})
+	dev := newSim(256 * vmm.MiB)
+	e, err := NewCEngine(dev, simConfig(CEngineConfig{MemoryLimit: 64 * vmm.MiB}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +101,7 @@ func TestCEngineMemoryLimit(t *testing.T) {
 	if live, _, err := e.Close(); err != nil || live != 0 {
 		t.Fatalf("close: %d live, %v", live, err)
 	}
-	if l := e.SimLeaks(); l != "" {
+	if l := dev.Leaks(); !l.Empty() {
 		t.Fatalf("leaks after Close: %s", l)
 	}
 }
@@ -99,7 +109,7 @@ func TestCEngineMemoryLimit(t *testing.T) {
 // Property: arbitrary C stream values work on the simulated device (each gets a simulated stream), and the
 // statistics JSON carries the peaks, fragmentation and driver calls with the expected relations.
 func TestCEngineStreamsAndStats(t *testing.T) {
-	e, err := NewCEngine(CEngineConfig{Driver: DriverSim, SimCapacity: 1 * vmm.GiB})
+	e, err := NewCEngine(newSim(1*vmm.GiB), simConfig(CEngineConfig{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +156,7 @@ func TestCEngineStreamsAndStats(t *testing.T) {
 // The C library's hot path below the C ABI: one alloc+free pair through CEngine (warm cache, default stream,
 // simulated device). capi adds about 100 ns per call into Go on top (see capi/testdata/abi_test.cc).
 func BenchmarkCEngineAllocFree(b *testing.B) {
-	e, err := NewCEngine(CEngineConfig{Driver: DriverSim})
+	e, err := NewCEngine(newSim(0 /* capacity: an H200 */), simConfig(CEngineConfig{}))
 	if err != nil {
 		b.Fatal(err)
 	}

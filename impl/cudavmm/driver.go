@@ -30,7 +30,10 @@ type Driver struct {
 	close   sync.Once
 }
 
-var _ vmm.Driver = (*Driver)(nil)
+var (
+	_ vmm.Driver       = (*Driver)(nil)
+	_ vmm.StreamSyncer = (*Driver)(nil)
+)
 
 var loadOnce struct {
 	sync.Once

@@ -17,7 +17,10 @@ type Driver struct {
 	gran    uint64
 }
 
-var _ vmm.Driver = (*Driver)(nil)
+var (
+	_ vmm.Driver       = (*Driver)(nil)
+	_ vmm.StreamSyncer = (*Driver)(nil)
+)
 
 var errNoCgo = fmt.Errorf("cudavmm: no CUDA driver was found: this binary was built without cgo (CGO_ENABLED=0); "+
 	"rebuild with a C compiler and CGO_ENABLED=1: %w", vmm.ErrDriverNotLoaded)

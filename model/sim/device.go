@@ -125,7 +125,10 @@ type Device struct {
 	}
 }
 
-var _ vmm.Driver = (*Device)(nil)
+var (
+	_ vmm.Driver      = (*Device)(nil)
+	_ vmm.CallCounter = (*Device)(nil)
+)
 
 // NewDevice returns a fresh simulated device: nothing reserved or created, DefaultStream idle.
 func NewDevice(cfg DeviceConfig) *Device {
