@@ -80,7 +80,7 @@ func TestParseConfig(t *testing.T) {
 
 // DestroyStream through the facade makes the stream unknown to the engine (issue 14 item 6).
 func TestFacadeDestroyStreamUnknownAfter(t *testing.T) {
-	a, err := New(Options{})
+	a, err := NewSimulated(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
