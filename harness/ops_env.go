@@ -80,9 +80,9 @@ var ContractErrors = contract.ContractErrors{
 	DoubleFree: impl.ErrDoubleFree, UnknownStream: impl.ErrUnknownStream, Closed: impl.ErrClosed,
 }
 
-// PolicyOOMRule returns INV-NOSPURIOUSOOM's rule for a policy (see SPEC.md): stitching policies need
-// their request rounded to the granularity (gmlake-paper, which stitches only huge requests and releases
-// whole free segments, may count only chunks of wholly free segments as usable); PyTorch's caching allocator a 2 MiB segment for requests up to
+// PolicyOOMRule returns INV-NOSPURIOUSOOM's rule for a policy (see SPEC.md): gmlake needs its request
+// rounded to the granularity; gmlake-paper, like PyTorch's caching allocator, whole segments (and may count
+// only chunks of wholly free segments as usable); PyTorch's caching allocator a 2 MiB segment for requests up to
 // 1 MiB, a 20 MiB one below 10 MiB, the request rounded to 2 MiB above; expandable segments whole 20 MiB
 // pages above 1 MiB.
 func PolicyOOMRule(policy string, gran uint64) spec.OOMRule {
@@ -94,9 +94,10 @@ func PolicyOOMRule(policy string, gran uint64) spec.OOMRule {
 	case impl.PolicyExpandable:
 		return spec.SegmentNeed(vmm.MiB, 2*vmm.MiB, vmm.MiB+1, 0, 20*vmm.MiB)
 	case impl.PolicyGMLakePaper:
-		// The original GMLake stitches only requests of at least 512 MiB.
-		r := spec.GranularNeed(gran, 512*vmm.MiB)
-		r.WholeSegments = true
+		// The original GMLake grows PyTorch's segments with no smaller fallback (realloc_block), releases
+		// whole free segments only, and stitches requests of at least 512 MiB.
+		r := spec.SegmentNeed(vmm.MiB, 2*vmm.MiB, 10*vmm.MiB, 20*vmm.MiB, 2*vmm.MiB)
+		r.WholeSegments, r.StitchMin = true, 512*vmm.MiB
 		return r
 	}
 	// gmlake stitches rounded requests of at least two granules (impl: stitchMin), but only chunks of its

@@ -12,10 +12,13 @@ import (
 
 // allocLocked serves one request on stream ss.
 func (a *Allocator) allocLocked(size uint64, ss *streamState) (*block, error) {
-	rs := roundSize(size)
+	rs := a.p.round(size)
 	pool := poolOf(rs)
 	if len(a.pend) > 0 {
 		a.processEvents()
+	}
+	if a.p.paper {
+		a.evTemp(1) // GMLake's search key is a Block, and every Block creates a CUDA event
 	}
 	b := a.bestFit(ss, pool, rs)
 	if b == nil {
@@ -26,6 +29,9 @@ func (a *Allocator) allocLocked(size uint64, ss *streamState) (*block, error) {
 	}
 	if b.kind == Primitive && a.p.shouldSplit(b, rs) {
 		a.split(b, rs)
+		if a.p.paper {
+			a.evFresh(b) // GMLake's malloc hands out a new Block for the head, with a new event
+		}
 	}
 	a.markLive(b, size)
 	return b, nil
@@ -66,6 +72,9 @@ func expSize(b *block) uint64 {
 // allocMiss serves a request no free block holds: sBlock reuse, stitching, growth; on out-of-memory it
 // releases the cache and tries once more.
 func (a *Allocator) allocMiss(ss *streamState, pool poolKind, rs, size uint64) (*block, error) {
+	if a.p.paper {
+		return a.paperMiss(ss, pool, rs, size)
+	}
 	var err error
 	defer func() { a.lastResort = false }()
 	for attempt := 0; attempt < 2; attempt++ {
@@ -170,6 +179,9 @@ func (a *Allocator) newFixedSegment(ss *streamState, pool poolKind, size uint64)
 	b := a.newBlock()
 	b.kind, b.state, b.mapped = Primitive, Free, true
 	b.ptr, b.size, b.stream, b.pool, b.seg = base, size, ss.s, pool, seg
+	if a.p.paper {
+		b.ev = a.evNew() // realloc_block's new Block
+	}
 	seg.head = b
 	a.addSegment(seg)
 	a.addReserved(size)
@@ -200,7 +212,7 @@ func (a *Allocator) createMapped(base vmm.DevicePtr, size, piece uint64) ([]vmm.
 		}
 	}
 	if err == nil {
-		if err = a.d.SetAccess(base, size); err == nil {
+		if err = a.setAccess(base, size, piece); err == nil {
 			return hs, nil
 		}
 	}
@@ -493,7 +505,7 @@ func (a *Allocator) stitchable(ss *streamState) []*chunk {
 }
 
 // tryStitch serves rs by stitching free chunks into a new sBlock when that grows the reserved memory less
-// than growing would (gmlake), or when the free chunks alone cover the request (gmlake-paper, greedy).
+// than growing would (gmlake; gmlake-paper stitches by its own rule, paperStitch).
 // ok says whether it stitched; err reports a driver failure (nothing changed).
 func (a *Allocator) tryStitch(ss *streamState, rs uint64) (b *block, ok bool, err error) {
 	cands := a.stitchable(ss)
@@ -527,11 +539,7 @@ func (a *Allocator) tryStitch(ss *streamState, rs uint64) (b *block, ok bool, er
 	if len(chosen) == 0 {
 		return nil, false, nil
 	}
-	if a.p.greedy {
-		if rem > 0 || len(chosen) < 2 {
-			return nil, false, nil
-		}
-	} else {
+	{
 		// Grow instead unless stitching saves at least stitchSave bytes of growth: a stitch maps (and one
 		// day unmaps) every chunk it views, and small savings do not pay for that.
 		grow := need
@@ -628,7 +636,7 @@ func (a *Allocator) buildSBlock(ss *streamState, chunks []*chunk) (*block, error
 		mapped++
 	}
 	if err == nil && a.mut&MutSkipSetAccessStitched == 0 {
-		err = a.d.SetAccess(base, total)
+		err = a.setAccess(base, total, chunks[0].size)
 	}
 	if err != nil {
 		if a.mut&MutLeakOnStitchFailure == 0 {
@@ -683,7 +691,12 @@ func waitsOnlyFor(b *block, ss *streamState) bool {
 func (a *Allocator) holdParts(sb *block) {
 	sb.parts = sb.parts[:0]
 	home := a.streams[sb.stream]
+	held := uint64(0)
 	for _, c := range sb.chunks {
+		if held >= sb.size {
+			break // gmlake-paper: a reused sBlock holds only the pieces under the request (paperReuse)
+		}
+		held += c.size
 		b := c.seg.blockAt(c.off)
 		if home != nil && waitsOnlyFor(b, home) {
 			// Still waiting for sb's own stream: taken back by that stream, its wait is dropped.
@@ -759,6 +772,7 @@ func (a *Allocator) reuseSBlock(ss *streamState, rs uint64) *block {
 // parts of other streams' pools wait until sb's stream has finished the work submitted so far.
 func (a *Allocator) freeSBlock(sb *block) {
 	sb.state = Free
+	sb.size = sb.resv.Size // a partly held sBlock (paperReuse) is cached whole
 	sb.uses = sb.uses[:0]
 	sb.events = 0
 	if !sb.stamped {
@@ -783,6 +797,9 @@ func (a *Allocator) freeSBlock(sb *block) {
 		// One free: the parts' last use was sb's, so they are stamped with sb's free (one fence covers
 		// them all) rather than counted as later frees of their own.
 		pb.freeSeq, pb.stamped = sb.freeSeq, true
+		if a.p.paper {
+			a.evShareNewer(pb, sb) // GMLake's update_block: the part takes the sBlock's event if newer
+		}
 		a.freeBlock(pb)
 	}
 	sb.parts = sb.parts[:0]
@@ -829,7 +846,7 @@ func (a *Allocator) stitchFree(sb *block) error {
 	for _, c := range sb.chunks {
 		c.views--
 	}
-	a.st.MappedBytes -= sb.size
+	a.st.MappedBytes -= sb.resv.Size
 	a.undoReserve(sb.resv.Base, sb.resv.Size)
 	last := len(a.sblocks) - 1
 	a.sblocks[sb.sIndex] = a.sblocks[last]

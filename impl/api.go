@@ -16,7 +16,7 @@ const (
 	PolicyGMLake      = "gmlake"       // ours, the default: stitching, tuned chunk sizes, cross-stream reuse
 	PolicyCaching     = "caching"      // PyTorch's native CUDA caching allocator
 	PolicyExpandable  = "expandable"   // PyTorch's expandable_segments:True
-	PolicyGMLakePaper = "gmlake-paper" // the original GMLake defaults (2 MiB chunks, stitch >= 512 MiB, greedy)
+	PolicyGMLakePaper = "gmlake-paper" // the original GMLake (GLake's source, rule by rule: paper.go)
 )
 
 // Policies lists every policy name, the default first.
@@ -244,6 +244,21 @@ type Config struct {
 	SBlockCache int
 	// NoCrossStream turns off cross-stream stitching and reuse in the gmlake policy.
 	NoCrossStream bool
+
+	// gmlake-paper's other knobs, GLake's environment variables (StitchMin above is its fragLimit).
+	// ReuseLimit (reuseLimit, default 10): a cached stitched block serves a request when its size is at most
+	// ReuseLimit times the request. Must be >= 0.
+	ReuseLimit float64
+	// DefragLevel (defragLevel, default 0): stitching is tried at attempts 0, 1 and 2 of an allocation
+	// (before growing, after growing failed, after releasing the cache); attempts below DefragLevel are
+	// skipped. 0 to 3.
+	DefragLevel int
+	// AutoGC (autoGC, default 1000 GiB): once the stitched bytes created and not yet collected exceed it,
+	// every cached stitched block whose last use completed is torn down. In bytes.
+	AutoGC uint64
+	// ReAlloc (reAlloc, default off): a large request no free block holds grows a segment of only the
+	// request less the stream's free large bytes, and is stitched from those and the new segment.
+	ReAlloc bool
 
 	// TestOnlyMutations switches on seeded bugs (see Mutation). Only tests set it.
 	TestOnlyMutations Mutation

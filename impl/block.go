@@ -142,6 +142,8 @@ func (s *segment) removeChunk(c *chunk) {
 }
 
 // block is a pBlock (a range of a segment) or an sBlock (its own reservation viewing chunks of pBlocks).
+// An sBlock's size is its reservation's, except while gmlake-paper has it live for a smaller request
+// (paperReuse): then size is the request's, and only the chunks under [ptr, ptr+size) are held.
 //
 // Legal states: a pBlock is Free (in its pool's free set iff mapped), Live (handed out, or held by a live
 // sBlock: heldBy != nil), or Pending (freed, events outstanding). An sBlock is Live or Free (cached).
@@ -173,6 +175,9 @@ type block struct {
 	xwait   *streamState // a part of an sBlock freed on xwait, Pending until xwait's work finished
 	xseq    uint64       // the sBlock's free counter for that wait (identifies the pendingEv)
 	stamped bool         // freeSeq was set when the free was asked (Pending): keep it when it completes
+	// ev (gmlake-paper only, else nil): GMLake's self_last_event, shared by the blocks that point to it
+	// (paper.go). Invariant: ev.refs counts the blocks whose ev is this event.
+	ev *blockEvent
 
 	// sBlock
 	chunks  []*chunk  // viewed chunks in address order of the view

@@ -27,8 +27,8 @@
 //
 // # Pools and streams
 //
-// Requests are rounded to 512 B; up to 1 MiB they use the small pool, above it the large pool (PyTorch's
-// kSmallSize). Each stream has its own pools. Free is stream-ordered: the block is reusable at once on its
+// Requests are rounded to 512 B (gmlake-paper: above 1 MiB to 2 MiB, as GMLake's round_size); up to 1 MiB
+// they use the small pool, above it the large pool (PyTorch's kSmallSize). Each stream has its own pools. Free is stream-ordered: the block is reusable at once on its
 // allocation stream. A block used on other streams (RecordStream) goes Pending with one pooled event per
 // recorded stream; Alloc polls pending events (only while there are any) and frees the block when all
 // completed. Memory is released (unmapped, cuMemRelease) or stitched across streams only when the work that
@@ -49,14 +49,13 @@
 //  2. Best fit in the stream's pool: the smallest free block that holds the request, lowest address among
 //     equals; in arenas, PyTorch's expandable rule (a block at the end of the mapped part counts with the
 //     room it can grow into). Split the remainder by the policy's rule.
-//  3. Miss, stitching policies, large requests of at least StitchMin: reuse a cached sBlock of the stream
-//     (the smallest that fits, up to 1.25x the request; gmlake-paper 10x) whose chunks are all free: no
-//     driver call.
-//  4. Stitch (tryStitch): collect the chunks lying wholly in free large-pool blocks of the stream (gmlake: and
-//     of other streams whose fences say their frees completed), largest first; fill the request greedily, then
+//  3. Miss, gmlake, large requests of at least StitchMin: reuse a cached sBlock of the stream (the smallest
+//     that fits, up to 1.25x the request) whose chunks are all free: no driver call. (gmlake-paper takes its
+//     own path from here: see "gmlake-paper" below.)
+//  4. Stitch (tryStitch): collect the chunks lying wholly in free large-pool blocks of the stream and of
+//     other streams whose fences say their frees completed, largest first; fill the request greedily, then
 //     take the smallest chunk that covers the rest, or new memory for the rest. gmlake stitches only when that
-//     saves at least 128 MiB of growth (any saving on the retry after an out-of-memory); gmlake-paper only
-//     when free chunks cover the request alone.
+//     saves at least 128 MiB of growth (any saving on the retry after an out-of-memory).
 //  5. Grow: a fixed segment of PyTorch's get_allocation_size (caching: one handle; gmlake-paper: 2 MiB
 //     handles), or map the lowest run of free and unmapped blocks of the stream's arenas, in a new arena when
 //     none holds it (PyTorch's try_allocate_expandable_block): expandable maps 2 MiB / 20 MiB pages, gmlake
@@ -74,13 +73,49 @@
 //   - expandable: PyTorch's expandable_segments:True: arenas per (stream, pool), 2 MiB / 20 MiB pages
 //     mapped on demand, split remainders >= 512 B, pages unmapped only by EmptyCache or the out-of-memory path.
 //     Replays land within 0.01% of PyTorch's.
-//   - gmlake-paper: the original GMLake defaults (GLake's GMLake: fragment_limit 512 MB, reuseLimit 10,
-//     defragment_level 0): caching's segments built of 2 MiB chunks, stitching only for requests of at least
-//     512 MiB and only when free chunks cover them (greedy, largest first), cached stitched blocks reused for
-//     requests down to a tenth of their size and never collected, one stream.
+//   - gmlake-paper: the original GMLake (paper.go), rule by rule from GLake's CUDACachingAllocator.cpp; see
+//     "gmlake-paper" below.
 //   - gmlake (default): arenas like expandable, grown by chunks of at most 48 MiB (one cuMemCreate per chunk,
 //     not per 20 MiB page); stitching from 4 MiB up when it saves at least 128 MiB of growth, across streams;
 //     sBlock cache of 256 with LRU StitchFree.
+//
+// # gmlake-paper (paper.go)
+//
+// GMLake's rules, read side by side with GLake's source (intelligent-machine-learning/glake,
+// GMLake/src/CUDACachingAllocator.cpp, GMLake/include/cuda_vmm_allocator.h); each function in paper.go
+// names the one it reproduces and paper_test.go has a scenario per rule. Knobs under GLake's environment
+// names, with its defaults: fragLimit (Config.StitchMin, 512 MiB), reuseLimit (10), defragLevel (0),
+// autoGC (1000 GiB), reAlloc (off).
+//
+//   - Segments (realloc_block): PyTorch's get_allocation_size; small ones one 2 MiB piece (GMLake calls
+//     cudaMalloc), large ones 2 MiB pieces, each created, mapped and given access on its own (VirBlock: one
+//     cuMemSetAccess per piece); one cuMemUnmap per segment at release. Requests above 1 MiB round up to
+//     2 MiB; a large block splits only when at least 2 MiB is left (round_size, should_split).
+//   - The miss path (malloc): best fit; then a cached sBlock of the stream, for any large request: the
+//     smallest whose pieces are all free, if at most reuseLimit times the request, holding only the first
+//     request/2 MiB pieces (the rest stays free for others); then stitch (attempt 0); grow; stitch (1);
+//     release_cached_blocks and grow the same segment again (no smaller fallback); stitch (2); out of
+//     memory. Attempts below defragLevel are skipped.
+//   - Stitch (get_fused_fragmented_blocks): requests of at least fragLimit, the stream's free large blocks
+//     whole, largest first (ties: the higher address), until they cover the request, the last split keeping
+//     its head when 2 MiB or more is left; never with new memory, never across streams.
+//   - Collection (garbage_collect_fused_blocks): cached sBlocks whose pieces are not all free first, then
+//     (time > 0) the others, per stream oldest release first, stopping at the first whose event has not
+//     completed. It runs when the stitched bytes not yet collected exceed autoGC, when a stitch's or a
+//     segment's driver calls fail, and in EmptyCache (after releasing the unsplit free segments). The
+//     out-of-memory path releases only unsplit free segments and the cached sBlocks viewing them.
+//   - Events (BlockEvent): every GMLake Block carries a CUDA event: created with each Block (each malloc's
+//     search key included), recorded at each free (a new one when shared), shared across splits and merges,
+//     destroyed with the last block using it. gmlake-paper makes those calls on the driver, so replays
+//     count and charge them (3 per alloc/free pair without a split, 5 with one), and its collection asks
+//     the sBlock's event.
+//
+// Where it departs from GLake, and why: small segments are made with the VMM calls like every other
+// segment (vmm.Driver has no cudaMalloc; at 2 MiB they cost about the same, 47 us against cuMemAlloc's
+// 49-57 us); the engine carves the pBlock under each stitched piece where GMLake keeps block lists per
+// piece, so the event counts are GMLake's rules applied to this engine's splits and merges; a segment is
+// released, and an sBlock collected, only once its last use completed (GLake unmaps at once); a failed
+// stitch gives its blocks back (GLake leaves them marked used); fences still guard releases.
 //
 // # The chunk size (issue 3 item 6), measured
 //
@@ -113,8 +148,8 @@
 //
 // So gmlake grows by chunks of at most 48 MiB and stitches when that saves at least 128 MiB of growth:
 // under 2% fragmentation on the bundled traces (2.5% worst over the scaled set) and about the driver time
-// of expandable (0.5-1% of the training time), where GMLake's 2 MiB chunks cost 10-16x (6-22% of the
-// training time with gmlake-paper).
+// of expandable (0.5-1% of the training time), where GMLake's 2 MiB chunks cost 10-16x (9-26% of the
+// training time with gmlake-paper, its block events included).
 //
 // # Lock order
 //

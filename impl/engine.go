@@ -87,6 +87,8 @@ type Allocator struct {
 	nextID  uint64
 	freeSeq uint64 // counts frees; stamps blocks (freeSeq) for the fences
 	clock   uint64 // LRU clock for sBlocks
+	fused   uint64 // gmlake-paper: bytes stitched and not collected since (GMLake's total_fuse_size, autoGC)
+	evSeq   uint64 // gmlake-paper: block events recorded so far (GMLake's event_id)
 	st      Stats
 
 	// Undo steps that failed even after retries: kept so Close can try again and Snapshot tells the truth.
@@ -208,6 +210,9 @@ func (a *Allocator) EmptyCache() error {
 	defer a.mu.Unlock()
 	if a.closed {
 		return ErrClosed
+	}
+	if a.p.paper {
+		return a.paperEmptyCache()
 	}
 	return a.releaseCached()
 }
@@ -409,6 +414,10 @@ func (a *Allocator) recycle(b *block) {
 	b.events, b.freeSeq, b.requested, b.lastUse = 0, 0, 0, 0
 	b.xwait, b.xseq, b.stamped = nil, 0, false
 	b.resv = vmm.Range{}
+	if b.ev != nil {
+		a.evDrop(b.ev)
+		b.ev = nil
+	}
 	a.spare = append(a.spare, b)
 }
 
@@ -574,6 +583,9 @@ func (a *Allocator) freeLocked(b *block) error {
 	if b.state == Pending {
 		return nil
 	}
+	if a.p.paper {
+		a.evRecordFree(b) // GMLake's insert_free_event_into_alloc_stream
+	}
 	a.freeBlock(b)
 	return nil
 }
@@ -693,6 +705,7 @@ func (a *Allocator) mergeFree(b *block) *block {
 			seg.head = b
 		}
 		b.freeSeq = max(b.freeSeq, p.freeSeq)
+		evKeepNewer(b, p)
 		if seg.hint == p {
 			seg.hint = b
 		}
@@ -711,6 +724,7 @@ func (a *Allocator) mergeFree(b *block) *block {
 			b.next.prev = b
 		}
 		b.freeSeq = max(b.freeSeq, n.freeSeq)
+		evKeepNewer(b, n)
 		if seg.hint == n {
 			seg.hint = b
 		}
@@ -728,6 +742,7 @@ func (a *Allocator) split(b *block, rs uint64) {
 	r.kind, r.state, r.mapped = Primitive, Free, true
 	r.ptr, r.size = b.ptr.Add(rs), b.size-rs
 	r.stream, r.pool, r.seg, r.freeSeq = b.stream, b.pool, b.seg, b.freeSeq
+	r.ev = evRef(b.ev) // gmlake-paper: both halves share the block's event until one records its own
 	r.prev, r.next = b, b.next
 	if b.next != nil {
 		b.next.prev = r

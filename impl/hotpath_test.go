@@ -7,7 +7,8 @@ import (
 	"github.com/gmlake/gmlake/vmm"
 )
 
-// TestWarmPairMakesNoDriverCall: the steady-state hot path makes no driver call. After warm-up, 1000
+// TestWarmPairMakesNoDriverCall: the steady-state hot path makes no driver call (gmlake-paper: only the
+// event calls GMLake makes there). After warm-up, 1000
 // Alloc+Free pairs of one size on one stream, every policy, small to large sizes, leave the device's call
 // counts unchanged. The warm-up is longer than maxFences pairs: each of the first frees leaves a whole
 // chunk or segment free and records a fence, until maxFences are outstanding (spec/FINDINGS.md F6 says
@@ -37,9 +38,21 @@ func TestWarmPairMakesNoDriverCall(t *testing.T) {
 				pair()
 			}
 			after := dev.Counts()
+			var want vmm.CallCounts
+			if pol == PolicyGMLakePaper {
+				// GMLake's block events, the calls it makes on its hot path: the search key's event
+				// (create, destroy), the split head's new event (create; the rest's is destroyed when
+				// they merge at free), the free's record (insert_free_event_into_alloc_stream).
+				split := uint64(0)
+				if size < 256<<20 {
+					split = 1000
+				}
+				want[vmm.CallCreateEvent], want[vmm.CallDestroyEvent] = 1000+split, 1000+split
+				want[vmm.CallRecordEvent] = 1000
+			}
 			for k := range after {
-				if n := after[k] - before[k]; n != 0 {
-					t.Errorf("%s, %d B: 1000 warm Alloc+Free pairs made %d %v calls", pol, size, n, vmm.CallKind(k))
+				if n := after[k] - before[k]; n != want[k] {
+					t.Errorf("%s, %d B: 1000 warm Alloc+Free pairs made %d %v calls, want %d", pol, size, n, vmm.CallKind(k), want[k])
 				}
 			}
 			if _, err := a.Close(); err != nil {

@@ -14,7 +14,10 @@ const (
 	largeBuffer   = 20 << 20        // kLargeBuffer: 1-10 MiB requests get 20 MiB segments
 	minLargeAlloc = 10 << 20        // kMinLargeAlloc
 	roundLarge    = 2 << 20         // kRoundLarge: larger requests round up to 2 MiB
-	paperStitch   = 512 << 20       // GMLake's fragment limit: stitch only requests of at least 512 MiB
+	paperStitch   = 512 << 20       // GMLake's fragLimit default: stitch only requests of at least 512 MiB
+	paperPiece    = 2 << 20         // GMLake's kGranularity: its physical pieces, and its large-request rounding
+	paperReuse    = 10              // GMLake's reuseLimit default: a cached sBlock serves requests down to 1/10
+	paperAutoGC   = 1000 << 30      // GMLake's autoGC default (1000 GiB of cumulative stitched bytes)
 	defaultChunk  = 48 << 20        // gmlake: the largest physical chunk one growth creates (doc.go: measured)
 	defaultSave   = 128 << 20       // gmlake: the growth a stitch must save to be worth its mappings (doc.go)
 	maxStitchPcs  = 1 << 20         // the most chunks one new sBlock maps
@@ -33,12 +36,19 @@ type params struct {
 	splitAny    bool   // split whenever the remainder is >= 512 B (expandable rule), else PyTorch's pool rules
 	stitch      bool   // serve misses by stitching free chunks
 	stitchMin   uint64 // smallest rounded request that may be stitched
-	greedy      bool   // gmlake-paper: stitch only when free chunks cover the request, largest first, no growth
 	crossStream bool   // stitch chunks of other streams' pools once their free events completed
 	sblockCache int    // cached free sBlocks before LRU StitchFree; < 0 unlimited
 	maxPieces   int    // the most chunks one new sBlock maps
 	stitchSave  uint64 // gmlake: a stitch must save at least this much growth
 	reuseLimit  uint64 // a cached sBlock serves requests down to size*4/reuseLimit (x4: gmlake 5 = 1.25x)
+
+	// gmlake-paper: GMLake's own rules (paper.go), each knob under its GLake environment variable's name.
+	paper       bool    // the paper's allocation path (paperMiss), rounding, splitting, GC and block events
+	fragLimit   uint64  // fragLimit: the smallest rounded request get_fused_fragmented_blocks stitches
+	paperReuse  float64 // reuseLimit: a cached sBlock serves a request if its size <= request * paperReuse
+	defragLevel int     // defragLevel: stitch attempts below this number (0, 1, 2) are skipped
+	autoGC      uint64  // autoGC: cumulative stitched bytes that trigger garbage_collect_fused_blocks(2)
+	reAlloc     bool    // reAlloc: grow by the request less the stream's free large bytes, then stitch
 }
 
 func resolve(cfg Config, gran, total uint64) (params, error) {
@@ -89,19 +99,40 @@ func resolve(cfg Config, gran, total uint64) (params, error) {
 		p.maxPieces = maxStitchPcs
 		p.reuseLimit = 5
 	case PolicyGMLakePaper:
-		p.stitch, p.greedy = true, true
+		p.stitch, p.paper = true, true
 		p.stitchMin = or(cfg.StitchMin, paperStitch)
-		p.chunkMax = or(cfg.ChunkSize, vmm.AlignUp(2<<20, gran))
-		p.sblockCache = -1 // GMLake's stitched-block GC starts at 1000 GB: in effect, never
+		p.fragLimit = p.stitchMin
+		p.chunkMax = or(cfg.ChunkSize, vmm.AlignUp(paperPiece, gran))
+		p.sblockCache = -1 // cached sBlocks go only by garbage_collect_fused_blocks (paper.go)
 		p.maxPieces = 1 << 30
-		p.reuseLimit = 40 // GMLake's reuseLimit: a stitched block serves requests down to a tenth of it
+		p.paperReuse = paperReuse
+		if cfg.ReuseLimit != 0 {
+			p.paperReuse = cfg.ReuseLimit
+		}
+		p.defragLevel = cfg.DefragLevel
+		p.autoGC = or(cfg.AutoGC, paperAutoGC)
+		p.reAlloc = cfg.ReAlloc
 	default:
 		return p, fmt.Errorf("%w %q (want one of %v)", ErrUnknownPolicy, cfg.Policy, Policies)
+	}
+	if cfg.ReuseLimit < 0 || cfg.DefragLevel < 0 || cfg.DefragLevel > 3 {
+		return p, fmt.Errorf("%w: ReuseLimit %g must be >= 0 and DefragLevel %d one of 0, 1, 2, 3", ErrBadConfig,
+			cfg.ReuseLimit, cfg.DefragLevel)
 	}
 	if cfg.SBlockCache != 0 {
 		p.sblockCache = cfg.SBlockCache
 	}
 	return p, nil
+}
+
+// round is the policy's rounding of a request: PyTorch's round_size, and for gmlake-paper GMLake's round_size,
+// which also rounds every request above 1 MiB (the large pool) up to a multiple of its 2 MiB piece.
+func (p *params) round(n uint64) uint64 {
+	rs := roundSize(n)
+	if p.paper && rs > smallSize {
+		rs = roundUp(rs, p.chunkMax)
+	}
+	return rs
 }
 
 // roundSize is PyTorch's round_size: at least 512 B, a multiple of 512 B.
@@ -130,9 +161,13 @@ func poolOf(rs uint64) poolKind {
 	return largePool
 }
 
-// shouldSplit is PyTorch's should_split (max_split_size unset).
+// shouldSplit is PyTorch's should_split (max_split_size unset); gmlake-paper's is GMLake's should_split,
+// which splits a large block only when the rest is at least one 2 MiB piece.
 func (p *params) shouldSplit(b *block, rs uint64) bool {
 	rem := b.size - rs
+	if p.paper && b.pool == largePool {
+		return rem >= p.chunkMax
+	}
 	if b.pool == smallPool || p.splitAny {
 		return rem >= minBlockSize
 	}

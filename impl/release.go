@@ -224,6 +224,7 @@ func (a *Allocator) Close() (CloseReport, error) {
 	for _, e := range a.evFree {
 		note(a.d.DestroyEvent(e))
 	}
+	note(a.evCloseAll())
 	a.closed = true
 	a.segs, a.sblocks, a.pend, a.evFree = nil, nil, nil, nil
 	a.orphanMaps, a.orphanHandles, a.orphanResv = nil, nil, nil

@@ -52,7 +52,9 @@ func (a *Allocator) Snapshot() Snapshot {
 		off := uint64(0)
 		for _, c := range sb.chunks {
 			m := Mapping{VA: vmm.Range{Base: sb.ptr.Add(off), Size: c.size}, Handle: c.h}
-			bi.Backing = append(bi.Backing, m)
+			if off < sb.size { // a partly held sBlock (paperReuse) is backed by its head only
+				bi.Backing = append(bi.Backing, m)
+			}
 			s.Mappings = append(s.Mappings, m)
 			off += c.size
 		}

@@ -1,0 +1,472 @@
+package impl
+
+// gmlake-paper: the original GMLake, rule by rule, read side by side with GLake's source
+// (intelligent-machine-learning/glake, GMLake/src/CUDACachingAllocator.cpp and GMLake/include/
+// cuda_vmm_allocator.h). Each function names the GLake function it reproduces; paper_test.go has a scenario
+// per rule. See doc.go ("gmlake-paper") for the summary and for where this code departs from GLake and why.
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// paperMiss is the miss path of GMLake's DeviceCachingAllocator::malloc, after get_free_block missed:
+//
+//	get_free_block's stitched-block branch (paperReuse)
+//	|| get_fused_fragmented_blocks(p, 0)
+//	|| realloc_block(p, false)
+//	|| get_fused_fragmented_blocks(p, 1)
+//	|| (release_cached_blocks() && realloc_block(p, true))
+//	|| get_fused_fragmented_blocks(p, 2)
+//
+// then out of memory. Stitch attempts below defragLevel are skipped. There is no smaller-segment fallback:
+// the retry asks for the same segment. (release_available_cached_blocks frees oversize blocks only when
+// max_split_size is set, which GMLake's defaults leave unset: a no-op, left out.)
+func (a *Allocator) paperMiss(ss *streamState, pool poolKind, rs, size uint64) (*block, error) {
+	if pool == largePool {
+		if b := a.paperReuse(ss, rs); b != nil {
+			return b, nil
+		}
+	}
+	if b := a.paperStitch(ss, pool, rs, 0); b != nil {
+		return b, nil
+	}
+	b, err := a.paperGrow(ss, pool, rs)
+	if b != nil || (err != nil && !errors.Is(err, vmm.ErrOutOfMemory)) {
+		return b, a.paperErr(err, size, ss)
+	}
+	if b := a.paperStitch(ss, pool, rs, 1); b != nil {
+		return b, nil
+	}
+	if a.mut&MutSpuriousOOM == 0 {
+		a.st.NumCacheFlushes++
+		_ = a.paperReleaseCached() // a failure leaves less released; the retry tells
+		b, err = a.paperGrow(ss, pool, rs)
+		if b != nil || (err != nil && !errors.Is(err, vmm.ErrOutOfMemory)) {
+			return b, a.paperErr(err, size, ss)
+		}
+		if b := a.paperStitch(ss, pool, rs, 2); b != nil {
+			return b, nil
+		}
+	}
+	if err == nil {
+		err = vmm.ErrOutOfMemory // reAlloc grew but could not stitch: GMLake's realloc_block returned false
+	}
+	a.st.NumOOMs++
+	return nil, a.oomErr(size, rs, ss.s, err)
+}
+
+func (a *Allocator) paperErr(err error, size uint64, ss *streamState) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("gmlake: alloc of %d bytes on stream %d: %w", size, ss.s, err)
+}
+
+// paperGrow is GMLake's realloc_block: a new segment of get_allocation_size(rs) (small: one 2 MiB piece, as
+// its cudaMalloc; large: 2 MiB pieces, each created, mapped and given access on its own, VmmSegment). When
+// creating it runs out of memory while the device still has more free than the segment and the stream's
+// cached sBlocks add up to at least the segment, it collects sBlocks (garbage_collect_fused_blocks with
+// time 0, 1, 2) and tries again, three times in all. With reAlloc, a large request that the stream's free
+// large blocks cover in part grows by only the rest and is stitched at once (attempt 4, past every
+// defragLevel). nil, nil: reAlloc grew but the stitch failed (the new segment stays cached).
+func (a *Allocator) paperGrow(ss *streamState, pool poolKind, rs uint64) (*block, error) {
+	size := vmm.AlignUp(allocationSize(rs), a.gran)
+	stitchAfter := false
+	if pool == largePool {
+		if free := ss.free[largePool].bytes; a.p.reAlloc && free > 0 && free < rs {
+			a.evTemp(2) // realloc_block's left and right search keys
+			size, stitchAfter = allocationSize(rs-free), true
+		}
+		size = vmm.AlignUp(size, a.p.chunkMax)
+	}
+	var seg *segment
+	var err error
+	for gc := 0; gc < 3; gc++ {
+		if seg, err = a.newFixedSegment(ss, pool, size); err == nil || pool == smallPool || !errors.Is(err, vmm.ErrOutOfMemory) {
+			break
+		}
+		devFree, _, ierr := a.d.MemInfo()
+		if ierr != nil || devFree <= size || a.paperGarbage(ss) < size {
+			break
+		}
+		a.paperGC(gc, allocationSize(rs), nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !stitchAfter {
+		return seg.head, nil
+	}
+	ss.free[largePool].insert(seg.head)
+	return a.paperStitch(ss, largePool, rs, 4), nil
+}
+
+// paperStitch is GMLake's get_fused_fragmented_blocks(p, time): for a large request of at least fragLimit,
+// take the stream's free large blocks whole, largest first (ties: the higher address first, the order of its
+// std::set walked from the end), until they cover the request; none left over means no stitch (no new memory
+// finishes a stitch). If the last block taken is at least 2 MiB more than the rest needs, it is split and its
+// head taken. The pieces are mapped in that order into a new reservation, each with its own cuMemSetAccess;
+// when that fails, sBlocks are collected (garbage_collect_fused_blocks(0, 1, 2)) and it is tried again,
+// three times in all. Every stitched byte counts toward autoGC.
+func (a *Allocator) paperStitch(ss *streamState, pool poolKind, rs uint64, time int) *block {
+	if time < a.p.defragLevel || pool == smallPool || rs < a.p.fragLimit {
+		return nil
+	}
+	a.evTemp(2) // the left and right search keys
+	fs := &ss.free[largePool]
+	if fs.n < 2 {
+		return nil
+	}
+	var chosen []*block
+	var fuse uint64
+	for b := fs.max(); b != nil && fuse < rs; b = fs.upperBelow(b.size, b.ptr) {
+		chosen = append(chosen, b)
+		fuse += b.size
+	}
+	if fuse < rs {
+		return nil
+	}
+	last := chosen[len(chosen)-1]
+	split := fuse-rs >= a.p.chunkMax
+	if split {
+		fs.remove(last)
+		a.split(last, last.size-(fuse-rs))
+		fs.insert(last)
+		a.evTemp(1) // the kept head is a new Block whose event is replaced by the rest's
+	}
+	var chunks []*chunk
+	for _, b := range chosen {
+		seg, lo := b.seg, b.segOff()
+		for i := seg.chunkIndex(lo); i < len(seg.chunks) && seg.chunks[i].off < lo+b.size; i++ {
+			chunks = append(chunks, seg.chunks[i])
+		}
+	}
+	var sb *block
+	var err error
+	for gc := 0; gc < 3; gc++ {
+		if sb, err = a.buildSBlock(ss, chunks); err == nil {
+			break
+		}
+		a.paperGC(gc, rs, nil)
+	}
+	if err != nil {
+		if split { // GMLake leaves the blocks marked used here; we give them back as they were
+			fs.remove(last)
+			fs.insert(a.mergeFree(last))
+		}
+		return nil
+	}
+	a.evTemp(1) // the fused Block's own event, replaced by the newest of its parts'
+	for _, pb := range sb.parts {
+		if evNewer(pb.ev, sb.ev) {
+			a.evDrop(sb.ev)
+			sb.ev = evRef(pb.ev)
+		}
+	}
+	a.fused += sb.size
+	if a.fused > a.p.autoGC {
+		a.paperGC(2, 0, sb) // sb is not yet handed out (Free until markLive): GMLake's is in the active set
+	}
+	return sb
+}
+
+// paperReuse is the stitched-block branch of GMLake's get_free_block: once best fit missed, the smallest
+// cached sBlock of the stream whose pieces are all free (free_fused_blocks.lower_bound) serves a large
+// request, of any size, if it is at most reuseLimit times the request; it holds only the first
+// request/2 MiB pieces and leaves the rest free. No driver call.
+func (a *Allocator) paperReuse(ss *streamState, rs uint64) *block {
+	var best *block
+	for _, sb := range a.sblocks {
+		if sb.state != Free || sb.stream != ss.s || sb.size < rs {
+			continue
+		}
+		if best != nil && (sb.size > best.size || sb.size == best.size && sb.ptr > best.ptr) {
+			continue
+		}
+		if a.sblockAllFree(sb, ss) {
+			best = sb
+		}
+	}
+	if best == nil || float64(best.size) > float64(rs)*a.p.paperReuse {
+		return nil
+	}
+	best.size = rs
+	a.holdParts(best)
+	a.st.NumStitchReuses++
+	return best
+}
+
+// sblockAllFree reports whether every chunk of cached sBlock sb lies in a free block usable on ss.
+func (a *Allocator) sblockAllFree(sb *block, ss *streamState) bool {
+	for _, c := range sb.chunks {
+		if !a.chunkFree(c, ss) {
+			return false
+		}
+	}
+	return true
+}
+
+// paperGC is GMLake's garbage_collect_fused_blocks(time, require): per stream, the cached sBlocks whose pieces
+// are not all free (fragmented_free_fused_blocks) are torn down oldest release first, stopping at the first
+// whose last use has not completed, or (time 0 and 1, require > 0) once 4x resp. 16x require bytes are
+// collected; with time > 0, then the cached sBlocks whose pieces are all free (free_fused_blocks_in_release_
+// order), the same way. It returns the bytes of the sBlocks torn down; keep is never torn down.
+func (a *Allocator) paperGC(time int, require uint64, keep *block) uint64 {
+	var garbage uint64
+	for _, pass := range []bool{true, false} {
+		if !pass && time == 0 {
+			break
+		}
+		for _, st := range a.sortedStreams() {
+			var set []*block
+			for _, sb := range a.sblocks {
+				if sb.state == Free && sb != keep && sb.stream == st.s && a.sblockAllFree(sb, st) != pass {
+					set = append(set, sb)
+				}
+			}
+			slices.SortFunc(set, func(x, y *block) int { return cmpU64(x.lastUse, y.lastUse) })
+			for _, sb := range set {
+				if !a.paperDone(sb, st) {
+					break
+				}
+				size := sb.resv.Size
+				if a.stitchFree(sb) != nil {
+					break
+				}
+				garbage += size
+				if pass && require > 0 && time <= 1 && garbage >= require<<(2*(time+1)) {
+					break
+				}
+			}
+		}
+	}
+	a.fused -= min(a.fused, garbage)
+	return garbage
+}
+
+func cmpU64(x, y uint64) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+// paperDone reports whether the last use of cached sBlock sb completed: its event (cudaEventQuery on
+// self_last_event), or, when that event was never recorded (a failed event call), the stream's fences.
+func (a *Allocator) paperDone(sb *block, st *streamState) bool {
+	if sb.ev != nil && sb.ev.id != 0 {
+		done, err := a.d.QueryEvent(sb.ev.e)
+		return err == nil && done
+	}
+	return a.safe(st, sb.freeSeq)
+}
+
+// paperGarbage is what realloc_block weighs before collecting: the bytes of the stream's cached sBlocks.
+func (a *Allocator) paperGarbage(ss *streamState) uint64 {
+	var n uint64
+	for _, sb := range a.sblocks {
+		if sb.state == Free && sb.stream == ss.s {
+			n += sb.resv.Size
+		}
+	}
+	return n
+}
+
+// paperReleaseCached is GMLake's release_cached_blocks: every unsplit free segment is released (release_blocks
+// of both pools), with the cached sBlocks that view its pieces (release_block deletes them); cached sBlocks
+// over other memory stay. A segment some live sBlock still views, or whose viewing sBlock's last use has not
+// completed, is kept (GMLake unmaps it regardless).
+func (a *Allocator) paperReleaseCached() error {
+	a.processEvents()
+	var first error
+	for _, seg := range slices.Clone(a.segs) {
+		h := seg.head
+		if seg.arena || h.state != Free || h.next != nil {
+			continue
+		}
+		var views []*block
+		ok := true
+		for _, sb := range a.sblocks {
+			for _, c := range sb.chunks {
+				if c.seg == seg {
+					ok = ok && sb.state == Free && a.paperDone(sb, a.streams[sb.stream])
+					views = append(views, sb)
+					break
+				}
+			}
+		}
+		if !ok {
+			continue
+		}
+		for _, sb := range views {
+			size := sb.resv.Size
+			if err := a.stitchFree(sb); err != nil {
+				ok = false
+				if first == nil {
+					first = err
+				}
+				break
+			}
+			a.fused -= min(a.fused, size)
+		}
+		if ok {
+			if err := a.releaseSegmentIfFree(seg); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
+// paperEmptyCache is GMLake's emptyCache: release_cached_blocks, then garbage_collect_fused_blocks(2, 0).
+func (a *Allocator) paperEmptyCache() error {
+	err := a.paperReleaseCached()
+	a.paperGC(2, 0, nil)
+	return err
+}
+
+// setAccess grants access to [base, base+size), mapped in pieces of piece bytes: one cuMemSetAccess over the
+// range, or, for gmlake-paper, one per piece, as GMLake's VirBlock does after each cuMemMap.
+func (a *Allocator) setAccess(base vmm.DevicePtr, size, piece uint64) error {
+	if !a.p.paper || piece == 0 || piece >= size {
+		return a.d.SetAccess(base, size)
+	}
+	for off := uint64(0); off < size; off += piece {
+		if err := a.d.SetAccess(base.Add(off), min(piece, size-off)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// --- GMLake's block events (BlockEvent) ---
+//
+// Every GMLake Block owns a shared_ptr<BlockEvent>: constructing a Block creates a CUDA event (the search
+// key of every malloc included), a free records the block's event on its stream (insert_free_event_into_
+// alloc_stream: a new event when the old one is shared), merged and split blocks share the newer one, and
+// the last reference destroys it. gmlake-paper makes the same calls on the driver, so the replay counts and
+// charges them, and the sBlock GC asks its sBlock's event (paperDone). The engine's splits and merges are
+// not GMLake's one for one (it carves the pBlock under each stitched piece), so the counts are GMLake's
+// rules applied to this engine's block operations.
+
+// blockEvent is one BlockEvent. Invariant: refs is the number of blocks whose ev is it; at 0 it is destroyed.
+type blockEvent struct {
+	e    vmm.Event
+	refs int
+	id   uint64 // record order (GMLake's event_id); 0: never recorded
+}
+
+// evNew creates a block event (cudaEventCreateWithFlags); nil when the driver refuses (the block then has
+// none: paperDone falls back to the fences).
+func (a *Allocator) evNew() *blockEvent {
+	e, err := a.d.CreateEvent()
+	if err != nil {
+		return nil
+	}
+	return &blockEvent{e: e, refs: 1}
+}
+
+// evTemp creates and destroys n events: GMLake's short-lived Blocks (search keys, replaced events).
+func (a *Allocator) evTemp(n int) {
+	for i := 0; i < n; i++ {
+		if ev := a.evNew(); ev != nil {
+			a.evDrop(ev)
+		}
+	}
+}
+
+func evRef(ev *blockEvent) *blockEvent {
+	if ev != nil {
+		ev.refs++
+	}
+	return ev
+}
+
+// evDrop drops one reference, destroying the event with the last.
+func (a *Allocator) evDrop(ev *blockEvent) {
+	if ev == nil {
+		return
+	}
+	if ev.refs--; ev.refs == 0 {
+		_ = a.d.DestroyEvent(ev.e) // a failure leaks one event on the device, nothing of the allocator's
+	}
+}
+
+// evFresh gives b a new event of its own (a new GMLake Block at b's place).
+func (a *Allocator) evFresh(b *block) {
+	a.evDrop(b.ev)
+	b.ev = a.evNew()
+}
+
+// evRecordFree is insert_free_event_into_alloc_stream: record b's event on b's stream, in a new event when
+// b shares it.
+func (a *Allocator) evRecordFree(b *block) {
+	if b.ev == nil || b.ev.refs > 1 {
+		a.evFresh(b)
+	}
+	if b.ev == nil {
+		return
+	}
+	if err := a.d.RecordEvent(b.ev.e, b.stream); err != nil {
+		b.ev.id = 0
+		return
+	}
+	a.evSeq++
+	b.ev.id = a.evSeq
+}
+
+// evNewer reports whether x was recorded after y.
+func evNewer(x, y *blockEvent) bool {
+	return x != nil && (y == nil || x.id > y.id)
+}
+
+// evKeepNewer is try_merge_blocks' event rule: dst, absorbing src, keeps the newer of their events. src's
+// reference (the other event) goes with src when it is recycled.
+func evKeepNewer(dst, src *block) {
+	if evNewer(src.ev, dst.ev) {
+		dst.ev, src.ev = src.ev, dst.ev
+	}
+}
+
+// evShareNewer is update_block's rule for the pBlocks under a freed sBlock: a part takes the sBlock's event
+// when it is newer than its own.
+func (a *Allocator) evShareNewer(pb, sb *block) {
+	if evNewer(sb.ev, pb.ev) {
+		a.evDrop(pb.ev)
+		pb.ev = evRef(sb.ev)
+	}
+}
+
+// evCloseAll destroys every block event still held (Close).
+func (a *Allocator) evCloseAll() error {
+	if !a.p.paper {
+		return nil
+	}
+	seen := map[*blockEvent]bool{}
+	var first error
+	kill := func(b *block) {
+		if ev := b.ev; ev != nil && !seen[ev] {
+			seen[ev] = true
+			if err := a.d.DestroyEvent(ev.e); err != nil && first == nil {
+				first = err
+			}
+		}
+		b.ev = nil
+	}
+	for _, seg := range a.segs {
+		for b := seg.head; b != nil; b = b.next {
+			kill(b)
+		}
+	}
+	for _, sb := range a.sblocks {
+		kill(sb)
+	}
+	return first
+}

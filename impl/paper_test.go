@@ -1,0 +1,392 @@
+package impl
+
+// gmlake-paper, rule by rule: each test is a scenario for one of GMLake's rules and names the GLake function
+// (intelligent-machine-learning/glake, GMLake/src/CUDACachingAllocator.cpp) it reproduces. See paper.go.
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/gmlake/gmlake/model/sim"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+func newPaper(t testing.TB, cfg Config, capacity uint64, sync bool) (*Allocator, *sim.Device) {
+	t.Helper()
+	dev := sim.NewDevice(sim.DeviceConfig{Capacity: capacity, SyncStreams: sync})
+	cfg.Policy = PolicyGMLakePaper
+	a, err := New(dev, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, dev
+}
+
+// freeSizes lists the sizes of the free pBlocks, largest first.
+func freeSizes(a *Allocator) []uint64 {
+	var out []uint64
+	for _, b := range a.Snapshot().Blocks {
+		if b.Kind == Primitive && b.State == Free {
+			out = append(out, b.Range.Size)
+		}
+	}
+	slices.Sort(out)
+	slices.Reverse(out)
+	return out
+}
+
+// separate allocates one segment per size (each its own cudaMalloc-sized segment: no free block holds the
+// next) and frees them all, leaving one free block per size, in address order of the sizes.
+func separate(t *testing.T, a *Allocator, sizes ...uint64) []vmm.DevicePtr {
+	t.Helper()
+	var ps []vmm.DevicePtr
+	for _, s := range sizes {
+		ps = append(ps, mustAlloc(t, a, s, 0))
+	}
+	for _, p := range ps {
+		mustFree(t, a, p)
+	}
+	return ps
+}
+
+// get_fused_fragmented_blocks: whole free blocks of the stream, largest first, ties to the higher address,
+// and the last one split keeping its head. The example: free 500/300/300 MiB, a 600 MiB request
+// takes the 500 and the head 100 MiB of the higher 300, leaving the lower 300 and a 200 MiB tail free.
+func TestPaperStitchLargestFirstSplitsLastKeepingHead(t *testing.T) {
+	a, dev := newPaper(t, Config{}, 0, true)
+	ps := separate(t, a, 500*MiB, 300*MiB, 300*MiB)
+	res := a.Stats().ReservedBytes
+	p := mustAlloc(t, a, 600*MiB, 0)
+	st := a.Stats()
+	if st.NumStitches != 1 || st.ReservedBytes != res {
+		t.Fatalf("stitches %d, reserved %d -> %d: want one stitch and no growth", st.NumStitches, res, st.ReservedBytes)
+	}
+	if got := freeSizes(a); !slices.Equal(got, []uint64{300 * MiB, 200 * MiB}) {
+		t.Fatalf("free blocks %v MiB-ish, want [300 MiB 200 MiB]", got)
+	}
+	higher := max(ps[1], ps[2])
+	for _, b := range a.Snapshot().Blocks {
+		if b.Kind == Primitive && b.State == Free && b.Range.Size == 200*MiB && b.Range.Base != higher.Add(100*MiB) {
+			t.Fatalf("the 200 MiB tail is at %v, want the tail of the higher 300 MiB block (%v)", b.Range.Base, higher.Add(100*MiB))
+		}
+	}
+	checkState(t, a, dev)
+	mustFree(t, a, p)
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+}
+
+// get_fused_fragmented_blocks: no new memory finishes a stitch; free blocks that do not cover the request
+// leave it to realloc_block.
+func TestPaperStitchNeedsFreeBlocksCovering(t *testing.T) {
+	a, dev := newPaper(t, Config{}, 0, true)
+	separate(t, a, 300*MiB, 200*MiB)
+	res := a.Stats().ReservedBytes
+	mustAlloc(t, a, 600*MiB, 0)
+	if st := a.Stats(); st.NumStitches != 0 || st.ReservedBytes != res+600*MiB {
+		t.Fatalf("stitches %d, reserved %d -> %d: want a new 600 MiB segment", st.NumStitches, res, st.ReservedBytes)
+	}
+	closeClean(t, a, dev)
+}
+
+// get_fused_fragmented_blocks: requests below fragLimit are not stitched; the knob moves the limit.
+func TestPaperFragmentLimit(t *testing.T) {
+	for _, c := range []struct {
+		limit   uint64
+		stitchs uint64
+	}{{0 /* default 512 MiB */, 0}, {256 * MiB, 1}} {
+		a, dev := newPaper(t, Config{StitchMin: c.limit}, 0, true)
+		separate(t, a, 200*MiB, 200*MiB)
+		mustAlloc(t, a, 300*MiB, 0)
+		if n := a.Stats().NumStitches; n != c.stitchs {
+			t.Errorf("fragment limit %d: %d stitches for a 300 MiB request, want %d", c.limit, n, c.stitchs)
+		}
+		closeClean(t, a, dev)
+	}
+}
+
+// round_size: requests above 1 MiB round up to a 2 MiB multiple, smaller ones to 512 B; should_split: a large
+// block splits only when at least one 2 MiB piece is left (so an 11.5 MiB request takes a free 12 MiB block
+// whole, where PyTorch's rule would split off 1.5 MiB).
+func TestPaperRoundingAndSplitting(t *testing.T) {
+	a, dev := newPaper(t, Config{}, 0, true)
+	for _, c := range []struct{ size, block uint64 }{
+		{1000, 1024}, {MiB, MiB}, {MiB + 1, 2 * MiB}, {3*MiB + 5, 4 * MiB}, {11*MiB + 512*1024, 12 * MiB},
+	} {
+		p := mustAlloc(t, a, c.size, 0)
+		var got uint64
+		for _, l := range a.Snapshot().Live {
+			if l.Ptr == p {
+				got = l.Size
+			}
+		}
+		if got != c.block {
+			t.Errorf("Alloc(%d): block of %d bytes, want %d", c.size, got, c.block)
+		}
+		mustFree(t, a, p)
+	}
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+
+	a, dev = newPaper(t, Config{}, 0, true)
+	q := mustAlloc(t, a, 12*MiB, 0)
+	mustFree(t, a, q)
+	mustAlloc(t, a, 11*MiB+512*1024, 0)
+	if got := freeSizes(a); len(got) != 0 {
+		t.Errorf("free blocks %v after an 11.5 MiB request on a free 12 MiB block: want it taken whole", got)
+	}
+	mustAlloc(t, a, 4*MiB, 0) // a new 20 MiB segment, split 4 + 16
+	if got := freeSizes(a); !slices.Equal(got, []uint64{16 * MiB}) {
+		t.Errorf("free blocks %v after a 4 MiB request: want the 20 MiB segment split, 16 MiB free", got)
+	}
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+}
+
+// get_free_block's stitched-block branch: once best fit misses, a cached sBlock serves any large request
+// (below fragLimit too), if at most reuseLimit times the request, holding only the first request/2 MiB
+// pieces; the rest stays free for others.
+func TestPaperReuseHoldsOnlyTheRequest(t *testing.T) {
+	a, dev := newPaper(t, Config{}, 0, true)
+	separate(t, a, 300*MiB, 300*MiB)
+	p := mustAlloc(t, a, 600*MiB, 0)
+	mustFree(t, a, p)
+	res := a.Stats().ReservedBytes
+	q := mustAlloc(t, a, 400*MiB, 0) // below the 512 MiB fragment limit, above every free block
+	st := a.Stats()
+	if st.NumStitchReuses != 1 || st.NumStitches != 1 || st.ReservedBytes != res || q != p {
+		t.Fatalf("reuses %d stitches %d reserved %d -> %d ptr %v (sBlock %v): want the cached sBlock reused",
+			st.NumStitchReuses, st.NumStitches, res, st.ReservedBytes, q, p)
+	}
+	if st.AllocatedBytes != 400*MiB {
+		t.Errorf("allocated %d, want the request's 400 MiB", st.AllocatedBytes)
+	}
+	if got := freeSizes(a); !slices.Equal(got, []uint64{200 * MiB}) {
+		t.Errorf("free blocks %v: want the sBlock's unheld 200 MiB tail free", got)
+	}
+	r := mustAlloc(t, a, 200*MiB, 0) // best fit takes the tail: no aliasing with q
+	checkState(t, a, dev)
+	mustFree(t, a, q)
+	mustFree(t, a, r)
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+}
+
+// get_free_block: a cached sBlock more than reuseLimit (10) times the request is not reused.
+func TestPaperReuseLimit(t *testing.T) {
+	for _, c := range []struct {
+		req    uint64
+		reuses uint64
+	}{{64 * MiB, 1}, {60 * MiB, 0}} {
+		a, dev := newPaper(t, Config{StitchMin: 32 * MiB}, 0, true)
+		sizes := make([]uint64, 16)
+		for i := range sizes {
+			sizes[i] = 40 * MiB
+		}
+		separate(t, a, sizes...)
+		p := mustAlloc(t, a, 640*MiB, 0)
+		mustFree(t, a, p)
+		mustAlloc(t, a, c.req, 0)
+		if n := a.Stats().NumStitchReuses; n != c.reuses {
+			t.Errorf("a %d MiB request and a cached 640 MiB sBlock: %d reuses, want %d", c.req/MiB, n, c.reuses)
+		}
+		checkState(t, a, dev)
+		closeClean(t, a, dev)
+	}
+}
+
+// twoCached leaves two cached sBlocks on stream 0, older first: a fragmented one (a piece of it now serves
+// a live block) and one whose pieces are all free. It returns the live block.
+func twoCached(t *testing.T, a *Allocator, dev *sim.Device) vmm.DevicePtr {
+	t.Helper()
+	separate(t, a, 300*MiB, 300*MiB, 200*MiB, 400*MiB)
+	p := mustAlloc(t, a, 600*MiB, 0) // 400 + 200 (the two largest)
+	q := mustAlloc(t, a, 600*MiB, 0) // 300 + 300
+	mustFree(t, a, p)
+	mustFree(t, a, q)
+	if n := len(a.sblocks); n != 2 {
+		t.Fatalf("%d cached sBlocks, want 2", n)
+	}
+	return mustAlloc(t, a, 200*MiB, 0) // best fit: the 200 MiB block, a piece of the first sBlock
+}
+
+// garbage_collect_fused_blocks: time 0 collects only fragmented sBlocks; time 2 all; oldest release first,
+// stopping at the first whose event has not completed.
+func TestPaperGCFragmentedFirstStopsAtUnfinishedEvent(t *testing.T) {
+	a, dev := newPaper(t, Config{}, 0, true)
+	twoCached(t, a, dev)
+	if got := a.paperGC(0, 0, nil); got != 600*MiB || len(a.sblocks) != 1 {
+		t.Fatalf("GC(0): %d bytes, %d sBlocks left: want the fragmented 600 MiB sBlock only", got, len(a.sblocks))
+	}
+	if got := a.paperGC(2, 0, nil); got != 600*MiB || len(a.sblocks) != 0 {
+		t.Fatalf("GC(2): %d bytes, %d sBlocks left: want the free one too", got, len(a.sblocks))
+	}
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+
+	a, dev = newPaper(t, Config{}, 0, false)
+	dev.Launch(0)
+	separate(t, a, 300*MiB, 300*MiB, 200*MiB, 400*MiB)
+	p := mustAlloc(t, a, 600*MiB, 0)
+	q := mustAlloc(t, a, 600*MiB, 0)
+	mustFree(t, a, p) // freed while stream 0's work is pending
+	dev.Complete(0)
+	dev.Launch(0)
+	mustFree(t, a, q) // its event waits for the new work
+	if got := a.paperGC(2, 0, nil); got != 600*MiB || len(a.sblocks) != 1 || a.sblocks[0] != a.ptrs[q] {
+		t.Fatalf("GC(2) with the newer sBlock's event pending: %d bytes, want only the older sBlock", got)
+	}
+	dev.CompleteAll()
+	if got := a.paperGC(2, 0, nil); got != 600*MiB {
+		t.Fatalf("GC(2) after completion: %d bytes, want the other 600 MiB", got)
+	}
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+}
+
+// get_fused_fragmented_blocks: once the stitched bytes exceed autoGC, garbage_collect_fused_blocks(2, 0).
+func TestPaperAutoGC(t *testing.T) {
+	for _, c := range []struct {
+		autoGC uint64
+		frees  uint64
+	}{{0 /* 1000 GiB */, 0}, {1 * vmm.GiB, 1}} {
+		a, dev := newPaper(t, Config{AutoGC: c.autoGC}, 0, true)
+		separate(t, a, 300*MiB, 300*MiB, 200*MiB, 400*MiB)
+		p := mustAlloc(t, a, 600*MiB, 0)
+		mustFree(t, a, p)
+		mustAlloc(t, a, 200*MiB, 0)   // fragments the cached sBlock
+		mustAlloc(t, a, 600*MiB+1, 0) // stitches 300 + 300 + a piece: 1.2 GiB stitched in all
+		if n := a.Stats().NumStitchFrees; n != c.frees {
+			t.Errorf("autoGC %d: %d sBlocks collected, want %d", c.autoGC, n, c.frees)
+		}
+		checkState(t, a, dev)
+		closeClean(t, a, dev)
+	}
+}
+
+// emptyCache: release_cached_blocks (unsplit free segments, with the sBlocks viewing them), then
+// garbage_collect_fused_blocks(2, 0): nothing is left cached.
+func TestPaperEmptyCacheReleasesAndCollects(t *testing.T) {
+	a, dev := newPaper(t, Config{}, 0, true)
+	live := twoCached(t, a, dev)
+	if err := a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	if st := a.Stats(); len(a.sblocks) != 0 || st.ReservedBytes != 200*MiB {
+		t.Fatalf("after EmptyCache: %d sBlocks, %d reserved: want none, and only the live 200 MiB segment", len(a.sblocks), st.ReservedBytes)
+	}
+	mustFree(t, a, live)
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+}
+
+// malloc: stitching at attempts 0 (before growing), 1 (growing failed) and 2 (after releasing the cache),
+// attempts below defragLevel skipped.
+func TestPaperDefragLevel(t *testing.T) {
+	for _, c := range []struct {
+		level    int
+		stitches uint64
+		reserved uint64
+	}{
+		{0, 1, 900 * MiB}, // attempt 0 stitches: no growth
+		{1, 1, 900 * MiB}, // growing fails (1 GiB device), attempt 1 stitches
+		{3, 0, 600 * MiB}, // no attempt: the cache is released and a 600 MiB segment grows
+	} {
+		a, dev := newPaper(t, Config{DefragLevel: c.level}, vmm.GiB, true)
+		separate(t, a, 300*MiB, 300*MiB, 300*MiB)
+		mustAlloc(t, a, 600*MiB, 0)
+		if st := a.Stats(); st.NumStitches != c.stitches || st.ReservedBytes != c.reserved {
+			t.Errorf("defragLevel %d: %d stitches, %d MiB reserved; want %d and %d MiB", c.level, st.NumStitches,
+				st.ReservedBytes/MiB, c.stitches, c.reserved/MiB)
+		}
+		checkState(t, a, dev)
+		closeClean(t, a, dev)
+	}
+}
+
+// release_cached_blocks on out of memory frees only unsplit free segments (a split one stays cached), and
+// realloc_block retries the same segment size: no smaller fallback (PyTorch's caching policy here falls
+// back to a segment of the request).
+func TestPaperOOMReleasesUnsplitOnlyNoFallback(t *testing.T) {
+	a, dev := newPaper(t, Config{}, 60*MiB, true)
+	mustAlloc(t, a, 4*MiB, 0) // a 20 MiB segment, split: 16 MiB free stays
+	b := mustAlloc(t, a, 30*MiB, 0)
+	mustFree(t, a, b)
+	mustAlloc(t, a, 36*MiB, 0) // 10 MiB free on the device: release the free 30 MiB segment, grow
+	if st := a.Stats(); st.ReservedBytes != 56*MiB || st.NumCacheFlushes != 1 {
+		t.Fatalf("reserved %d MiB, flushes %d: want 20 + 36 MiB (the split segment kept) after one flush",
+			st.ReservedBytes/MiB, st.NumCacheFlushes)
+	}
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+
+	for _, c := range []struct {
+		policy string
+		ok     bool
+	}{{PolicyGMLakePaper, false}, {PolicyCaching, true}} {
+		dev := sim.NewDevice(sim.DeviceConfig{Capacity: 30 * MiB, SyncStreams: true})
+		a, err := New(dev, Config{Policy: c.policy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustAlloc(t, a, 12*MiB, 0)
+		_, err = a.Alloc(4*MiB, 0) // wants a 20 MiB segment; 18 MiB free
+		if (err == nil) != c.ok {
+			t.Errorf("%s: Alloc(4 MiB) with 18 MiB free and 20 MiB segments: err %v, want success %v", c.policy, err, c.ok)
+		}
+		closeClean(t, a, dev)
+	}
+}
+
+// realloc_block with reAlloc: a large request the free large blocks cover in part grows by only the rest
+// and is stitched from both.
+func TestPaperReAlloc(t *testing.T) {
+	for _, c := range []struct {
+		realloc  bool
+		reserved uint64
+	}{{false, 900 * MiB}, {true, 600 * MiB}} {
+		a, dev := newPaper(t, Config{ReAlloc: c.realloc}, 0, true)
+		separate(t, a, 300*MiB)
+		mustAlloc(t, a, 600*MiB, 0)
+		if st := a.Stats(); st.ReservedBytes != c.reserved {
+			t.Errorf("reAlloc %v: %d MiB reserved, want %d MiB", c.realloc, st.ReservedBytes/MiB, c.reserved/MiB)
+		}
+		checkState(t, a, dev)
+		closeClean(t, a, dev)
+	}
+}
+
+// VmmSegment / VirBlock: every 2 MiB piece is created, mapped and given access on its own, in a segment and
+// in a stitched block alike; the segment is unmapped in one call at release.
+func TestPaperDriverCallsPerPiece(t *testing.T) {
+	a, dev := newPaper(t, Config{}, 0, true)
+	before := dev.Counts()
+	p := mustAlloc(t, a, 64*MiB, 0)
+	d := diff(dev.Counts(), before)
+	if d[vmm.CallCreate] != 32 || d[vmm.CallMap] != 32 || d[vmm.CallSetAccess] != 32 || d[vmm.CallReserve] != 1 {
+		t.Fatalf("a 64 MiB segment: %v, want 32 create, map and set_access, 1 reserve", d.Map())
+	}
+	mustFree(t, a, p)
+	closeClean(t, a, dev)
+
+	a, dev = newPaper(t, Config{}, 0, true)
+	separate(t, a, 300*MiB, 300*MiB)
+	before = dev.Counts()
+	mustAlloc(t, a, 600*MiB, 0)
+	d = diff(dev.Counts(), before)
+	if d[vmm.CallMap] != 300 || d[vmm.CallSetAccess] != 300 || d[vmm.CallReserve] != 1 || d[vmm.CallCreate] != 0 {
+		t.Fatalf("a 600 MiB stitch of 300 pieces: %v, want 300 map and set_access, 1 reserve, no create", d.Map())
+	}
+	if err := a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	closeClean(t, a, dev)
+}
+
+func diff(after, before vmm.CallCounts) vmm.CallCounts {
+	var d vmm.CallCounts
+	for k := range after {
+		d[k] = after[k] - before[k]
+	}
+	return d
+}
