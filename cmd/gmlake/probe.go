@@ -10,14 +10,15 @@ import (
 )
 
 func init() {
-	var device, reps, stitchReps int
+	var device, reps, stitchReps, eventReps int
 	var tol float64
 	cmd := &cobra.Command{
 		Use:   "probe",
 		Short: "Measure the CUDA VMM call costs on a real GPU and compare them with the cost model",
 		Long: `probe times every driver call kind (cuMemCreate, cuMemAddressReserve, cuMemMap, cuMemSetAccess,
 cuMemUnmap, cuMemRelease, cuMemAddressFree, and cuMemAlloc/cuMemFree for comparison) at 2 MiB, 20 MiB, 256 MiB
-and 1 GiB, and the stitching of 8, 64 and 512 granularity-sized handles into one range. It prints the median
+and 1 GiB, the stitching of 8, 64 and 512 granularity-sized handles into one range, and the event calls GMLake
+makes per block operation (cuEventCreate, cuEventRecord, cuEventQuery, cuEventDestroy). It prints the median
 microseconds in the shape of the table in notes/cuda-vmm.md, then the measurements beside vmm.H200Costs(),
 marking each cell that differs by more than the tolerance. Needs a GPU with about 1.1 GiB free.`,
 		Args: cobra.NoArgs,
@@ -34,7 +35,7 @@ marking each cell that differs by more than the tolerance. Needs a GPU with abou
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "device %d: granularity %s, %s free of %s\n\n", device, vmm.FormatBytes(d.Granularity()),
 				vmm.FormatBytes(free), vmm.FormatBytes(total))
-			r, err := cudavmm.Probe(d, cudavmm.ProbeConfig{Reps: reps, StitchReps: stitchReps})
+			r, err := cudavmm.Probe(d, cudavmm.ProbeConfig{Reps: reps, StitchReps: stitchReps, EventReps: eventReps})
 			if err != nil {
 				return err
 			}
@@ -56,6 +57,7 @@ marking each cell that differs by more than the tolerance. Needs a GPU with abou
 	cmd.Flags().IntVar(&device, "device", 0, "CUDA device ordinal")
 	cmd.Flags().IntVar(&reps, "reps", 25, "repetitions per call kind and size (the median is printed)")
 	cmd.Flags().IntVar(&stitchReps, "stitch-reps", 5, "repetitions per stitched-range size")
+	cmd.Flags().IntVar(&eventReps, "event-reps", 1000, "repetitions of each event call")
 	cmd.Flags().Float64Var(&tol, "tolerance", 0.25, "relative difference from the cost model that is flagged")
 	rootCmd.AddCommand(cmd)
 }

@@ -16,6 +16,7 @@ type ProbeConfig struct {
 	StitchReps int      // repetitions per stitched-range size (default 5)
 	Sizes      []uint64 // default 2 MiB, 20 MiB, 256 MiB, 1 GiB
 	StitchK    []int    // default 8, 64, 512 handles of one granularity each
+	EventReps  int      // repetitions of each event call (default 1000)
 }
 
 // ProbeRow is one call kind's median latency at each probed size.
@@ -33,12 +34,20 @@ type StitchRow struct {
 	Unmap        time.Duration // median cuMemUnmap of the whole range in one call
 }
 
+// EventRow is the median latency of one event call, the calls GMLake makes per block operation
+// (cudaEventCreateWithFlags, cudaEventRecord, cudaEventQuery, cudaEventDestroy).
+type EventRow struct {
+	Kind   vmm.CallKind
+	Median time.Duration
+}
+
 // ProbeResult is the measured cost table.
 type ProbeResult struct {
 	Granularity uint64
 	Sizes       []uint64
 	Rows        []ProbeRow
 	Stitch      []StitchRow
+	Events      []EventRow
 }
 
 func median(ds []time.Duration) time.Duration {
@@ -152,7 +161,45 @@ func Probe(d *Driver, cfg ProbeConfig) (*ProbeResult, error) {
 		}
 		res.Stitch = append(res.Stitch, row)
 	}
+	if cfg.EventReps <= 0 {
+		cfg.EventReps = 1000
+	}
+	evs, err := probeEvents(d, cfg.EventReps)
+	if err != nil {
+		return nil, err
+	}
+	res.Events = evs
 	return res, nil
+}
+
+// probeEvents times GMLake's per-block event pattern on the default stream, reps times after a warm-up:
+// create, record, query (the event has completed: the stream is idle), destroy.
+func probeEvents(d *Driver, reps int) ([]EventRow, error) {
+	kinds := []vmm.CallKind{vmm.CallCreateEvent, vmm.CallRecordEvent, vmm.CallQueryEvent, vmm.CallDestroyEvent}
+	samples := make([][]time.Duration, len(kinds))
+	for rep := -10; rep < reps; rep++ {
+		var e vmm.Event
+		steps := []func() error{
+			func() (err error) { e, err = d.CreateEvent(); return },
+			func() error { return d.RecordEvent(e, vmm.DefaultStream) },
+			func() error { _, err := d.QueryEvent(e); return err },
+			func() error { return d.DestroyEvent(e) },
+		}
+		for i, f := range steps {
+			dt, err := timed(f)
+			if err != nil {
+				return nil, fmt.Errorf("event probe: %w", err)
+			}
+			if rep >= 0 {
+				samples[i] = append(samples[i], dt)
+			}
+		}
+	}
+	out := make([]EventRow, len(kinds))
+	for i, k := range kinds {
+		out[i] = EventRow{Kind: k, Median: median(samples[i])}
+	}
+	return out, nil
 }
 
 func probeStitch(d *Driver, k, reps int) (StitchRow, error) {
@@ -242,8 +289,17 @@ func (r *ProbeResult) Table() string {
 		fmt.Fprintf(&b, "| %d | %s | %s (%s/handle) | %s |\n", s.K, usStr(s.MapPerHandle), usStr(s.SetAccess),
 			usStr(s.SetAccess/time.Duration(s.K)), usStr(s.Unmap))
 	}
+	if len(r.Events) > 0 {
+		b.WriteString("\nEvent calls, GMLake's per-block pattern on an idle stream (median microseconds):\n| call | us |\n|---|---|\n")
+		for _, e := range r.Events {
+			fmt.Fprintf(&b, "| %s | %s |\n", e.Kind, nsStr(e.Median))
+		}
+	}
 	return b.String()
 }
+
+// nsStr prints a sub-microsecond duration with two decimals of a microsecond.
+func nsStr(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Microsecond)) }
 
 func sizeLabel(s uint64) string {
 	if s >= vmm.GiB && s%vmm.GiB == 0 {
@@ -295,6 +351,16 @@ func (r *ProbeResult) Compare(m *vmm.CostModel, tol float64) (string, []Deviatio
 		fmt.Fprintf(&b, "stitch K=%d: setAccess/handle %s vs model %s, unmap/handle %s vs model %s, map %s vs model %s\n",
 			s.K, usStr(perSet), usStr(m.Cost(vmm.CallSetAccess, r.Granularity)), usStr(perUnmap),
 			usStr(m.Cost(vmm.CallUnmap, r.Granularity)), usStr(s.MapPerHandle), usStr(m.Cost(vmm.CallMap, r.Granularity)))
+	}
+	for _, e := range r.Events {
+		mod := m.Cost(e.Kind, 0)
+		ratio := float64(e.Median) / math.Max(float64(mod), 1)
+		mark := ""
+		if math.Abs(float64(e.Median-mod)) > tol*float64(mod) {
+			mark = " *"
+			devs = append(devs, Deviation{Kind: e.Kind, Measured: e.Median, Model: mod, Ratio: ratio})
+		}
+		fmt.Fprintf(&b, "%s: %s vs model %s (%.2f)%s\n", e.Kind.Short(), nsStr(e.Median), nsStr(mod), ratio, mark)
 	}
 	return b.String(), devs
 }
