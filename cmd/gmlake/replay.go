@@ -29,6 +29,8 @@ type replayFlags struct {
 	plot     string
 	peaks    string
 	points   int
+	// paperLimits: gmlake-paper is replayed once per fragment limit (GLake's fragLimit), a row each.
+	paperLimits []string
 }
 
 func init() {
@@ -62,6 +64,7 @@ for each, and the GPU rows show the wall time measured inside driver calls besid
 	fl.StringVar(&f.plot, "plot", "", "plot reserved and allocated memory over each trace to `FILE` (.png or .svg)")
 	fl.StringVar(&f.peaks, "peaks", "", "PyTorch's measured peaks (`FILE`); default: peaks.json beside the first trace, if any")
 	fl.IntVar(&f.points, "plot-points", 2000, "timeline samples per trace and policy for --plot")
+	fl.StringSliceVar(&f.paperLimits, "paper-fragment-limit", nil, "replay gmlake-paper once per fragment limit (GLake's fragLimit), a row each, e.g. 32MiB,256MiB,512MiB,1GiB (its documents use all four)")
 	rootCmd.AddCommand(cmd)
 }
 
@@ -84,6 +87,14 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 		if !slices.Contains(impl.Policies, p) {
 			return fmt.Errorf("unknown policy %q: want one of %s", p, strings.Join(impl.Policies, ", "))
 		}
+	}
+	var limits []uint64
+	for _, l := range f.paperLimits {
+		n, err := parseBytes(l)
+		if err != nil || n == 0 || n%512 != 0 {
+			return fmt.Errorf("--paper-fragment-limit %q: want a size that is a positive multiple of 512 B, like 256MiB", l)
+		}
+		limits = append(limits, n)
 	}
 	if f.device != "sim" && f.device != "cuda" {
 		return fmt.Errorf("unknown --device %q: want sim or cuda", f.device)
@@ -116,7 +127,11 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 			return err
 		}
 		traces = append(traces, t)
-		total += len(t.Events) * len(f.policies)
+		runs := len(f.policies)
+		if len(limits) > 0 && slices.Contains(f.policies, impl.PolicyGMLakePaper) {
+			runs += len(limits) - 1
+		}
+		total += len(t.Events) * runs
 	}
 
 	var gpu *harness.TimingDriver
@@ -137,12 +152,26 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 		if f.plot != "" && f.points > 0 {
 			sampleEvery = max(1, len(t.Events)/f.points)
 		}
+		var runs []replayRun
 		for _, pol := range f.policies {
-			opts := harness.ReplayOptions{Policy: pol, SampleEvery: sampleEvery, Progress: prog.update}
+			if pol != impl.PolicyGMLakePaper || len(limits) == 0 {
+				runs = append(runs, replayRun{policy: pol})
+				continue
+			}
+			for i, l := range limits {
+				runs = append(runs, replayRun{policy: pol, fragLimit: l, label: pol + "@" + f.paperLimits[i]})
+			}
+		}
+		for _, run := range runs {
+			opts := harness.ReplayOptions{Policy: run.policy, Config: impl.Config{StitchMin: run.fragLimit},
+				SampleEvery: sampleEvery, Progress: prog.update}
 			sim, err := harness.Replay(ctx, t, opts)
 			if err != nil {
 				prog.clear()
 				return err
+			}
+			if run.label != "" {
+				sim.Policy = run.label
 			}
 			prog.finished(sim)
 			results = append(results, sim)
@@ -153,7 +182,7 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 					prog.clear()
 					return err
 				}
-				real.Device = "cuda:0"
+				real.Device, real.Policy = "cuda:0", sim.Policy
 				real.ModeledDriverTime = sim.ModeledDriverTime // what the cost model charges for the same replay
 				real.ModeledByKind = sim.ModeledByKind
 				prog.finished(real)
@@ -191,6 +220,14 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 		fmt.Fprintf(stderr, "wrote %s\n", f.plot)
 	}
 	return nil
+}
+
+// replayRun is one replay of each trace: a policy, and for gmlake-paper swept over fragment limits its limit
+// (0: the default) and row label.
+type replayRun struct {
+	policy    string
+	fragLimit uint64
+	label     string
 }
 
 // progress shows a bar on a terminal; elsewhere (CI, pipes) one line per finished (trace, policy).

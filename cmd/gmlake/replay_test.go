@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,12 +54,37 @@ func TestReplayCommandWritesTableJSONAndPlot(t *testing.T) {
 	}
 }
 
+// --paper-fragment-limit replays gmlake-paper once per limit, a row each, named policy@limit, and a lower
+// limit stitches more (GLake's documents use 32 MiB to 1 GiB).
+func TestReplayCommandSweepsThePaperFragmentLimit(t *testing.T) {
+	f := replayFlags{policies: []string{"gmlake-paper", "gmlake"}, device: "sim", paperLimits: []string{"32MiB", "1GiB"}}
+	var out bytes.Buffer
+	if err := runReplay(context.Background(), f, []string{"../../testdata/traces/llama3b-lora.trace.gz"}, &out, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	table, _, _ := strings.Cut(out.String(), "\n\n")
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	var rows []string
+	for _, l := range lines[1:] {
+		rows = append(rows, strings.Fields(l)[1])
+	}
+	if want := []string{"gmlake-paper@32MiB", "gmlake-paper@1GiB", "gmlake"}; !slices.Equal(rows, want) {
+		t.Fatalf("rows %v, want %v:\n%s", rows, want, table)
+	}
+	resv := func(l string) string { return strings.Fields(l)[5] }
+	if resv(lines[1]) >= resv(lines[2]) {
+		t.Errorf("reserved at 32 MiB %s GiB, at 1 GiB %s GiB: want less with the lower limit", resv(lines[1]), resv(lines[2]))
+	}
+}
+
 func TestReplayCommandRejectsBadFlags(t *testing.T) {
 	trace := []string{"../../testdata/traces/llama1b-ckpt.trace.gz"}
 	for _, f := range []replayFlags{
 		{policies: []string{"nope"}, device: "sim"},
 		{policies: harness.ReplayPolicies, device: "tpu"},
 		{policies: harness.ReplayPolicies, device: "sim", plot: "x.gif"},
+		{policies: harness.ReplayPolicies, device: "sim", paperLimits: []string{"lots"}},
+		{policies: harness.ReplayPolicies, device: "sim", paperLimits: []string{"1000"}},
 	} {
 		if err := runReplay(context.Background(), f, trace, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
 			t.Errorf("flags %+v accepted", f)
