@@ -4,14 +4,14 @@ GO      ?= go
 BIN     ?= bin
 TRACES  := $(wildcard testdata/traces/*.trace.gz)
 
-.PHONY: run test vet unit tla verify gpu capi fuzz bench clean
+.PHONY: run test vet unit tla verify gpu capi wheel wheel-test fuzz bench clean
 
 ## run: replay the bundled real training traces through every policy on the simulated H200
 run:
 	$(GO) run ./cmd/gmlake replay $(TRACES)
 
 ## test: everything that needs no GPU (vet, unit and model-based tests, the Quint spec)
-test: vet unit tla
+test: vet unit tla wheel-test
 
 vet:
 	$(GO) mod download
@@ -42,6 +42,15 @@ gpu:
 capi:
 	$(GO) build -buildmode=c-shared -o capi/libgmlake.so ./capi
 
+## wheel: the pip-installable gmlake_torch wheel (libgmlake.so bundled; no Go needed to install) into dist/
+wheel: capi
+	rm -f dist/gmlake_torch-*.whl
+	python3 python/build_wheel.py --lib capi/libgmlake.so --out dist
+
+## wheel-test: the wheel installs offline into a fresh venv and its tests pass on the simulated device
+wheel-test: wheel
+	python/tests/wheel_test.sh dist/gmlake_torch-*.whl
+
 ## fuzz: each go test -fuzz target for a short, fixed time
 fuzz:
 	./fuzz/run.sh
@@ -51,4 +60,4 @@ bench:
 	$(GO) test -run '^$$' -bench 'BenchmarkAllocFree' -benchmem ./impl
 
 clean:
-	rm -rf $(BIN) capi/libgmlake.so capi/libgmlake.h
+	rm -rf $(BIN) capi/libgmlake.so capi/libgmlake.h dist

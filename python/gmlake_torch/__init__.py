@@ -1,70 +1,83 @@
-"""gmlake_torch: train PyTorch models on the gmlake allocator, with no PyTorch rebuild.
+"""gmlake_torch: the gmlake GPU allocator as PyTorch's CUDA allocator, with no change to the training script.
 
-    import gmlake_torch
-    gmlake_torch.enable()            # before anything touches CUDA
-    import torch
-    ... train ...
-    print(gmlake_torch.stats())      # peak reserved, fragmentation, driver calls, ...
+    pip install gmlake_torch-*.whl            # (make wheel) bundles libgmlake.so; no Go needed
+    python -m gmlake_torch train.py ARGS      # or: torchrun ... -m gmlake_torch train.py ARGS
+    GMLAKE=1 accelerate launch train.py       # any launcher: enabled when the process imports torch
 
-enable() loads libgmlake.so (built by `make capi`) and makes it PyTorch's CUDA allocator through
-torch.cuda.memory's pluggable-allocator interface: allocations and frees go to gmlake_alloc / gmlake_free;
-torch.cuda.empty_cache(), Tensor.record_stream() and torch.cuda.set_per_process_memory_fraction() reach the
-library through the allocator's hooks. An allocation the library cannot serve raises torch.OutOfMemoryError
-(through a ten-line C++ shim compiled against the installed torch headers on first use and cached), or, if no
-compiler is there, a RuntimeError whose text starts with "CUDA out of memory".
+or, in code, before anything touches CUDA:
 
-PyTorch's own memory statistics (torch.cuda.memory_allocated, max_memory_reserved, memory_stats) raise under a
-plugged allocator: use stats() instead. record(path) writes the allocation trace of the code it wraps in the
-project's text format (`a ID SIZE STREAM` / `f ID` lines), which `gmlake replay` reads.
+    import gmlake_torch; gmlake_torch.enable()
 
-Configuration (environment variables read by the library when a device's engine starts, see capi/gmlake.h):
-GMLAKE_POLICY (gmlake | caching | expandable | gmlake-paper), GMLAKE_MEMORY_FRACTION, GMLAKE_MEMORY_LIMIT,
-GMLAKE_TRACE, GMLAKE_VERBOSE, and one GMLAKE_<KNOB> per engine knob (knobs()). enable(policy=..., **knobs) sets
-them for you. The library is found at lib_path, else $GMLAKE_LIB, else capi/libgmlake.so of this repository.
+enable() makes gmlake PyTorch's allocator in one of two modes (mode() says which):
+  "cpp"       a C++ c10::cuda::CUDACachingAllocator::CUDAAllocator (csrc/gmlake_allocator.cc) compiled against
+              the installed torch on first use and cached: every torch.cuda memory API works with PyTorch's
+              meaning (memory_stats and friends, memory_snapshot, _record_memory_history, CUDA graphs and
+              private pools, torch.compile(mode="reduce-overhead"), cudnn.benchmark, out-of-memory observers),
+              and out of memory raises torch.OutOfMemoryError worded as PyTorch's.
+  "pluggable" the fallback where no C++ compiler or torch headers exist: torch.cuda.memory's
+              CUDAPluggableAllocator around gmlake_alloc_throw / gmlake_free. PyTorch's memory statistics,
+              snapshots and CUDA graph pools do not work there, and out of memory is a RuntimeError.
+GMLAKE_MODE=auto (default: cpp, else pluggable with a warning) | cpp | pluggable chooses.
 
-Only the parts that need PyTorch import it: stats(), record(), knobs() and the raw calls work without torch
-(the project's tests drive the library on its simulated device that way, with GMLAKE_DEVICE=sim).
+gmlake's own figures (stitches, driver calls by kind, fragmentation) are in stats(); record(path) writes the
+allocation trace that `gmlake replay` reads. Configuration is read from the environment (GMLAKE_POLICY,
+GMLAKE_MEMORY_FRACTION, GMLAKE_MEMORY_LIMIT, GMLAKE_TRACE, GMLAKE_VERBOSE, GMLAKE_<KNOB>; see capi/gmlake.h) and
+checked by enable(): a bad value is a GMLakeConfigError naming the variable. The library is lib_path, else
+$GMLAKE_LIB, else the libgmlake.so bundled in the package, else capi/libgmlake.so of the source tree.
+
+stats(), record(), knobs() and the raw calls need no torch (the tests drive the library on its simulated
+device that way, with GMLAKE_DEVICE=sim).
 """
+
 
 import contextlib
 import ctypes
-import hashlib
 import json
 import os
-import shutil
-import subprocess
+import re
 import sys
-import tempfile
 import threading
 import warnings
 
-__all__ = ["enable", "enabled", "mode", "stats", "record", "empty_cache", "set_memory_fraction", "knobs",
-           "last_error", "find_library", "load", "GMLakeError"]
+__all__ = ["enable", "enabled", "mode", "stats", "snapshot", "record", "empty_cache", "set_memory_fraction",
+           "knobs", "last_error", "find_library", "load", "check_config", "GMLakeError", "GMLakeConfigError"]
 
 _lock = threading.Lock()
 _lib = None          # ctypes.CDLL of libgmlake.so
 _lib_path = None
-_shim = None         # ctypes.CDLL of the OOM shim, if built
-_allocator = None    # the torch allocator object, kept alive
-_mode = None         # None until enable(); then "shim" (torch.OutOfMemoryError) or "throw" (RuntimeError)
+_ext = None          # ctypes.CDLL of the C++ allocator ("cpp" mode)
+_allocator = None    # the torch pluggable allocator object, kept alive ("pluggable" mode)
+_mode = None         # None until enable(); then "cpp" or "pluggable"
 
 
 class GMLakeError(RuntimeError):
     """An error reported by libgmlake (its text comes from gmlake_last_error)."""
 
 
+class GMLakeConfigError(ValueError):
+    """A bad gmlake setting (an environment variable or an enable() argument); the text names it."""
+
+
 def find_library(lib_path=None):
-    """Returns the path of libgmlake.so: lib_path, $GMLAKE_LIB, or capi/libgmlake.so in this repository."""
+    """Returns the path of libgmlake.so: lib_path, $GMLAKE_LIB, the one bundled in the package (wheel), or
+    capi/libgmlake.so of the source tree. A lib_path or GMLAKE_LIB that names no file is an error."""
     here = os.path.dirname(os.path.abspath(__file__))
-    candidates = [lib_path, os.environ.get("GMLAKE_LIB"),
-                  os.path.join(here, "..", "..", "capi", "libgmlake.so"),
-                  os.path.join(here, "libgmlake.so")]
+    if lib_path:
+        if not os.path.isfile(lib_path):
+            raise GMLakeConfigError("gmlake_torch: lib_path=%r is not a file" % lib_path)
+        return os.path.abspath(lib_path)
+    env = os.environ.get("GMLAKE_LIB")
+    if env:
+        if not os.path.isfile(env):
+            raise GMLakeConfigError("gmlake_torch: GMLAKE_LIB=%r is not a file (unset it to use the library "
+                                    "bundled with the package)" % env)
+        return os.path.abspath(env)
+    candidates = [os.path.join(here, "libgmlake.so"), os.path.join(here, "..", "..", "capi", "libgmlake.so")]
     for c in candidates:
-        if c and os.path.isfile(c):
+        if os.path.isfile(c):
             return os.path.abspath(c)
-    tried = [c for c in candidates if c]
-    raise FileNotFoundError("libgmlake.so not found (tried %s): build it with `make capi` in the gmlake "
-                            "repository, or pass lib_path= / set GMLAKE_LIB" % ", ".join(tried))
+    raise FileNotFoundError("libgmlake.so not found (tried %s): install the gmlake_torch wheel (make wheel), "
+                            "build it with `make capi`, or set GMLAKE_LIB" % ", ".join(candidates))
 
 
 def load(lib_path=None):
@@ -84,7 +97,17 @@ def load(lib_path=None):
             "gmlake_set_memory_fraction": (None, [d, i]), "gmlake_record_stream": (None, [vp, vp]),
             "gmlake_stats_json": (i, [i, cp, sz]), "gmlake_last_error": (i, [cp, sz]),
             "gmlake_knobs": (i, [cp, sz]), "gmlake_trace_start": (i, [cp]), "gmlake_trace_stop": (i, []),
-            "gmlake_close": (i, [i]),
+            "gmlake_close": (i, [i]), "gmlake_snapshot_json": (i, [i, cp, sz]),
+            "gmlake_alloc_pool": (vp, [sz, i, vp, ctypes.c_uint64, ctypes.c_uint64]),
+            "gmlake_pool_create_or_incref": (i, [i, ctypes.c_uint64, ctypes.c_uint64]),
+            "gmlake_pool_release": (i, [i, ctypes.c_uint64, ctypes.c_uint64]),
+            "gmlake_pool_use_count": (i, [i, ctypes.c_uint64, ctypes.c_uint64]),
+            "gmlake_pool_live": (i, [i, ctypes.c_uint64, ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64), sz]),
+            "gmlake_get_device_stats": (i, [i, vp]), "gmlake_reset_peak_stats": (i, [i]),
+            "gmlake_reset_accumulated_stats": (i, [i]), "gmlake_last_failure": (i, [vp]),
+            "gmlake_cache_info": (i, [i, ctypes.POINTER(sz)]),
+            "gmlake_base_allocation": (i, [vp, ctypes.POINTER(vp), ctypes.POINTER(sz)]),
+            "gmlake_get_memory_fraction": (d, [i]),
         }
         for name, (res, args) in sigs.items():
             f = getattr(lib, name)
@@ -173,83 +196,166 @@ def record(path):
             raise GMLakeError(last_error())
 
 
+def snapshot(device=None):
+    """gmlake's own view of device's memory (gmlake_snapshot_json): segments with their blocks, and the stitched
+    blocks with the chunks they view. torch.cuda.memory_snapshot() gives PyTorch's view of the same (cpp mode)."""
+    d = _current_device() if device is None else int(device)
+    return json.loads(_text(load().gmlake_snapshot_json, d))
+
+
 def enabled():
-    """True once enable() has installed gmlake as PyTorch's CUDA allocator."""
+    """True once enable() has made gmlake PyTorch's CUDA allocator."""
     return _mode is not None
 
 
 def mode():
-    """How out-of-memory surfaces: "shim" (torch.OutOfMemoryError), "throw" (RuntimeError), None (not enabled)."""
+    """Which way gmlake is PyTorch's allocator: "cpp" (the full C++ CUDAAllocator), "pluggable" (the fallback:
+    no PyTorch memory statistics, snapshots or graph pools; out of memory is a RuntimeError), None (not enabled)."""
     return _mode
 
 
-_SHIM_SRC = r"""
-// gmlake OOM shim: forwards to libgmlake's gmlake_alloc and turns a NULL block of nonzero size into
-// c10::OutOfMemoryError, which PyTorch raises in Python as torch.OutOfMemoryError.
-#include <c10/util/Exception.h>
-#include <cstddef>
-typedef void* (*gm_alloc_t)(size_t, int, void*);
-typedef int (*gm_err_t)(char*, size_t);
-static gm_alloc_t gm_alloc = nullptr;
-static gm_err_t gm_err = nullptr;
-extern "C" void gmlake_torch_shim_set(void* a, void* e) {
-  gm_alloc = reinterpret_cast<gm_alloc_t>(a);
-  gm_err = reinterpret_cast<gm_err_t>(e);
-}
-extern "C" void* gmlake_torch_alloc(size_t size, int device, void* stream) {
-  void* p = gm_alloc(size, device, stream);
-  if (p == nullptr && size != 0) {
-    char buf[2048];
-    buf[0] = 0;
-    gm_err(buf, sizeof buf);
-    TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory (gmlake). Tried to allocate ", size,
-                     " bytes on device ", device, ". ", buf);
-  }
-  return p;
-}
-"""
+_POLICIES = ("gmlake", "caching", "expandable", "gmlake-paper")
+_MODES = ("auto", "cpp", "pluggable")
+# Variables read by this package or by the library itself (besides GMLAKE_<KNOB>).
+_OWN_VARS = {"GMLAKE", "GMLAKE_LIB", "GMLAKE_MODE", "GMLAKE_CACHE", "GMLAKE_POLICY", "GMLAKE_DEVICE",
+             "GMLAKE_SIM_CAPACITY", "GMLAKE_MEMORY_FRACTION", "GMLAKE_MEMORY_LIMIT", "GMLAKE_TRACE", "GMLAKE_VERBOSE",
+             "GMLAKE_TEST_PANIC_SIZE"}
+_SIZE = re.compile(r"^\s*(\d+(\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 
 
-def _build_shim(torch, verbose=False):
-    """Compiles the OOM shim against the installed torch headers (cached by source, torch version and ABI)
-    and returns its path. Raises on any failure."""
-    from torch.utils import cpp_extension
-    abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))
-    key = hashlib.sha256(("%s|%s|%d|%s" % (_SHIM_SRC, torch.__version__, abi, sys.version)).encode()).hexdigest()[:16]
-    cache = os.environ.get("GMLAKE_SHIM_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "gmlake_torch")
-    out = os.path.join(cache, "gmlake_shim_%s.so" % key)
-    if os.path.isfile(out):
-        return out
-    os.makedirs(cache, exist_ok=True)
-    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
-    if not cxx:
-        raise RuntimeError("no C++ compiler (g++) found")
-    try:
-        incs = cpp_extension.include_paths()
-    except TypeError:
-        incs = cpp_extension.include_paths(False)
-    torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
-    with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(tmp, "shim.cc")
-        with open(src, "w") as f:
-            f.write(_SHIM_SRC)
-        tmp_out = "%s.%d.tmp" % (out, os.getpid())  # in the cache folder, so that the rename is atomic
-        errors = []
-        for std in ("c++20", "c++17"):  # newer torch headers need C++20; older compilers may lack it
-            cmd = [cxx, "-O2", "-std=" + std, "-shared", "-fPIC", "-D_GLIBCXX_USE_CXX11_ABI=%d" % abi]
-            cmd += ["-I" + p for p in incs]
-            cmd += [src, "-o", tmp_out, "-L" + torch_lib, "-lc10", "-Wl,-rpath," + torch_lib]
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode == 0:
-                break
-            errors.append("%s\n%s" % (" ".join(cmd), r.stderr[-2000:]))
-        else:
-            raise RuntimeError("compiling the OOM shim failed:\n" + "\n".join(errors))
-        os.replace(tmp_out, out)  # several processes (torchrun ranks) may build at once: last one wins
+def _size_ok(text):
+    return bool(_SIZE.match(text)) and float(_SIZE.match(text).group(1)) > 0
+
+
+def check_config(environ=None, for_torch=True):
+    """Checks gmlake's environment variables; raises GMLakeConfigError naming the first bad one. Called by
+    enable(); for_torch: GMLAKE_DEVICE=sim (the simulated device) is refused, PyTorch needs the GPU."""
+    env = os.environ if environ is None else environ
+    v = env.get("GMLAKE_POLICY")
+    if v is not None and v not in _POLICIES:
+        raise GMLakeConfigError("GMLAKE_POLICY=%r: must be one of %s" % (v, ", ".join(_POLICIES)))
+    v = env.get("GMLAKE_MODE")
+    if v is not None and v not in _MODES:
+        raise GMLakeConfigError("GMLAKE_MODE=%r: must be one of %s" % (v, ", ".join(_MODES)))
+    v = env.get("GMLAKE_DEVICE")
+    if v is not None and v not in ("cuda", "sim", ""):
+        raise GMLakeConfigError("GMLAKE_DEVICE=%r: must be cuda or sim" % v)
+    if for_torch and v == "sim":
+        raise GMLakeConfigError("GMLAKE_DEVICE=sim is the simulated device (for tests without a GPU); PyTorch "
+                                "needs the real GPU: unset GMLAKE_DEVICE")
+    v = env.get("GMLAKE_MEMORY_FRACTION")
+    if v is not None:
+        try:
+            f = float(v)
+        except ValueError:
+            f = -1.0
+        if not 0 < f <= 1:
+            raise GMLakeConfigError("GMLAKE_MEMORY_FRACTION=%r: must be a number in (0, 1]" % v)
+    for name in ("GMLAKE_MEMORY_LIMIT", "GMLAKE_SIM_CAPACITY"):
+        v = env.get(name)
+        if v is not None and not _size_ok(v):
+            raise GMLakeConfigError("%s=%r: must be a positive size in bytes, e.g. 40GiB" % (name, v))
+    v = env.get("GMLAKE")
+    if v is not None and v.lower() not in ("", "0", "1", "true", "false", "yes", "no", "on", "off"):
+        raise GMLakeConfigError("GMLAKE=%r: must be 1 (enable gmlake when torch is imported) or 0" % v)
+    names = set(knobs())
+    for k in env:
+        if k.startswith("GMLAKE_") and k not in _OWN_VARS and k[len("GMLAKE_"):] not in names:
+            raise GMLakeConfigError("%s: unknown gmlake setting (known: %s, and the knobs GMLAKE_%s)" % (
+                k, ", ".join(sorted(_OWN_VARS)), ", GMLAKE_".join(sorted(names))))
+
+
+def enable(lib_path=None, policy=None, mode=None, verbose=None, **knob_values):
+    """Makes gmlake PyTorch's CUDA allocator. Must run before CUDA is initialised (before the first CUDA
+    tensor, torch.cuda.init(), or anything else that touches the GPU); raises RuntimeError otherwise.
+
+    policy: gmlake (default), caching, expandable or gmlake-paper (sets GMLAKE_POLICY).
+    mode: "auto" (default, or GMLAKE_MODE): the C++ allocator ("cpp"), built against the installed torch on
+      first use, else the pluggable fallback with a warning; "cpp" or "pluggable" force one (cpp raises if it
+      cannot be built).
+    knob_values: engine knobs, e.g. chunk_size="64MiB" (sets GMLAKE_CHUNK_SIZE); see knobs().
+    Bad settings raise GMLakeConfigError naming the variable. Returns the mode; calling it again returns it and
+    changes nothing."""
+    global _ext, _allocator, _mode
+    if _mode is not None:
+        return _mode
+    import torch
+    if policy is not None:
+        os.environ["GMLAKE_POLICY"] = str(policy)
+    if verbose is not None:
+        os.environ["GMLAKE_VERBOSE"] = "1" if verbose else ""
+    if mode is not None:
+        os.environ["GMLAKE_MODE"] = str(mode)
+    verbose = bool(os.environ.get("GMLAKE_VERBOSE"))
+    lib = load(lib_path)
+    names = set(knobs())
+    for k, v in knob_values.items():
+        name = k.upper()
+        if name not in names:
+            raise GMLakeConfigError("unknown gmlake knob %r: known knobs are %s" % (k, sorted(n.lower() for n in names)))
+        os.environ["GMLAKE_" + name] = str(v)
+    check_config()
+    if torch.cuda.is_initialized():
+        raise RuntimeError("gmlake_torch.enable() must run before CUDA is initialised: call it at the top of "
+                           "the program, before any CUDA tensor, torch.cuda.init() or model.cuda(); or use "
+                           "`python -m gmlake_torch script.py` / GMLAKE=1")
+    want = os.environ.get("GMLAKE_MODE") or "auto"
+    how = None
+    if want in ("auto", "cpp"):
+        try:
+            _ext = _enable_cpp(torch, lib, verbose)
+            how = "cpp"
+        except Exception as e:  # noqa: BLE001
+            if want == "cpp":
+                raise
+            warnings.warn("gmlake_torch: the C++ allocator is not available (%s); using the pluggable fallback: "
+                          "PyTorch's memory statistics, snapshots and CUDA graph pools do not work in it, and out "
+                          "of memory is a RuntimeError" % str(e).splitlines()[0])
+    if how is None:
+        _allocator = _enable_pluggable(torch, lib)
+        how = "pluggable"
+    _mode = how
     if verbose:
-        print("gmlake_torch: built OOM shim %s" % out, file=sys.stderr)
-    return out
+        print("gmlake_torch: enabled (%s, library %s, policy %s)" %
+              (how, _lib_path, os.environ.get("GMLAKE_POLICY") or "gmlake"), file=sys.stderr)
+    return how
+
+
+_EXT_VERSION = 1
+
+
+def _enable_cpp(torch, lib, verbose):
+    from . import _build
+    path = _build.build(torch, _lib_path, verbose)
+    ext = ctypes.CDLL(path)
+    ext.gmlake_torch_version.restype = ctypes.c_int
+    if ext.gmlake_torch_version() != _EXT_VERSION:
+        raise GMLakeError("%s is version %d, this package expects %d" % (path, ext.gmlake_torch_version(), _EXT_VERSION))
+    buf = ctypes.create_string_buffer(4096)
+    ext.gmlake_torch_selftest.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    r = ext.gmlake_torch_selftest(buf, len(buf))
+    if r != 0:
+        raise GMLakeError("the C++ allocator's self test failed (%d): %r" % (r, buf.value.decode(errors="replace")))
+    ext.gmlake_torch_install.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    if ext.gmlake_torch_install(buf, len(buf)) != 0:
+        raise RuntimeError("gmlake_torch.enable(): " + buf.value.decode("utf-8", "replace"))
+    return ext
+
+
+def _enable_pluggable(torch, lib):
+    raw = torch._C._cuda_customAllocator(_addr(lib, "gmlake_alloc_throw"), _addr(lib, "gmlake_free"))
+    hooks = {"set_init_fn": "gmlake_init", "set_reset_fn": "gmlake_empty_cache",
+             "set_memory_fraction_fn": "gmlake_set_memory_fraction", "set_record_stream_fn": "gmlake_record_stream"}
+    for setter, fn in hooks.items():
+        if hasattr(raw, setter):
+            getattr(raw, setter)(_addr(lib, fn))
+    allocator = _Allocator(raw)
+    try:
+        torch.cuda.memory.change_current_allocator(allocator)
+    except RuntimeError as e:
+        raise RuntimeError("gmlake_torch.enable(): PyTorch refused to swap its allocator (%s); call enable() "
+                           "before anything touches CUDA" % e) from e
+    return allocator
 
 
 class _Allocator:
@@ -264,74 +370,6 @@ class _Allocator:
 
 def _addr(lib, name):
     return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-
-
-def enable(lib_path=None, policy=None, shim=None, verbose=None, **knob_values):
-    """Makes gmlake PyTorch's CUDA allocator. Must run before CUDA is initialised (before the first CUDA
-    tensor, torch.cuda.init(), or anything else that touches the GPU); raises RuntimeError otherwise.
-
-    policy: gmlake (default), caching, expandable or gmlake-paper (sets GMLAKE_POLICY).
-    shim: build the OOM shim so that out-of-memory raises torch.OutOfMemoryError. Default: no (GMLAKE_SHIM=1
-      turns it on): under torch 2.11 on an H200 the shim's c10::OutOfMemoryError crashed the process
-      (segfault, docs/results/README.md), so by default out-of-memory raises
-      RuntimeError("CUDA out of memory (gmlake): ...") from the library's own C++ throw, which works.
-    knob_values: engine knobs, e.g. chunk_size="64MiB" (sets GMLAKE_CHUNK_SIZE); see knobs().
-    Returns the mode: "shim" or "throw". Calling it again returns the mode and changes nothing."""
-    global _shim, _allocator, _mode
-    import torch
-    if _mode is not None:
-        return _mode
-    if torch.cuda.is_initialized():
-        raise RuntimeError("gmlake_torch.enable() must run before CUDA is initialised: call it at the top of "
-                           "the program, before any CUDA tensor, torch.cuda.init() or model.cuda()")
-    if policy is not None:
-        os.environ["GMLAKE_POLICY"] = str(policy)
-    if verbose is not None:
-        os.environ["GMLAKE_VERBOSE"] = "1" if verbose else ""
-    verbose = bool(os.environ.get("GMLAKE_VERBOSE"))
-    lib = load(lib_path)
-    names = set(knobs())
-    for k, v in knob_values.items():
-        name = k.upper()
-        if name not in names:
-            raise ValueError("unknown gmlake knob %r: known knobs are %s" % (k, sorted(n.lower() for n in names)))
-        os.environ["GMLAKE_" + name] = str(v)
-
-    if shim is None:
-        shim = os.environ.get("GMLAKE_SHIM", "0") not in ("0", "", "false", "no")
-    alloc_addr, how = _addr(lib, "gmlake_alloc_throw"), "throw"
-    if shim:
-        try:
-            s = ctypes.CDLL(_build_shim(torch, verbose))
-            s.gmlake_torch_shim_set.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-            s.gmlake_torch_shim_set(_addr(lib, "gmlake_alloc"), _addr(lib, "gmlake_last_error"))
-            _shim, alloc_addr, how = s, _addr(s, "gmlake_torch_alloc"), "shim"
-        except Exception as e:  # no compiler, no headers: fall back to the library's own C++ throw
-            warnings.warn("gmlake_torch: OOM shim not built (%s); out-of-memory will raise RuntimeError "
-                          "instead of torch.OutOfMemoryError" % str(e).splitlines()[0])
-    raw = torch._C._cuda_customAllocator(alloc_addr, _addr(lib, "gmlake_free"))
-    hooks = {"set_init_fn": "gmlake_init", "set_reset_fn": "gmlake_empty_cache",
-             "set_memory_fraction_fn": "gmlake_set_memory_fraction", "set_record_stream_fn": "gmlake_record_stream"}
-    missing = []
-    for setter, fn in hooks.items():
-        if hasattr(raw, setter):
-            getattr(raw, setter)(_addr(lib, fn))
-        else:
-            missing.append(setter)
-    if missing:
-        warnings.warn("gmlake_torch: this torch lacks %s; those hooks are not wired" % ", ".join(missing))
-    allocator = _Allocator(raw)
-    try:
-        torch.cuda.memory.change_current_allocator(allocator)
-    except RuntimeError as e:
-        raise RuntimeError("gmlake_torch.enable(): PyTorch refused to swap its allocator (%s); call enable() "
-                           "before anything touches CUDA" % e) from e
-    _allocator, _mode = allocator, how
-    if verbose:
-        print("gmlake_torch: enabled (%s, library %s, policy %s)" %
-              (how, _lib_path, os.environ.get("GMLAKE_POLICY") or "gmlake"), file=sys.stderr)
-    return how
-
 
 # Raw calls, for tests and microbenchmarks (no PyTorch involved).
 
@@ -353,3 +391,67 @@ def _close(device=0):
     if n < 0:
         raise GMLakeError(last_error())
     return n
+
+
+class _Stat(ctypes.Structure):
+    _fields_ = [("current", ctypes.c_int64), ("peak", ctypes.c_int64), ("allocated", ctypes.c_int64),
+                ("freed", ctypes.c_int64)]
+
+
+_ARRAYS = ("allocation", "segment", "active", "inactive_split", "allocated_bytes", "reserved_bytes",
+           "active_bytes", "inactive_split_bytes", "requested_bytes")
+_COUNTERS = ("num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc", "num_device_free")
+
+
+class _DeviceStats(ctypes.Structure):
+    """gmlake_device_stats of gmlake.h (PyTorch's DeviceStats)."""
+    _fields_ = ([(n, _Stat * 3) for n in _ARRAYS] + [(n, ctypes.c_int64) for n in _COUNTERS] +
+                [("oversize_allocations", _Stat), ("oversize_segments", _Stat), ("max_split_size", ctypes.c_int64)])
+
+
+def _device_stats(device=0):
+    """gmlake_get_device_stats as the flat dict torch.cuda.memory_stats() returns (same keys)."""
+    s = _DeviceStats()
+    if load().gmlake_get_device_stats(device, ctypes.byref(s)) != 0:
+        raise GMLakeError(last_error())
+    out = {}
+    for n in _ARRAYS:
+        for i, pool in enumerate(("all", "small_pool", "large_pool")):
+            for f in ("current", "peak", "allocated", "freed"):
+                out["%s.%s.%s" % (n, pool, f)] = getattr(getattr(s, n)[i], f)
+    for n in _COUNTERS:
+        out[n] = getattr(s, n)
+    for n in ("oversize_allocations", "oversize_segments"):
+        for f in ("current", "peak", "allocated", "freed"):
+            out["%s.%s" % (n, f)] = getattr(getattr(s, n), f)
+    out["max_split_size"] = s.max_split_size
+    return out
+
+
+def _raw_alloc_pool(size, pool, device=0, stream=0):
+    """gmlake_alloc_pool: an allocation from the private pool (id0, id1)."""
+    p = load().gmlake_alloc_pool(size, device, stream or None, pool[0], pool[1])
+    if not p and size:
+        raise GMLakeError(last_error())
+    return p or 0
+
+
+def _pool(op, pool, device=0):
+    """gmlake_pool_<op> (create_or_incref, release, use_count) for pool (id0, id1); returns its count."""
+    n = getattr(load(), "gmlake_pool_" + op)(device, pool[0], pool[1])
+    if n < 0:
+        raise GMLakeError(last_error())
+    return n
+
+
+def _pool_live(pool, device=0):
+    """The live allocations of pool, in address order (gmlake_pool_live)."""
+    cap = 256
+    while True:
+        arr = (ctypes.c_uint64 * cap)()
+        n = load().gmlake_pool_live(device, pool[0], pool[1], arr, cap)
+        if n < 0:
+            raise GMLakeError(last_error())
+        if n <= cap:
+            return list(arr[:n])
+        cap = n

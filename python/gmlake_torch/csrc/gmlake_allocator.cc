@@ -1,0 +1,1115 @@
+// gmlake as PyTorch's CUDA allocator: a c10::cuda::CUDACachingAllocator::CUDAAllocator that forwards every
+// method to libgmlake's C ABI (gmlake.h). python/gmlake_torch compiles this file against the installed torch's
+// headers on first use (cached per torch version, C++ ABI and library path) and installs it with
+// gmlake_torch_install, which does what torch.cuda.memory.change_current_allocator does: it stores the
+// allocator in c10's atomic allocator slot (and c10's allocator table) before CUDA starts.
+//
+// What this file owns: PyTorch's side of the contract. The engine (gmlake) owns blocks, pools, statistics and
+// segments; this class turns them into PyTorch's types (DataPtr, DeviceStats, SnapshotInfo, TraceEntry,
+// c10::OutOfMemoryError), evaluates CUDA graph pool filters, records allocation history with PyTorch's own
+// context recorder, and calls OOM observers and allocator trace trackers.
+//
+// Threading: the hot path (allocate / raw_delete) takes no lock unless a pool capture is underway, memory
+// history is on, or a trace tracker is attached (each an atomic flag read). Everything else takes mu_.
+//
+// Link note (the old OOM shim's crash): the library must share the process's libstdc++. python/gmlake_torch
+// links it with the C driver against the libstdc++.so.6 that the running process has loaded, so no static copy
+// of libstdc++ (with its own std::locale facet ids) can end up in it.
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/ApproximateClock.h>
+#include <c10/util/Exception.h>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+// gmlake.h declares cudaStream_t as void* for C callers without CUDA headers; here CUDA's own declaration is in
+// scope, so gmlake.h's is renamed away (both are the same pointer to the driver's stream).
+#define cudaStream_t gmlake_cudaStream_t
+#include "gmlake.h"
+#undef cudaStream_t
+
+namespace gmlake_torch {
+
+using c10::DeviceIndex;
+using c10::MempoolId_t;
+namespace CCA = c10::cuda::CUDACachingAllocator;
+namespace CDA = c10::CachingDeviceAllocator;
+
+constexpr int kMaxDevices = 128;  // above C10_COMPILE_TIME_MAX_GPUS on every build
+
+std::string lastError() {
+  char buf[4096];
+  buf[0] = 0;
+  gmlake_last_error(buf, sizeof buf);
+  return buf;
+}
+
+// format_size as PyTorch's native allocator prints sizes (CUDACachingAllocator.cpp), so that messages read alike.
+std::string formatSize(uint64_t size) {
+  std::ostringstream os;
+  os.precision(2);
+  os << std::fixed;
+  if (size <= 1024) {
+    os << size << " bytes";
+  } else if (size <= 1048576) {
+    os << (static_cast<double>(size) / 1024.0) << " KiB";
+  } else if (size <= 1073741824ULL) {
+    os << static_cast<double>(size) / 1048576.0 << " MiB";
+  } else {
+    os << static_cast<double>(size) / 1073741824.0 << " GiB";
+  }
+  return os.str();
+}
+
+// ---- A minimal JSON reader for gmlake_snapshot_json (objects, arrays, integers, strings, booleans). ----
+
+struct JValue {
+  enum Kind { Null, Bool, Num, Str, Arr, Obj } kind = Null;
+  bool b = false;
+  uint64_t u = 0;   // integers: addresses and sizes up to 2^64 - 1
+  bool neg = false; // a negative integer: -u
+  std::string s;
+  std::vector<JValue> a;
+  std::vector<std::pair<std::string, JValue>> o;
+
+  const JValue* get(const char* key) const {
+    for (const auto& kv : o) {
+      if (kv.first == key) {
+        return &kv.second;
+      }
+    }
+    return nullptr;
+  }
+  uint64_t num(const char* key, uint64_t dflt = 0) const {
+    const JValue* v = get(key);
+    return v && v->kind == Num ? v->u : dflt;
+  }
+  int64_t inum(const char* key, int64_t dflt = 0) const {
+    const JValue* v = get(key);
+    if (!v || v->kind != Num) {
+      return dflt;
+    }
+    return v->neg ? -static_cast<int64_t>(v->u) : static_cast<int64_t>(v->u);
+  }
+  bool flag(const char* key) const {
+    const JValue* v = get(key);
+    return v && v->kind == Bool && v->b;
+  }
+  std::string str(const char* key) const {
+    const JValue* v = get(key);
+    return v && v->kind == Str ? v->s : std::string();
+  }
+};
+
+class JParser {
+ public:
+  explicit JParser(const std::string& t) : t_(t) {}
+  JValue parse() {
+    JValue v = value();
+    ws();
+    TORCH_CHECK(i_ == t_.size(), "gmlake: snapshot JSON has trailing text at offset ", i_);
+    return v;
+  }
+
+ private:
+  void ws() {
+    while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\n' || t_[i_] == '\t' || t_[i_] == '\r')) {
+      i_++;
+    }
+  }
+  char peek() {
+    ws();
+    TORCH_CHECK(i_ < t_.size(), "gmlake: snapshot JSON ends early");
+    return t_[i_];
+  }
+  void expect(char c) {
+    TORCH_CHECK(peek() == c, "gmlake: snapshot JSON: expected '", c, "' at offset ", i_);
+    i_++;
+  }
+  std::string string() {
+    expect('"');
+    std::string out;
+    while (i_ < t_.size() && t_[i_] != '"') {
+      if (t_[i_] == '\\' && i_ + 1 < t_.size()) {
+        i_++;
+        char e = t_[i_];
+        if (e == 'u') {
+          i_ += 4;  // no \u escapes in gmlake's snapshot; skip them
+          out += '?';
+        } else {
+          out += (e == 'n' ? '\n' : e == 't' ? '\t' : e);
+        }
+      } else {
+        out += t_[i_];
+      }
+      i_++;
+    }
+    expect('"');
+    return out;
+  }
+  JValue value() {
+    JValue v;
+    char c = peek();
+    if (c == '{') {
+      v.kind = JValue::Obj;
+      i_++;
+      if (peek() == '}') {
+        i_++;
+        return v;
+      }
+      while (true) {
+        std::string k = string();
+        expect(':');
+        v.o.emplace_back(std::move(k), value());
+        if (peek() == ',') {
+          i_++;
+          continue;
+        }
+        expect('}');
+        return v;
+      }
+    }
+    if (c == '[') {
+      v.kind = JValue::Arr;
+      i_++;
+      if (peek() == ']') {
+        i_++;
+        return v;
+      }
+      while (true) {
+        v.a.push_back(value());
+        if (peek() == ',') {
+          i_++;
+          continue;
+        }
+        expect(']');
+        return v;
+      }
+    }
+    if (c == '"') {
+      v.kind = JValue::Str;
+      v.s = string();
+      return v;
+    }
+    if (t_.compare(i_, 4, "true") == 0) {
+      v.kind = JValue::Bool;
+      v.b = true;
+      i_ += 4;
+      return v;
+    }
+    if (t_.compare(i_, 5, "false") == 0) {
+      v.kind = JValue::Bool;
+      i_ += 5;
+      return v;
+    }
+    if (t_.compare(i_, 4, "null") == 0) {
+      i_ += 4;
+      return v;
+    }
+    v.kind = JValue::Num;
+    if (t_[i_] == '-') {
+      v.neg = true;
+      i_++;
+    }
+    size_t start = i_;
+    while (i_ < t_.size() && t_[i_] >= '0' && t_[i_] <= '9') {
+      v.u = v.u * 10 + static_cast<uint64_t>(t_[i_] - '0');
+      i_++;
+    }
+    // A fraction or exponent (not produced for integers; tolerated): skipped.
+    while (i_ < t_.size() && (t_[i_] == '.' || t_[i_] == 'e' || t_[i_] == 'E' || t_[i_] == '+' || t_[i_] == '-' ||
+                              (t_[i_] >= '0' && t_[i_] <= '9'))) {
+      i_++;
+    }
+    TORCH_CHECK(i_ > start, "gmlake: snapshot JSON: unexpected '", c, "' at offset ", start);
+    return v;
+  }
+  const std::string& t_;
+  size_t i_ = 0;
+};
+
+// ---- The allocator. ----
+
+// One capture (CUDA graph or MemPool context) allocating to a private pool: PyTorch's filter decides which
+// streams' allocations go there (CUDAGraph: the capturing stream; use_mem_pool: the calling thread).
+struct Capture {
+  DeviceIndex device;
+  MempoolId_t id;
+  std::function<bool(cudaStream_t)> filter;
+  std::vector<cudaStream_t> marked;  // streams told to gmlake as capturing (gmlake_set_capturing)
+};
+
+// What history recording keeps for a live block.
+struct LiveInfo {
+  size_t requested;
+  cudaStream_t stream;
+  MempoolId_t pool;
+  std::shared_ptr<c10::GatheredContext> context;
+};
+
+// getCheckpointState's result: the pool's live allocations at the time (setCheckpointPoolState cannot restore
+// them: gmlake cannot re-create an allocation at a given address).
+struct PoolCheckpoint : public CCA::AllocatorState {
+  DeviceIndex device;
+  MempoolId_t id;
+  std::vector<uint64_t> live;
+};
+
+void rawDeleter(void* ptr);
+void onEngineEvent(void* ctx, int device, int action, uint64_t addr, uint64_t size, void* stream);
+
+class GMLakeAllocator final : public CCA::CUDAAllocator {
+ public:
+  GMLakeAllocator() {
+    gmlake_set_event_callback(&onEngineEvent, this);
+  }
+
+  // ---- c10::Allocator ----
+
+  c10::DataPtr allocate(size_t size) override {
+    DeviceIndex device = 0;
+    C10_CUDA_CHECK(c10::cuda::GetDevice(&device));
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
+    void* p = size == 0 ? nullptr : malloc(size, device, stream);
+    return {p, p, &rawDeleter, c10::Device(c10::DeviceType::CUDA, device)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override {
+    return &rawDeleter;
+  }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    C10_CUDA_CHECK(cudaMemcpy(dest, src, count, cudaMemcpyDeviceToDevice));
+  }
+
+  // ---- c10::DeviceAllocator ----
+
+  bool initialized() override {
+    return initialized_.load();
+  }
+
+  void emptyCache(MempoolId_t /*mempool_id*/) override {
+    // gmlake releases the free memory of every pool that is not held by a live private pool (a CUDA graph's
+    // memory stays mapped until its pool is released), on every device.
+    gmlake_empty_cache();
+  }
+
+  void recordStream(const c10::DataPtr& ptr, c10::cuda::CUDAStream stream) override {
+    if (ptr.get() == nullptr || ptr.get_deleter() != &rawDeleter) {
+      return;  // not ours (e.g. a tensor over memory gmlake did not hand out): nothing to record, as native
+    }
+    gmlake_record_stream(ptr.get(), stream.stream());
+  }
+
+  CDA::DeviceStats getDeviceStats(DeviceIndex device) override {
+    gmlake_device_stats g;
+    std::memset(&g, 0, sizeof g);
+    TORCH_CHECK(gmlake_get_device_stats(device, &g) == 0, "gmlake: memory statistics of device ",
+                static_cast<int>(device), ": ", lastError());
+    CDA::DeviceStats s;
+    auto copyArr = [](CDA::StatArray& to, const gmlake_stat* from) {
+      for (size_t i = 0; i < to.size(); i++) {
+        copyOne(to[i], from[i]);
+      }
+    };
+    copyArr(s.allocation, g.allocation);
+    copyArr(s.segment, g.segment);
+    copyArr(s.active, g.active);
+    copyArr(s.inactive_split, g.inactive_split);
+    copyArr(s.allocated_bytes, g.allocated_bytes);
+    copyArr(s.reserved_bytes, g.reserved_bytes);
+    copyArr(s.active_bytes, g.active_bytes);
+    copyArr(s.inactive_split_bytes, g.inactive_split_bytes);
+    copyArr(s.requested_bytes, g.requested_bytes);
+    s.num_alloc_retries = g.num_alloc_retries;
+    s.num_ooms = g.num_ooms;
+    copyOne(s.oversize_allocations, g.oversize_allocations);
+    copyOne(s.oversize_segments, g.oversize_segments);
+    s.num_sync_all_streams = g.num_sync_all_streams;
+    s.num_device_alloc = g.num_device_alloc;
+    s.num_device_free = g.num_device_free;
+    s.max_split_size = g.max_split_size;
+    return s;
+  }
+
+  void resetAccumulatedStats(DeviceIndex device) override {
+    TORCH_CHECK(gmlake_reset_accumulated_stats(device) == 0, "gmlake: reset_accumulated_memory_stats(",
+                static_cast<int>(device), "): ", lastError());
+  }
+
+  void resetPeakStats(DeviceIndex device) override {
+    TORCH_CHECK(gmlake_reset_peak_stats(device) == 0, "gmlake: reset_peak_memory_stats(", static_cast<int>(device),
+                "): ", lastError());
+  }
+
+  // ---- CUDAAllocator ----
+
+  void* raw_alloc(size_t nbytes) override {
+    if (nbytes == 0) {
+      return nullptr;
+    }
+    DeviceIndex device = 0;
+    C10_CUDA_CHECK(c10::cuda::GetDevice(&device));
+    return malloc(nbytes, device, c10::cuda::getCurrentCUDAStream(device).stream());
+  }
+
+  void* raw_alloc_with_stream(size_t nbytes, cudaStream_t stream) override {
+    if (nbytes == 0) {
+      return nullptr;
+    }
+    DeviceIndex device = 0;
+    C10_CUDA_CHECK(c10::cuda::GetDevice(&device));
+    return malloc(nbytes, device, stream);
+  }
+
+  void raw_delete(void* ptr) override {
+    free(ptr);
+  }
+
+  void init(int device_count) override {
+    device_count_ = device_count;
+    initialized_.store(true);
+  }
+
+  double getMemoryFraction(DeviceIndex device) override {
+    double f = gmlake_get_memory_fraction(device);
+    TORCH_CHECK(f >= 0, "gmlake: get_per_process_memory_fraction(", static_cast<int>(device), "): ", lastError());
+    return f;
+  }
+
+  void setMemoryFraction(double fraction, DeviceIndex device) override {
+    TORCH_CHECK(fraction > 0 && fraction <= 1, "gmlake: invalid memory fraction ", fraction,
+                " (must be in (0, 1])");
+    gmlake_set_memory_fraction(fraction, device);
+  }
+
+  std::vector<CCA::StreamSegmentSize> getExpandableSegmentSizes(DeviceIndex /*device*/) override {
+    return {};  // gmlake has no PyTorch-style expandable segments
+  }
+
+  void enable(bool value) override {
+    enabled_.store(value);
+  }
+
+  bool isEnabled() const override {
+    return enabled_.load();
+  }
+
+  void cacheInfo(DeviceIndex device, size_t* largestBlock) override {
+    size_t largest = 0;
+    TORCH_CHECK(gmlake_cache_info(device, &largest) == 0, "gmlake: cacheInfo(", static_cast<int>(device),
+                "): ", lastError());
+    *largestBlock = largest;
+  }
+
+  void* getBaseAllocation(void* ptr, size_t* size) override {
+    void* base = nullptr;
+    size_t sz = 0;
+    TORCH_CHECK(gmlake_base_allocation(ptr, &base, &sz) == 0, "gmlake: getBaseAllocation(", ptr, "): ",
+                lastError());
+    if (size != nullptr) {
+      *size = sz;
+    }
+    return base;
+  }
+
+  CCA::SnapshotInfo snapshot(MempoolId_t mempool_id, bool include_traces) override {
+    CCA::SnapshotInfo info;
+    int ndev = device_count_ > 0 ? device_count_ : 1;
+    std::unique_lock<std::mutex> lock(mu_);
+    for (int d = 0; d < ndev && d < kMaxDevices; d++) {
+      if (!used_[d].load()) {
+        continue;  // a device gmlake never allocated on has no segments
+      }
+      lock.unlock();
+      std::string text = snapshotJSON(d);
+      lock.lock();
+      JValue root = JParser(text).parse();
+      const JValue* segs = root.get("segments");
+      if (segs == nullptr || segs->kind != JValue::Arr) {
+        continue;
+      }
+      for (const JValue& sj : segs->a) {
+        CDA::SegmentInfo seg;
+        const JValue* pid = sj.get("pool_id");
+        if (pid && pid->kind == JValue::Arr && pid->a.size() == 2) {
+          seg.owner_private_pool_id = {pid->a[0].u, pid->a[1].u};
+        }
+        if (mempool_id != MempoolId_t{0, 0} && seg.owner_private_pool_id != mempool_id) {
+          continue;
+        }
+        seg.device = static_cast<DeviceIndex>(sj.num("device", d));
+        seg.address = sj.num("address");
+        seg.total_size = sj.num("total_size");
+        seg.requested_size = sj.num("requested_size");
+        seg.allocated_size = sj.num("allocated_size");
+        seg.active_size = sj.num("active_size");
+        seg.stream = reinterpret_cast<void*>(static_cast<uintptr_t>(sj.num("stream")));
+        seg.is_large = sj.str("segment_type") != "small";
+        seg.is_expandable = sj.flag("is_expandable");
+        // PyTorch derives each block's address by adding up the sizes before it: tile the segment in address
+        // order, with inactive blocks in any gap the engine did not list.
+        std::vector<const JValue*> blocks;
+        if (const JValue* bj = sj.get("blocks"); bj && bj->kind == JValue::Arr) {
+          for (const JValue& b : bj->a) {
+            blocks.push_back(&b);
+          }
+        }
+        std::sort(blocks.begin(), blocks.end(),
+                  [](const JValue* x, const JValue* y) { return x->num("address") < y->num("address"); });
+        uint64_t at = seg.address;
+        for (const JValue* b : blocks) {
+          uint64_t addr = b->num("address");
+          if (addr > at) {
+            CDA::BlockInfo gap;
+            gap.size = addr - at;
+            seg.blocks.push_back(gap);
+          }
+          CDA::BlockInfo bi;
+          bi.size = b->num("size");
+          bi.requested_size = b->num("requested_size");
+          std::string state = b->str("state");
+          bi.allocated = state == "active_allocated";
+          bi.active = bi.allocated || state == "active_pending_free";
+          auto it = live_.find(addr);
+          if (it != live_.end()) {
+            bi.context_when_allocated = it->second.context;
+          }
+          seg.blocks.push_back(std::move(bi));
+          at = addr + b->num("size");
+        }
+        if (at < seg.address + seg.total_size) {
+          CDA::BlockInfo tail;
+          tail.size = seg.address + seg.total_size - at;
+          seg.blocks.push_back(tail);
+        }
+        info.segments.push_back(std::move(seg));
+      }
+    }
+    if (include_traces) {
+      info.device_traces.resize(static_cast<size_t>(ndev));
+      for (int d = 0; d < ndev && d < kMaxDevices; d++) {
+        info.device_traces[d].assign(traces_[d].begin(), traces_[d].end());
+      }
+    }
+    info.config_metadata.garbage_collection_threshold = 0;
+    info.config_metadata.max_split_size = SIZE_MAX;
+    info.config_metadata.pinned_num_register_threads = 0;
+    info.config_metadata.expandable_segments = false;
+    info.config_metadata.release_lock_on_malloc = false;
+    info.config_metadata.pinned_use_host_register = false;
+    info.config_metadata.graph_capture_record_stream_reuse = false;
+    info.config_metadata.last_allocator_settings = "gmlake";
+    return info;
+  }
+
+  void beginAllocateToPool(DeviceIndex device, MempoolId_t mempool_id,
+                           std::function<bool(cudaStream_t)> filter) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& c : captures_) {
+      TORCH_CHECK(!(c.device == device && c.id == mempool_id),
+                  "beginAllocateToPool: already recording to mempool_id");
+    }
+    TORCH_CHECK(gmlake_pool_create_or_incref(device, mempool_id.first, mempool_id.second) >= 0,
+                "gmlake: beginAllocateToPool(device ", static_cast<int>(device), ", pool (", mempool_id.first, ", ",
+                mempool_id.second, ")): ", lastError());
+    used_[device].store(true);
+    captures_.push_back(Capture{device, mempool_id, std::move(filter), {}});
+    n_captures_.fetch_add(1);
+  }
+
+  void endAllocateToPool(DeviceIndex device, MempoolId_t mempool_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = captures_.begin(); it != captures_.end(); ++it) {
+      if (it->device == device && it->id == mempool_id) {
+        for (cudaStream_t s : it->marked) {
+          gmlake_set_capturing(device, s, 0);
+        }
+        captures_.erase(it);
+        n_captures_.fetch_sub(1);
+        return;
+      }
+    }
+    TORCH_CHECK(false, "endAllocatePool: not currently recording to mempool_id");
+  }
+
+  void releasePool(DeviceIndex device, MempoolId_t mempool_id) override {
+    TORCH_CHECK(gmlake_pool_release(device, mempool_id.first, mempool_id.second) >= 0, "gmlake: releasePool(device ",
+                static_cast<int>(device), ", pool (", mempool_id.first, ", ", mempool_id.second, ")): ", lastError());
+  }
+
+  int getPoolUseCount(DeviceIndex device, MempoolId_t mempool_id) override {
+    int n = gmlake_pool_use_count(device, mempool_id.first, mempool_id.second);
+    TORCH_CHECK(n >= 0, "gmlake: getPoolUseCount: ", lastError());
+    return n;
+  }
+
+  void createOrIncrefPool(DeviceIndex device, MempoolId_t mempool_id,
+                          std::shared_ptr<CCA::CUDAAllocator> allocator) override {
+    TORCH_CHECK(allocator == nullptr || allocator.get() == this,
+                "torch.cuda.MemPool(allocator=...) with another allocator is not supported under gmlake: a pool's "
+                "memory comes from gmlake. Use torch.cuda.MemPool() without an allocator, or run without gmlake "
+                "(unset GMLAKE, do not call gmlake_torch.enable()).");
+    TORCH_CHECK(gmlake_pool_create_or_incref(device, mempool_id.first, mempool_id.second) >= 0,
+                "gmlake: createOrIncrefPool(device ", static_cast<int>(device), ", pool (", mempool_id.first, ", ",
+                mempool_id.second, ")): ", lastError());
+    used_[device].store(true);
+  }
+
+  void setUseOnOOM(DeviceIndex /*device*/, MempoolId_t /*mempool_id*/, bool use_on_oom) override {
+    TORCH_CHECK(!use_on_oom,
+                "torch.cuda.MemPool(use_on_oom=True) is not supported under gmlake: a private pool's memory never "
+                "serves another pool's requests. Leave use_on_oom False.");
+  }
+
+  void setNoSplit(DeviceIndex /*device*/, MempoolId_t /*mempool_id*/) override {
+    TORCH_CHECK(false,
+                "torch.cuda.MemPool(no_split=True) is not supported under gmlake (gmlake splits and stitches blocks "
+                "by its own rules). Leave no_split False.");
+  }
+
+  bool checkPoolLiveAllocations(DeviceIndex device, MempoolId_t mempool_id,
+                                const std::unordered_set<void*>& expected_live_allocations) override {
+    std::vector<uint64_t> live = poolLive(device, mempool_id);
+    if (live.size() != expected_live_allocations.size()) {
+      return false;
+    }
+    for (uint64_t p : live) {
+      if (expected_live_allocations.count(reinterpret_cast<void*>(static_cast<uintptr_t>(p))) == 0) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  CCA::ShareableHandle shareIpcHandle(void* /*ptr*/) override {
+    TORCH_CHECK(false,
+                "CUDA IPC (sharing a CUDA tensor with another process, torch.multiprocessing) is not supported under "
+                "gmlake: its memory is mapped with cuMemMap from handles that are not exported for IPC. Send the "
+                "tensor through CPU memory (t.cpu()), or run the producing process without gmlake (unset GMLAKE, do "
+                "not call gmlake_torch.enable()).");
+  }
+
+  std::shared_ptr<void> getIpcDevPtr(std::string /*handle*/) override {
+    TORCH_CHECK(false,
+                "Opening a CUDA IPC handle (a CUDA tensor received from another process) is not supported under "
+                "gmlake. Send the tensor through CPU memory, or run the receiving process without gmlake (unset "
+                "GMLAKE, do not call gmlake_torch.enable()).");
+  }
+
+  bool isHistoryEnabled() override {
+    return history_.load();
+  }
+
+  void recordHistory(bool enabled, CDA::CreateContextFn context_recorder, size_t alloc_trace_max_entries,
+                     CDA::RecordContext when, bool clearHistory, const std::vector<std::string>& skip_actions) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    context_recorder_.store(context_recorder);
+    when_.store(static_cast<int>(enabled ? when : CDA::RecordContext::NEVER));
+    max_entries_ = std::max<size_t>(1, alloc_trace_max_entries);
+    skip_.assign(8 + 1, false);
+    for (const auto& a : skip_actions) {
+      skip_[static_cast<size_t>(CDA::parseTraceEntryAction(a))] = true;
+    }
+    if (clearHistory) {
+      for (auto& t : traces_) {
+        t.clear();
+      }
+    }
+    if (!enabled) {
+      live_.clear();
+    }
+    history_.store(enabled);
+    slow_.store(history_.load() || !trackers_.empty());
+  }
+
+  void recordAnnotation(const std::vector<std::pair<std::string, std::string>>& /*md*/) override {}
+
+  void attachOutOfMemoryObserver(CCA::OutOfMemoryObserver observer) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    oom_observers_.push_back(std::move(observer));
+  }
+
+  void attachAllocatorTraceTracker(CCA::AllocatorTraceTracker tracker) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    trackers_.push_back(std::move(tracker));
+    slow_.store(true);
+  }
+
+  void enablePeerAccess(DeviceIndex dev, DeviceIndex dev_to_access) override {
+    c10::cuda::CUDAGuard device_guard(dev);
+    cudaError_t err = cudaDeviceEnablePeerAccess(dev_to_access, 0);
+    if (err == cudaErrorPeerAccessAlreadyEnabled) {
+      (void)cudaGetLastError();
+    } else {
+      C10_CUDA_CHECK(err);
+    }
+  }
+
+  cudaError_t memcpyAsync(void* dst, int dstDevice, const void* src, int srcDevice, size_t count,
+                          cudaStream_t stream, bool /*p2p_enabled*/) override {
+    // gmlake's memory is cuMemMap'd and mapped for its own device only: across devices only
+    // cudaMemcpyPeerAsync is correct (as for PyTorch's expandable segments without peer mappings).
+    if (dstDevice == srcDevice) {
+      return cudaMemcpyAsync(dst, src, count, cudaMemcpyDeviceToDevice, stream);
+    }
+    return cudaMemcpyPeerAsync(dst, dstDevice, src, srcDevice, count, stream);
+  }
+
+  std::shared_ptr<CCA::AllocatorState> getCheckpointState(DeviceIndex device, MempoolId_t id) override {
+    auto st = std::make_shared<PoolCheckpoint>();
+    st->device = device;
+    st->id = id;
+    st->live = poolLive(device, id);
+    return st;
+  }
+
+  CCA::CheckpointDelta setCheckpointPoolState(DeviceIndex /*device*/,
+                                              std::shared_ptr<CCA::AllocatorState> /*pps*/) override {
+    TORCH_CHECK(false,
+                "gmlake cannot restore a CUDA graph pool to a checkpoint (setCheckpointPoolState: it would have to "
+                "re-create allocations at given addresses). torch.compile(mode=\"reduce-overhead\") needs it only "
+                "when a CUDA graph tree re-records after replaying; use mode=\"max-autotune-no-cudagraphs\" or mark "
+                "steps with torch.compiler.cudagraph_mark_step_begin(), or run without gmlake.");
+  }
+
+  std::string name() override {
+    return "gmlake";
+  }
+
+  // ---- gmlake's own ----
+
+  // malloc serves one allocation: from the private pool whose capture filter takes the stream, else from the
+  // default pool. On failure: a device-wide sync (pending stream-ordered frees complete) and one more try, then
+  // c10::OutOfMemoryError with PyTorch's wording, after the OOM observers ran.
+  void* malloc(size_t size, DeviceIndex device, cudaStream_t stream) {
+    MempoolId_t pool{0, 0};
+    bool capturing = false;
+    if (C10_UNLIKELY(n_captures_.load(std::memory_order_relaxed) > 0)) {
+      pool = poolFor(device, stream, &capturing);
+    }
+    if (C10_UNLIKELY(!used_[device].load(std::memory_order_relaxed))) {
+      used_[device].store(true);
+    }
+    void* p = tryAlloc(size, device, stream, pool, capturing);
+    if (C10_UNLIKELY(p == nullptr)) {
+      p = onFailure(size, device, stream, pool, capturing);
+    }
+    if (C10_UNLIKELY(slow_.load(std::memory_order_relaxed))) {
+      onAlloc(p, size, device, stream, pool);
+    }
+    if (C10_UNLIKELY(c10::memoryProfilingEnabled())) {
+      reportUsage(p, static_cast<int64_t>(size), device);
+    }
+    return p;
+  }
+
+  void free(void* ptr) {
+    if (ptr == nullptr) {
+      return;
+    }
+    int device = single_device_.load(std::memory_order_relaxed);
+    if (C10_UNLIKELY(device < 0)) {
+      device = deviceOf(ptr);
+    }
+    size_t size = 0;
+    if (C10_UNLIKELY(slow_.load(std::memory_order_relaxed))) {
+      size = onFree(ptr, device);
+    }
+    if (C10_UNLIKELY(c10::memoryProfilingEnabled())) {
+      reportUsage(ptr, -static_cast<int64_t>(size != 0 ? size : blockSize(ptr)), static_cast<DeviceIndex>(device));
+    }
+    if (C10_UNLIKELY(n_captures_.load(std::memory_order_relaxed) > 0)) {
+      c10::cuda::CUDAStreamCaptureModeGuard g{cudaStreamCaptureModeRelaxed};
+      gmlake_free(ptr, 0, device, nullptr);
+    } else {
+      gmlake_free(ptr, 0, device, nullptr);
+    }
+  }
+
+  // A segment event from the engine (called on the thread of the gmlake call that caused it, outside the
+  // engine's lock).
+  void engineEvent(int device, int action, uint64_t addr, uint64_t size, void* stream) {
+    if (!slow_.load(std::memory_order_relaxed) || device < 0 || device >= kMaxDevices) {
+      return;
+    }
+    CDA::TraceEntry::Action a;
+    if (action == GMLAKE_EVENT_SEGMENT_MAP) {
+      a = CDA::TraceEntry::SEGMENT_MAP;
+    } else if (action == GMLAKE_EVENT_SEGMENT_UNMAP) {
+      a = CDA::TraceEntry::SEGMENT_UNMAP;
+    } else {
+      return;  // OOM is recorded by malloc when it gives up (after the retry), as native records it
+    }
+    auto ctx = gather(CDA::RecordContext::ALL);  // outside mu_: the recorder takes the GIL
+    std::lock_guard<std::mutex> lock(mu_);
+    record(CDA::TraceEntry(a, static_cast<DeviceIndex>(device), addr, size, stream, MempoolId_t{0, 0},
+                           c10::getApproximateTime(), ctx));
+  }
+
+ private:
+  static void copyOne(CDA::Stat& to, const gmlake_stat& from) {
+    to.current = from.current;
+    to.peak = from.peak;
+    to.allocated = from.allocated;
+    to.freed = from.freed;
+  }
+
+  void* tryAlloc(size_t size, DeviceIndex device, cudaStream_t stream, MempoolId_t pool, bool capturing) {
+    if (C10_LIKELY(!capturing && (pool == MempoolId_t{0, 0}))) {
+      void* p = gmlake_alloc(size, device, stream);
+      if (C10_LIKELY(p != nullptr)) {
+        noteDevice(device);
+      }
+      return p;
+    }
+    // During a capture the engine's driver calls must not be captured: relaxed mode, as native cudaMalloc.
+    c10::cuda::CUDAStreamCaptureModeGuard g{cudaStreamCaptureModeRelaxed};
+    void* p = pool == MempoolId_t{0, 0} ? gmlake_alloc(size, device, stream)
+                                        : gmlake_alloc_pool(size, device, stream, pool.first, pool.second);
+    if (p != nullptr) {
+      noteDevice(device);
+    }
+    return p;
+  }
+
+  void noteDevice(DeviceIndex device) {
+    int d = single_device_.load(std::memory_order_relaxed);
+    if (C10_LIKELY(d == device)) {
+      return;
+    }
+    if (d == kUnset) {
+      if (single_device_.compare_exchange_strong(d, device)) {
+        return;
+      }
+    }
+    if (d != device) {
+      single_device_.store(kMulti);
+    }
+  }
+
+  // deviceOf: the device of a pointer once several devices have allocations (the CUDA driver knows the device
+  // of every mapped range).
+  int deviceOf(void* ptr) {
+    int d = single_device_.load();
+    if (d >= 0) {
+      return d;
+    }
+    cudaPointerAttributes attr;
+    if (cudaPointerGetAttributes(&attr, ptr) == cudaSuccess && attr.device >= 0) {
+      return attr.device;
+    }
+    (void)cudaGetLastError();
+    DeviceIndex cur = 0;
+    (void)c10::cuda::GetDevice(&cur);
+    return cur;
+  }
+
+  MempoolId_t poolFor(DeviceIndex device, cudaStream_t stream, bool* capturing) {
+    std::lock_guard<std::mutex> lock(mu_);
+    *capturing = true;  // some capture is underway: keep the driver calls out of it
+    for (auto& c : captures_) {
+      if (c.device == device && c.filter(stream)) {
+        cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+        if (cudaStreamIsCapturing(stream, &status) == cudaSuccess && status == cudaStreamCaptureStatusActive &&
+            std::find(c.marked.begin(), c.marked.end(), stream) == c.marked.end()) {
+          gmlake_set_capturing(device, stream, 1);
+          c.marked.push_back(stream);
+        }
+        (void)cudaGetLastError();
+        return c.id;
+      }
+    }
+    return MempoolId_t{0, 0};
+  }
+
+  std::vector<uint64_t> poolLive(DeviceIndex device, MempoolId_t id) {
+    std::vector<uint64_t> ptrs(64);
+    while (true) {
+      int n = gmlake_pool_live(device, id.first, id.second, ptrs.data(), ptrs.size());
+      TORCH_CHECK(n >= 0, "gmlake: live allocations of pool (", id.first, ", ", id.second, ") on device ",
+                  static_cast<int>(device), ": ", lastError());
+      if (static_cast<size_t>(n) <= ptrs.size()) {
+        ptrs.resize(static_cast<size_t>(n));
+        return ptrs;
+      }
+      ptrs.resize(static_cast<size_t>(n) * 2);
+    }
+  }
+
+  void* onFailure(size_t size, DeviceIndex device, cudaStream_t stream, MempoolId_t pool, bool capturing) {
+    gmlake_alloc_failure f;
+    std::memset(&f, 0, sizeof f);
+    bool have = gmlake_last_failure(&f) == 0;
+    std::string why = lastError();
+    TORCH_CHECK(!have || f.kind == GMLAKE_FAIL_OOM, "gmlake: allocation of ", size, " bytes on device ",
+                static_cast<int>(device), " failed: ", why);
+    // gmlake already stitched, released its cache and retried. As native does before giving up: wait for
+    // every stream of the device (stream-ordered frees become reusable), then once more. Not while capturing:
+    // a device-wide sync would invalidate the capture.
+    if (!capturing) {
+      {
+        c10::cuda::CUDAGuard guard(device);
+        C10_CUDA_CHECK(cudaDeviceSynchronize());
+      }
+      void* p = tryAlloc(size, device, stream, pool, capturing);
+      if (p != nullptr) {
+        return p;
+      }
+      std::memset(&f, 0, sizeof f);
+      have = gmlake_last_failure(&f) == 0;
+      why = lastError();
+      TORCH_CHECK(!have || f.kind == GMLAKE_FAIL_OOM, "gmlake: allocation of ", size, " bytes on device ",
+                  static_cast<int>(device), " failed: ", why);
+    }
+    size_t device_free = f.device_free;
+    size_t device_total = f.device_total;
+    if (!have || device_total == 0) {
+      c10::cuda::CUDAGuard guard(device);
+      if (cudaMemGetInfo(&device_free, &device_total) != cudaSuccess) {
+        (void)cudaGetLastError();
+      }
+    }
+    std::vector<CCA::OutOfMemoryObserver> observers;
+    {
+      auto ctx = gather(CDA::RecordContext::ALL);
+      std::lock_guard<std::mutex> lock(mu_);
+      observers = oom_observers_;
+      if (history_.load()) {
+        record(CDA::TraceEntry(CDA::TraceEntry::OOM, device, device_free, size, stream, pool,
+                               c10::getApproximateTime(), ctx));
+      }
+    }
+    for (const auto& obs : observers) {
+      obs(device, f.allocated, f.limit != 0 ? f.limit : device_total, device_free);
+    }
+    c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(size), f.allocated, f.reserved,
+                                     c10::Device(c10::DeviceType::CUDA, device));
+    std::string allowed;
+    if (f.limit != 0) {
+      allowed = formatSize(f.limit) + " allowed; ";
+    }
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", formatSize(size), ". GPU ",
+                     static_cast<int>(device), " has a total capacity of ", formatSize(device_total), " of which ",
+                     formatSize(device_free), " is free. ", allowed, "Of the allocated memory ",
+                     formatSize(f.allocated), " is allocated by PyTorch, and ",
+                     formatSize(f.reserved > f.allocated ? f.reserved - f.allocated : 0),
+                     " is reserved by PyTorch but unallocated. gmlake (after stitching, releasing its cache and a "
+                     "device-wide sync): ",
+                     formatSize(f.allocated), " live, ", formatSize(f.cached), " cached, ", formatSize(f.reserved),
+                     " reserved", f.limit != 0 ? (", limit " + formatSize(f.limit)) : std::string(), ". ", why);
+    return nullptr;
+  }
+
+  // gather: PyTorch's context (stack) if history records at this level. Never under mu_: the recorder takes
+  // the GIL, and a Python thread holding the GIL may be waiting for mu_.
+  std::shared_ptr<c10::GatheredContext> gather(CDA::RecordContext level) {
+    CDA::CreateContextFn fn = context_recorder_.load();
+    if (fn == nullptr || !history_.load() || when_.load() < static_cast<int>(level)) {
+      return nullptr;
+    }
+    return fn();
+  }
+
+  void record(CDA::TraceEntry e) {
+    for (const auto& t : trackers_) {
+      t(e);
+    }
+    if (!history_.load() || skip_[static_cast<size_t>(e.action_)]) {
+      return;
+    }
+    auto& q = traces_[e.device_];
+    if (q.size() >= max_entries_) {
+      q.pop_front();
+    }
+    q.push_back(std::move(e));
+  }
+
+  void onAlloc(void* p, size_t size, DeviceIndex device, cudaStream_t stream, MempoolId_t pool) {
+    auto ctx = gather(CDA::RecordContext::STATE);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (history_.load()) {
+      live_[reinterpret_cast<uintptr_t>(p)] = LiveInfo{size, stream, pool, ctx};
+    }
+    bool keep = when_.load() >= static_cast<int>(CDA::RecordContext::ALLOC);
+    record(CDA::TraceEntry(CDA::TraceEntry::ALLOC, device, reinterpret_cast<uintptr_t>(p), size, stream, pool,
+                           c10::getApproximateTime(), keep ? ctx : nullptr));
+  }
+
+  size_t onFree(void* ptr, int device) {
+    auto ctx = gather(CDA::RecordContext::ALL);
+    std::lock_guard<std::mutex> lock(mu_);
+    LiveInfo li{0, nullptr, MempoolId_t{0, 0}, nullptr};
+    auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it != live_.end()) {
+      li = it->second;
+      live_.erase(it);
+    } else {
+      li.requested = blockSize(ptr);  // allocated before recording started
+    }
+    auto now = c10::getApproximateTime();
+    auto dev = static_cast<DeviceIndex>(device);
+    record(CDA::TraceEntry(CDA::TraceEntry::FREE_REQUESTED, dev, reinterpret_cast<uintptr_t>(ptr), li.requested,
+                           li.stream, li.pool, now, ctx));
+    record(CDA::TraceEntry(CDA::TraceEntry::FREE_COMPLETED, dev, reinterpret_cast<uintptr_t>(ptr), li.requested,
+                           li.stream, li.pool, now, ctx));
+    return li.requested;
+  }
+
+  static size_t blockSize(void* ptr) {
+    void* base = nullptr;
+    size_t sz = 0;
+    return gmlake_base_allocation(ptr, &base, &sz) == 0 ? sz : 0;
+  }
+
+  void reportUsage(void* p, int64_t delta, DeviceIndex device) {
+    gmlake_device_stats g;
+    std::memset(&g, 0, sizeof g);
+    if (gmlake_get_device_stats(device, &g) != 0) {
+      return;
+    }
+    c10::reportMemoryUsageToProfiler(p, delta, static_cast<size_t>(g.allocated_bytes[0].current),
+                                     static_cast<size_t>(g.reserved_bytes[0].current),
+                                     c10::Device(c10::DeviceType::CUDA, device));
+  }
+
+  static std::string snapshotJSON(int device) {
+    std::string buf(1 << 16, '\0');
+    while (true) {
+      int n = gmlake_snapshot_json(device, &buf[0], buf.size());
+      TORCH_CHECK(n >= 0, "gmlake: snapshot of device ", device, ": ", lastError());
+      if (static_cast<size_t>(n) < buf.size()) {
+        buf.resize(static_cast<size_t>(n));
+        return buf;
+      }
+      buf.assign(static_cast<size_t>(n) + 1, '\0');
+    }
+  }
+
+  static constexpr int kUnset = -1;
+  static constexpr int kMulti = -2;
+
+  std::atomic<bool> initialized_{false};
+  std::atomic<bool> enabled_{true};
+  int device_count_ = 0;
+  // single_device_: the one device that has allocations (kUnset before the first; kMulti once a second device
+  // allocates: frees then ask the driver for a pointer's device).
+  std::atomic<int> single_device_{kUnset};
+  std::atomic<bool> used_[kMaxDevices] = {};  // devices gmlake has allocated on (for snapshot)
+  std::atomic<int> n_captures_{0};            // == captures_.size(); read without mu_ on the hot path
+  std::atomic<bool> history_{false};
+  std::atomic<bool> slow_{false};             // history_ || !trackers_.empty(): the hot path records
+  std::atomic<CDA::CreateContextFn> context_recorder_{nullptr};  // PyTorch's stack recorder (history)
+  std::atomic<int> when_{0};                  // a CDA::RecordContext: which events get a context
+
+  std::mutex mu_;  // guards everything below
+  std::vector<Capture> captures_;
+  size_t max_entries_ = 1;
+  std::vector<bool> skip_ = std::vector<bool>(9, false);
+  std::deque<CDA::TraceEntry> traces_[kMaxDevices];
+  std::unordered_map<uintptr_t, LiveInfo> live_;  // live blocks while history is recorded
+  std::vector<CCA::OutOfMemoryObserver> oom_observers_;
+  std::vector<CCA::AllocatorTraceTracker> trackers_;
+};
+
+// The one instance, never destroyed (PyTorch may free tensors during interpreter exit, after static
+// destructors would have run).
+std::shared_ptr<GMLakeAllocator>* g_alloc = nullptr;
+
+void rawDeleter(void* ptr) {
+  (*g_alloc)->free(ptr);
+}
+
+void onEngineEvent(void* ctx, int device, int action, uint64_t addr, uint64_t size, void* stream) {
+  static_cast<GMLakeAllocator*>(ctx)->engineEvent(device, action, addr, size, stream);
+}
+
+int copyOut(const std::string& s, char* buf, size_t len) {
+  if (buf != nullptr && len > 0) {
+    size_t k = std::min(s.size(), len - 1);
+    std::memcpy(buf, s.data(), k);
+    buf[k] = 0;
+  }
+  return static_cast<int>(s.size());
+}
+
+}  // namespace gmlake_torch
+
+extern "C" {
+
+// The interface version of this file, checked by python/gmlake_torch against the one it expects.
+int gmlake_torch_version(void) {
+  return 1;
+}
+
+// Makes gmlake PyTorch's CUDA allocator, as torch.cuda.memory.change_current_allocator does. Returns 0, or -1
+// with the reason in err (e.g. CUDA already initialised).
+int gmlake_torch_install(char* err, size_t len) {
+  using namespace gmlake_torch;
+  try {
+    CCA::CUDAAllocator* cur = CCA::allocator.load();
+    if (g_alloc != nullptr && cur == g_alloc->get()) {
+      return 0;
+    }
+    if (cur != nullptr && cur->initialized()) {
+      copyOut("PyTorch's CUDA allocator (" + cur->name() +
+                  ") is already initialised (CUDA has started): gmlake must be enabled before the first CUDA tensor, "
+                  "torch.cuda.init() or model.cuda()",
+              err, len);
+      return -1;
+    }
+    if (g_alloc == nullptr) {
+      g_alloc = new std::shared_ptr<GMLakeAllocator>(std::make_shared<GMLakeAllocator>());
+    }
+    CCA::allocator.store(g_alloc->get());
+    c10::SetAllocator(c10::DeviceType::CUDA, g_alloc->get(), /*priority=*/UINT8_MAX);
+    return 0;
+  } catch (const std::exception& e) {
+    copyOut(e.what(), err, len);
+    return -1;
+  }
+}
+
+// Formats a size and throws and catches a c10::Error, as the out-of-memory path does: if this library had a
+// libstdc++ of its own (the old shim's crash), this fails here, at enable time. Returns 0 when all is well.
+int gmlake_torch_selftest(char* out, size_t len) {
+  using namespace gmlake_torch;
+  try {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", formatSize(2ULL << 30), ".");
+  } catch (const c10::OutOfMemoryError& e) {
+    std::string msg = e.what_without_backtrace();
+    copyOut(msg, out, len);
+    return msg.rfind("CUDA out of memory. Tried to allocate 2.00 GiB.", 0) == 0 ? 0 : 1;
+  }
+  return 2;
+}
+
+// 1 if gmlake's allocator is the one PyTorch uses now.
+int gmlake_torch_installed(void) {
+  using namespace gmlake_torch;
+  return g_alloc != nullptr && CCA::allocator.load() == g_alloc->get() ? 1 : 0;
+}
+
+}  // extern "C"
