@@ -35,7 +35,7 @@ gpu:
 	mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/gmlake ./cmd/gmlake
 	$(GO) test -c -o $(BIN)/cudavmm.test ./impl/cudavmm
-	$(GO) test -c -o $(BIN)/harness.test ./harness
+	$(GO) test -c -o $(BIN)/conformance.test ./harness/conformance
 	$(GO) test -c -o $(BIN)/impl.test ./impl
 
 ## capi: the PyTorch pluggable allocator library

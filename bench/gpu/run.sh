@@ -41,7 +41,7 @@ b)
 	(
 		export CUDA_VISIBLE_DEVICES=0
 		say "conformance + integrity on GPU 0"
-		(cd harness && timeout -k 10 150 ../bin/harness.test -test.run 'Conformance|Integrity' -test.v -test.count=1) \
+		(cd harness/conformance && timeout -k 10 150 ../../bin/conformance.test -test.run 'Conformance|Integrity' -test.v -test.count=1) \
 			>"$OUT/conformance.txt" 2>&1
 		say "conformance exit $?"
 		timeout -k 10 200 bin/gmlake replay --device cuda --json "$OUT/replay-cuda.json" --plot "$OUT/replay-cuda.png" \

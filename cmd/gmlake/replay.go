@@ -15,7 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/gmlake/gmlake/harness"
+	"github.com/gmlake/gmlake/harness/replay"
+	"github.com/gmlake/gmlake/harness/snapshot"
 	"github.com/gmlake/gmlake/harness/trace"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/impl/cudavmm"
@@ -58,7 +59,7 @@ for each, and the GPU rows show the wall time measured inside driver calls besid
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringSliceVar(&f.policies, "policy", harness.ReplayPolicies, "policies to replay, comma-separated (of "+strings.Join(impl.Policies, ", ")+")")
+	fl.StringSliceVar(&f.policies, "policy", replay.ReplayPolicies, "policies to replay, comma-separated (of "+strings.Join(impl.Policies, ", ")+")")
 	fl.StringVar(&f.device, "device", "sim", "sim (the simulated H200) or cuda (GPU 0, with a simulated replay beside it)")
 	fl.StringVar(&f.json, "json", "", "write the results as a JSON array to `FILE`")
 	fl.StringVar(&f.plot, "plot", "", "plot reserved and allocated memory over each trace to `FILE` (.png or .svg)")
@@ -105,7 +106,7 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 		}
 	}
 
-	var peaks harness.TorchPeaks
+	var peaks replay.TorchPeaks
 	peaksPath := f.peaks
 	if peaksPath == "" {
 		if p := filepath.Join(filepath.Dir(paths[0]), "peaks.json"); fileExists(p) {
@@ -114,7 +115,7 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 	}
 	if peaksPath != "" {
 		var err error
-		if peaks, err = harness.LoadTorchPeaks(peaksPath); err != nil {
+		if peaks, err = replay.LoadTorchPeaks(peaksPath); err != nil {
 			return err
 		}
 	}
@@ -122,7 +123,7 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 	traces := make([]*trace.Trace, 0, len(paths))
 	total := 0
 	for _, p := range paths {
-		t, err := harness.LoadTrace(p)
+		t, err := snapshot.LoadTrace(p)
 		if err != nil {
 			return err
 		}
@@ -134,19 +135,19 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 		total += len(t.Events) * runs
 	}
 
-	var gpu *harness.TimingDriver
+	var gpu *replay.TimingDriver
 	if f.device == "cuda" {
 		d, closeGPU, err := openCUDA()
 		if err != nil {
 			return fmt.Errorf("--device cuda: %w", err)
 		}
 		defer closeGPU()
-		gpu = harness.NewTimingDriver(d)
+		gpu = replay.NewTimingDriver(d)
 		total *= 2
 	}
 
 	prog := newProgress(stderr, total)
-	var results []*harness.ReplayResult
+	var results []*replay.ReplayResult
 	for _, t := range traces {
 		sampleEvery := 0
 		if f.plot != "" && f.points > 0 {
@@ -163,9 +164,9 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 			}
 		}
 		for _, run := range runs {
-			opts := harness.ReplayOptions{Policy: run.policy, Config: impl.Config{StitchMin: run.fragLimit},
+			opts := replay.ReplayOptions{Policy: run.policy, Config: impl.Config{StitchMin: run.fragLimit},
 				SampleEvery: sampleEvery, Progress: prog.update}
-			sim, err := harness.Replay(ctx, t, opts)
+			sim, err := replay.Replay(ctx, t, opts)
 			if err != nil {
 				prog.clear()
 				return err
@@ -177,7 +178,7 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 			results = append(results, sim)
 			if gpu != nil {
 				opts.Driver = gpu
-				real, err := harness.Replay(ctx, t, opts)
+				real, err := replay.Replay(ctx, t, opts)
 				if err != nil {
 					prog.clear()
 					return err
@@ -192,29 +193,29 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 	}
 	prog.clear()
 
-	if err := harness.WriteTable(stdout, results, peaks); err != nil {
+	if err := replay.WriteTable(stdout, results, peaks); err != nil {
 		return err
 	}
 	if gpu != nil {
-		if err := harness.WriteDriverTimeByKind(stdout, results); err != nil {
+		if err := replay.WriteDriverTimeByKind(stdout, results); err != nil {
 			return err
 		}
 	}
 	var targets strings.Builder
-	if err := harness.WriteTargets(&targets, results, peaks); err != nil {
+	if err := replay.WriteTargets(&targets, results, peaks); err != nil {
 		return err
 	}
 	if targets.Len() > 0 {
 		fmt.Fprintf(stdout, "\n%s", targets.String())
 	}
 	if f.json != "" {
-		if err := writeFile(f.json, func(w io.Writer) error { return harness.WriteJSON(w, results, peaks) }); err != nil {
+		if err := writeFile(f.json, func(w io.Writer) error { return replay.WriteJSON(w, results, peaks) }); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "wrote %s\n", f.json)
 	}
 	if f.plot != "" {
-		if err := harness.WritePlot(f.plot, results); err != nil {
+		if err := replay.WritePlot(f.plot, results); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "wrote %s\n", f.plot)
@@ -253,7 +254,7 @@ func (p *progress) update(done, total int) {
 	}
 }
 
-func (p *progress) finished(r *harness.ReplayResult) {
+func (p *progress) finished(r *replay.ReplayResult) {
 	p.base += r.Events
 	if p.bar != nil {
 		p.bar.Describe(r.Trace + " " + r.Policy)

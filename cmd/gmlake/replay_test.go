@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gmlake/gmlake/harness"
+	"github.com/gmlake/gmlake/harness/replay"
 )
 
 // The replay command end to end on a bundled trace: the table (one row per policy, in the table order, with
@@ -18,7 +18,7 @@ import (
 // to stderr as one line per replay when stderr is not a terminal.
 func TestReplayCommandWritesTableJSONAndPlot(t *testing.T) {
 	dir := t.TempDir()
-	f := replayFlags{policies: harness.ReplayPolicies, device: "sim", json: filepath.Join(dir, "r.json"),
+	f := replayFlags{policies: replay.ReplayPolicies, device: "sim", json: filepath.Join(dir, "r.json"),
 		plot: filepath.Join(dir, "r.svg"), points: 200}
 	var out, errOut bytes.Buffer
 	if err := runReplay(context.Background(), f, []string{"../../testdata/traces/llama1b-ckpt.trace.gz"}, &out, &errOut); err != nil {
@@ -29,10 +29,10 @@ func TestReplayCommandWritesTableJSONAndPlot(t *testing.T) {
 		t.Errorf("no target line after the table:\n%s", out.String())
 	}
 	lines := strings.Split(strings.TrimSpace(table), "\n")
-	if len(lines) != 1+len(harness.ReplayPolicies) {
+	if len(lines) != 1+len(replay.ReplayPolicies) {
 		t.Fatalf("table:\n%s", out.String())
 	}
-	for i, p := range harness.ReplayPolicies {
+	for i, p := range replay.ReplayPolicies {
 		ref := "13.56 exp" // PyTorch's expandable segments, the one to beat
 		if p == "caching" {
 			ref = "17.51 nat" // PyTorch's native allocator
@@ -41,12 +41,12 @@ func TestReplayCommandWritesTableJSONAndPlot(t *testing.T) {
 			t.Errorf("row %d: want llama1b-ckpt %s with %s: %s", i+1, p, ref, lines[i+1])
 		}
 	}
-	if n := strings.Count(errOut.String(), "replayed llama1b-ckpt with "); n != len(harness.ReplayPolicies) {
+	if n := strings.Count(errOut.String(), "replayed llama1b-ckpt with "); n != len(replay.ReplayPolicies) {
 		t.Errorf("stderr has %d progress lines:\n%s", n, errOut.String())
 	}
 	var rows []map[string]any
 	b, _ := os.ReadFile(f.json)
-	if err := json.Unmarshal(b, &rows); err != nil || len(rows) != len(harness.ReplayPolicies) {
+	if err := json.Unmarshal(b, &rows); err != nil || len(rows) != len(replay.ReplayPolicies) {
 		t.Errorf("json: %v, %d rows", err, len(rows))
 	}
 	if st, err := os.Stat(f.plot); err != nil || st.Size() < 1000 {
@@ -81,16 +81,16 @@ func TestReplayCommandRejectsBadFlags(t *testing.T) {
 	trace := []string{"../../testdata/traces/llama1b-ckpt.trace.gz"}
 	for _, f := range []replayFlags{
 		{policies: []string{"nope"}, device: "sim"},
-		{policies: harness.ReplayPolicies, device: "tpu"},
-		{policies: harness.ReplayPolicies, device: "sim", plot: "x.gif"},
-		{policies: harness.ReplayPolicies, device: "sim", paperLimits: []string{"lots"}},
-		{policies: harness.ReplayPolicies, device: "sim", paperLimits: []string{"1000"}},
+		{policies: replay.ReplayPolicies, device: "tpu"},
+		{policies: replay.ReplayPolicies, device: "sim", plot: "x.gif"},
+		{policies: replay.ReplayPolicies, device: "sim", paperLimits: []string{"lots"}},
+		{policies: replay.ReplayPolicies, device: "sim", paperLimits: []string{"1000"}},
 	} {
 		if err := runReplay(context.Background(), f, trace, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
 			t.Errorf("flags %+v accepted", f)
 		}
 	}
-	err := runReplay(context.Background(), replayFlags{policies: harness.ReplayPolicies, device: "sim"}, []string{"missing.trace"}, &bytes.Buffer{}, &bytes.Buffer{})
+	err := runReplay(context.Background(), replayFlags{policies: replay.ReplayPolicies, device: "sim"}, []string{"missing.trace"}, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "missing.trace") {
 		t.Errorf("missing trace: %v", err)
 	}

@@ -1,8 +1,7 @@
-package harness
+package snapshot
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -114,26 +113,6 @@ func TestReadSnapshotNotASnapshot(t *testing.T) {
 	_, err = ReadSnapshot(bytes.NewReader([]byte{0x80, 2, 0xff, 0xfe}), "junk.pickle", -1)
 	if !errors.Is(err, ErrSnapshot) || !strings.HasPrefix(err.Error(), "junk.pickle: offset 2: unknown pickle opcode 0xff") {
 		t.Errorf("err = %v", err)
-	}
-}
-
-// A converted snapshot replays like any trace.
-func TestReplaySnapshot(t *testing.T) {
-	withBumpAllocator(t, 0)
-	tr, err := LoadTrace("testdata/snapshot.pickle")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Replay(context.Background(), tr, ReplayOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// live: 3M + 4M, -3M, +1024, +5M, +8M, -1024, +2M = 19M peak (the r keeps the 8 MiB until its f)
-	if want := uint64(19 << 20); r.PeakLiveBytes != want {
-		t.Errorf("PeakLiveBytes = %d, want %d", r.PeakLiveBytes, want)
-	}
-	if r.Unfreed != 3 {
-		t.Errorf("Unfreed = %d, want 3", r.Unfreed)
 	}
 }
 

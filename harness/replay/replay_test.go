@@ -1,4 +1,4 @@
-package harness
+package replay
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmlake/gmlake/harness/snapshot"
 	"github.com/gmlake/gmlake/harness/trace"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/model/sim"
@@ -189,16 +190,16 @@ func TestReplayStopsOnCancel(t *testing.T) {
 // peak_allocated PyTorch measured on the native run (testdata/traces/README.md).
 func TestBundledTracesLivePeakMatchesTorch(t *testing.T) {
 	withBumpAllocator(t, 0)
-	peaks, err := LoadTorchPeaks("../testdata/traces/peaks.json")
+	peaks, err := LoadTorchPeaks("../../testdata/traces/peaks.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	paths, _ := filepath.Glob("../testdata/traces/*.trace.gz")
+	paths, _ := filepath.Glob("../../testdata/traces/*.trace.gz")
 	if len(paths) == 0 {
 		t.Fatal("no bundled traces")
 	}
 	for _, p := range paths {
-		tr, err := LoadTrace(p)
+		tr, err := snapshot.LoadTrace(p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,7 +238,7 @@ func sampleReplayResults() []*ReplayResult {
 }
 
 func TestWriteJSONFields(t *testing.T) {
-	peaks, err := LoadTorchPeaks("../testdata/traces/peaks.json")
+	peaks, err := LoadTorchPeaks("../../testdata/traces/peaks.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +280,7 @@ func TestWriteJSONFields(t *testing.T) {
 }
 
 func TestWriteTableHasOneRowPerResult(t *testing.T) {
-	peaks, _ := LoadTorchPeaks("../testdata/traces/peaks.json")
+	peaks, _ := LoadTorchPeaks("../../testdata/traces/peaks.json")
 	var buf bytes.Buffer
 	if err := WriteTable(&buf, sampleReplayResults(), peaks); err != nil {
 		t.Fatal(err)
@@ -427,5 +428,25 @@ func TestReplayDriverTimeByKindSumsToTotal(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "bykind gmlake on cuda:0") || !strings.Contains(out.String(), " create ") {
 		t.Fatalf("per-kind comparison missing: %q", out.String())
+	}
+}
+
+// A converted snapshot replays like any trace.
+func TestReplaySnapshot(t *testing.T) {
+	withBumpAllocator(t, 0)
+	tr, err := snapshot.LoadTrace("../snapshot/testdata/snapshot.pickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Replay(context.Background(), tr, ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// live: 3M + 4M, -3M, +1024, +5M, +8M, -1024, +2M = 19M peak (the r keeps the 8 MiB until its f)
+	if want := uint64(19 << 20); r.PeakLiveBytes != want {
+		t.Errorf("PeakLiveBytes = %d, want %d", r.PeakLiveBytes, want)
+	}
+	if r.Unfreed != 3 {
+		t.Errorf("Unfreed = %d, want 3", r.Unfreed)
 	}
 }

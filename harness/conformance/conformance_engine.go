@@ -1,4 +1,4 @@
-package harness
+package conformance
 
 // Engine integrity on any vmm.Driver (the real GPU included): a random workload of allocations and frees
 // through one policy, where every allocation is filled with its own pattern (Memset) right after Alloc and

@@ -1,4 +1,4 @@
-package harness
+package snapshot
 
 // This file reads PyTorch memory snapshots: the pickle that torch.cuda.memory._dump_snapshot writes after
 // torch.cuda.memory._record_memory_history. The snapshot is a dict:

@@ -1,4 +1,4 @@
-package harness
+package itf
 
 // This file decodes the Informal Trace Format (ITF, Apalache ADR-015), the JSON that `quint run --out-itf`
 // writes: a trace is a list of states, each a record of variable values. Values are encoded as

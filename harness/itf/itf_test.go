@@ -1,4 +1,4 @@
-package harness
+package itf
 
 import (
 	"math/big"

@@ -1,9 +1,10 @@
-package harness
+package replay
 
 import (
 	"context"
 	"testing"
 
+	"github.com/gmlake/gmlake/harness/snapshot"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/vmm"
 )
@@ -11,7 +12,7 @@ import (
 // BenchmarkReplay replays a bundled trace through each policy on a fresh simulated H200 and reports trace
 // events per second (the target: at least 1e6 per policy on one core). Trace parsing is excluded.
 func BenchmarkReplay(b *testing.B) {
-	tr, err := LoadTrace("../testdata/traces/llama1b-ckpt.trace.gz")
+	tr, err := snapshot.LoadTrace("../../testdata/traces/llama1b-ckpt.trace.gz")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func (n *nopAlloc) Close() (impl.CloseReport, error)             { return impl.C
 // BenchmarkReplayHarness is the replay loop's own cost (an allocator that does nothing), so that the
 // harness is never what limits BenchmarkReplay.
 func BenchmarkReplayHarness(b *testing.B) {
-	tr, err := LoadTrace("../testdata/traces/llama1b-ckpt.trace.gz")
+	tr, err := snapshot.LoadTrace("../../testdata/traces/llama1b-ckpt.trace.gz")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package harness
+package replay
 
 import (
 	"github.com/gmlake/gmlake/impl"

@@ -1,4 +1,4 @@
-package harness
+package replay
 
 // This file turns replay results into what users read: the comparison table, the JSON array, and the
 // memory-over-time plot, with PyTorch's own measurements (testdata/traces/peaks.json) set beside ours.

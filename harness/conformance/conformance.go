@@ -1,4 +1,4 @@
-package harness
+package conformance
 
 // Driver conformance: the same random call sequences, legal and illegal, run on the reference device
 // (sim.NewDevice) and on another vmm.Driver (the real GPU through impl/cudavmm), comparing every call's

@@ -1,4 +1,4 @@
-package harness
+package replay
 
 // This file is trace replay: a recorded training run (harness/trace) driven through one allocator policy on a
 // driver (the simulated H200 by default, or a real GPU), measuring what the issue asks of every policy: peak

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes snapshot.pickle: a small dict shaped like torch.cuda.memory._snapshot() (what
-torch.cuda.memory._dump_snapshot pickles), for harness/pickle_test.go. Run from this folder:
+torch.cuda.memory._dump_snapshot pickles), for harness/snapshot/pickle_test.go. Run from this folder:
 python3 make_snapshot.py. No torch needed; the expected trace is in pickle_test.go."""
 import pickle
 

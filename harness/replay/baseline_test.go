@@ -1,4 +1,4 @@
-package harness
+package replay
 
 // The baselines against PyTorch itself (issue 6 item 4), and ours against the targets (issue 6 item 5), on
 // every bundled trace. Owned by the engine helper: the engine's policies are what is judged here.
@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gmlake/gmlake/harness/snapshot"
 	"github.com/gmlake/gmlake/impl"
 )
 
@@ -27,14 +28,14 @@ var (
 func bundledReplays(t *testing.T) baselineRun {
 	t.Helper()
 	baselineOnce.Do(func() {
-		baselineData.peaks, baselineErr = LoadTorchPeaks("../testdata/traces/peaks.json")
+		baselineData.peaks, baselineErr = LoadTorchPeaks("../../testdata/traces/peaks.json")
 		if baselineErr != nil {
 			return
 		}
-		paths, _ := filepath.Glob("../testdata/traces/*.trace.gz")
+		paths, _ := filepath.Glob("../../testdata/traces/*.trace.gz")
 		baselineData.res = map[string]map[string]*ReplayResult{}
 		for _, p := range paths {
-			tr, err := LoadTrace(p)
+			tr, err := snapshot.LoadTrace(p)
 			if err != nil {
 				baselineErr = err
 				return
