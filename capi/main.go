@@ -253,6 +253,7 @@ func gmlakeGoAlloc(size C.size_t, device C.int, stream C.uintptr_t) (ret C.uintp
 		if s != nil {
 			s.allocFailures.Add(1)
 		}
+		setFailure(s, uint64(size), err)
 		setError(s, err.Error())
 		return 0
 	}
@@ -261,6 +262,7 @@ func gmlakeGoAlloc(size C.size_t, device C.int, stream C.uintptr_t) (ret C.uintp
 	}
 	p, err := s.eng.Alloc(uint64(size), uintptr(stream))
 	if err != nil {
+		setFailure(s, uint64(size), err)
 		s.allocFailures.Add(1)
 		setError(s, fmt.Sprintf("gmlake_alloc(%d bytes, device %d, stream %#x): %v", uint64(size), int(device), uintptr(stream), err))
 		return 0

@@ -18,6 +18,9 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"strconv"
+
+	"github.com/gmlake/gmlake/impl/clib"
 )
 
 // errNotYet is returned by the functions of the ABI that are declared but not implemented yet.
@@ -28,13 +31,116 @@ func notYet(call string) C.int {
 	return -1
 }
 
+// statOut copies one statistic into C.
+func statOut(dst *C.gmlake_stat, s clib.Stat) {
+	dst.current, dst.peak, dst.allocated, dst.freed = C.int64_t(s.Current), C.int64_t(s.Peak),
+		C.int64_t(s.Allocated), C.int64_t(s.Freed)
+}
+
+func statsOut(dst *[3]C.gmlake_stat, a clib.StatArray) {
+	for i := range a {
+		statOut(&dst[i], a[i])
+	}
+}
+
+// startedSlot returns device's slot if its engine started (nil, nil if not), or an error for a bad device
+// or a disabled engine.
+func startedSlot(call string, device C.int) (*slot, error) {
+	if device < 0 || device >= maxDevices {
+		return nil, fmt.Errorf("%s: device %d out of range [0, %d)", call, int(device), maxDevices)
+	}
+	s := slots[device].Load()
+	if s == nil {
+		return nil, nil
+	}
+	if err := s.usable(); err != nil {
+		return s, fmt.Errorf("%s: %w", call, err)
+	}
+	return s, nil
+}
+
+// guard recovers a panic in an export: the call fails (*ret = -1) and the device's engine is disabled.
+func guard(s **slot, call string, ret *C.int) {
+	if r := recover(); r != nil {
+		*ret = -1
+		recovered(*s, call, r)
+	}
+}
+
 //export gmlakeGoTStats
-func gmlakeGoTStats(device C.int, out *C.gmlake_device_stats) C.int {
-	return notYet("gmlake_get_device_stats")
+func gmlakeGoTStats(device C.int, out *C.gmlake_device_stats) (ret C.int) {
+	var s *slot
+	defer guard(&s, "gmlake_get_device_stats", &ret)
+	s, err := startedSlot("gmlake_get_device_stats", device)
+	if err != nil {
+		setError(s, err.Error())
+		return -1
+	}
+	if out == nil {
+		setError(s, "gmlake_get_device_stats: out is NULL")
+		return -1
+	}
+	var st clib.DeviceStats
+	st.MaxSplitSize = -1
+	if s != nil {
+		st = s.eng.TorchStats()
+	}
+	statsOut(&out.allocation, st.Allocation)
+	statsOut(&out.segment, st.Segment)
+	statsOut(&out.active, st.Active)
+	statsOut(&out.inactive_split, st.InactiveSplit)
+	statsOut(&out.allocated_bytes, st.AllocatedBytes)
+	statsOut(&out.reserved_bytes, st.ReservedBytes)
+	statsOut(&out.active_bytes, st.ActiveBytes)
+	statsOut(&out.inactive_split_bytes, st.InactiveSplitBytes)
+	statsOut(&out.requested_bytes, st.RequestedBytes)
+	out.num_alloc_retries = C.int64_t(st.NumAllocRetries)
+	out.num_ooms = C.int64_t(st.NumOOMs)
+	out.num_sync_all_streams = C.int64_t(st.NumSyncAllStreams)
+	out.num_device_alloc = C.int64_t(st.NumDeviceAlloc)
+	out.num_device_free = C.int64_t(st.NumDeviceFree)
+	statOut(&out.oversize_allocations, st.OversizeAllocations)
+	statOut(&out.oversize_segments, st.OversizeSegments)
+	out.max_split_size = C.int64_t(st.MaxSplitSize)
+	return 0
 }
 
 //export gmlakeGoTReset
-func gmlakeGoTReset(device C.int, accumulated C.int) C.int { return notYet("gmlake_reset_stats") }
+func gmlakeGoTReset(device C.int, accumulated C.int) (ret C.int) {
+	var s *slot
+	defer guard(&s, "gmlake_reset_stats", &ret)
+	s, err := startedSlot("gmlake_reset_stats", device)
+	if err != nil {
+		setError(s, err.Error())
+		return -1
+	}
+	if s == nil {
+		return 0 // nothing counted yet
+	}
+	if accumulated != 0 {
+		s.eng.ResetAccumulatedStats()
+	} else {
+		s.eng.ResetPeakStats()
+	}
+	return 0
+}
+
+// setFailure records why an allocation of size bytes failed, for gmlake_last_failure. s may be nil (no
+// engine: a bad device or configuration).
+func setFailure(s *slot, size uint64, err error) {
+	var f clib.AllocFailure
+	if s == nil || s.usable() != nil {
+		f = clib.AllocFailure{Kind: clib.FailOther, Requested: size}
+		if s == nil && !errors.Is(err, clib.ErrBadKnob) {
+			f.Kind = clib.FailInvalid
+		}
+	} else {
+		f = s.eng.Failure(size, err)
+	}
+	C.gmlake_set_thread_failure(C.int(f.Kind), C.uint64_t(f.Requested), C.uint64_t(f.DeviceTotal),
+		C.uint64_t(f.DeviceFree), C.uint64_t(f.Allocated), C.uint64_t(f.Reserved), C.uint64_t(f.Cached),
+		C.uint64_t(f.Limit))
+}
 
 //export gmlakeGoTSnapshotJSON
 func gmlakeGoTSnapshotJSON(device C.int, buf *C.char, n C.size_t) C.int {
@@ -61,17 +167,71 @@ func gmlakeGoTSetCapturing(device C.int, stream C.uintptr_t, capturing C.int) C.
 }
 
 //export gmlakeGoTCacheInfo
-func gmlakeGoTCacheInfo(device C.int, out *C.uint64_t) C.int { return notYet("gmlake_cache_info") }
+func gmlakeGoTCacheInfo(device C.int, out *C.uint64_t) (ret C.int) {
+	var s *slot
+	defer guard(&s, "gmlake_cache_info", &ret)
+	s, err := startedSlot("gmlake_cache_info", device)
+	if err != nil {
+		setError(s, err.Error())
+		return -1
+	}
+	var v uint64
+	if s != nil {
+		v = s.eng.CacheInfo()
+	}
+	*out = C.uint64_t(v)
+	return 0
+}
 
 //export gmlakeGoTBaseAllocation
-func gmlakeGoTBaseAllocation(ptr C.uintptr_t, base, size *C.uint64_t) C.int {
-	return notYet("gmlake_base_allocation")
+func gmlakeGoTBaseAllocation(ptr C.uintptr_t, base, size *C.uint64_t) (ret C.int) {
+	var s *slot
+	defer guard(&s, "gmlake_base_allocation", &ret)
+	err := fmt.Errorf("no engine has started")
+	for d := range slots {
+		if s = slots[d].Load(); s == nil || s.usable() != nil {
+			continue
+		}
+		var b uintptr
+		var n uint64
+		if b, n, err = s.eng.BaseAllocation(uintptr(ptr)); err == nil {
+			*base, *size = C.uint64_t(b), C.uint64_t(n)
+			return 0
+		}
+		if !clib.IsUnknownPointer(err) {
+			break
+		}
+	}
+	setError(s, fmt.Sprintf("gmlake_base_allocation(%#x): %v", uintptr(ptr), err))
+	return -1
 }
 
 //export gmlakeGoTMemoryFraction
-func gmlakeGoTMemoryFraction(device C.int) C.double {
-	notYet("gmlake_get_memory_fraction")
-	return -1
+func gmlakeGoTMemoryFraction(device C.int) (ret C.double) {
+	defer func() {
+		if r := recover(); r != nil {
+			ret = -1
+			recovered(nil, "gmlake_get_memory_fraction", r)
+		}
+	}()
+	if device < 0 || device >= maxDevices {
+		setError(nil, fmt.Sprintf("gmlake_get_memory_fraction: device %d out of range [0, %d)", int(device), maxDevices))
+		return -1
+	}
+	if s := slots[device].Load(); s != nil {
+		return C.double(s.eng.MemoryFraction())
+	}
+	createMu.Lock()
+	f := pendingFraction[device]
+	createMu.Unlock()
+	if f == 0 {
+		if v, err := strconv.ParseFloat(getenv("GMLAKE_MEMORY_FRACTION"), 64); err == nil && v > 0 && v <= 1 {
+			f = v
+		} else {
+			f = 1
+		}
+	}
+	return C.double(f)
 }
 
 //export gmlakeGoTSetEvents

@@ -184,7 +184,8 @@ func (a *Allocator) newFixedSegment(ss *streamState, pool poolKind, size uint64)
 	}
 	seg.head = b
 	a.addSegment(seg)
-	a.addReserved(size)
+	a.addReserved(pool, size)
+	a.noteSegments(pool, 1)
 	a.st.MappedBytes += size
 	return seg, nil
 }
@@ -433,7 +434,8 @@ func (a *Allocator) mapInto(u *block, n uint64) (*block, error) {
 		seg.insertChunk(&chunk{h: h, size: sizes[i], seg: seg, off: off})
 		off += sizes[i]
 	}
-	a.addReserved(sz)
+	a.addReserved(seg.pool, sz)
+	a.noteSegments(seg.pool, mappedRunDelta(u))
 	a.st.MappedBytes += sz
 	m := u
 	if a.mut&MutNoMerge == 0 {
@@ -651,6 +653,7 @@ func (a *Allocator) buildSBlock(ss *streamState, chunks []*chunk) (*block, error
 	}
 	sb := a.newBlock()
 	sb.kind, sb.state = Stitched, Free
+	sb.home = ss
 	sb.ptr, sb.size, sb.stream, sb.pool = base, total, ss.s, largePool
 	sb.resv = vmm.Range{Base: base, Size: total}
 	sb.chunks = append(sb.chunks[:0], chunks...)

@@ -179,12 +179,17 @@ type block struct {
 	// (paper.go). Invariant: ev.refs counts the blocks whose ev is this event.
 	ev *blockEvent
 
+	// PyTorch statistics (torchstats.go)
+	active       bool // counted in DeviceStats.Active: handed out by Alloc and not yet reusable
+	splitCounted bool // counted in DeviceStats.InactiveSplit (while in a free set)
+
 	// sBlock
-	chunks  []*chunk  // viewed chunks in address order of the view
-	parts   []*block  // while live or pending: the held pBlocks, one per chunk
-	resv    vmm.Range // the sBlock's reservation
-	lastUse uint64    // LRU clock
-	sIndex  int       // index in a.sblocks
+	home    *streamState // the (stream, pool) it serves
+	chunks  []*chunk     // viewed chunks in address order of the view
+	parts   []*block     // while live or pending: the held pBlocks, one per chunk
+	resv    vmm.Range    // the sBlock's reservation
+	lastUse uint64       // LRU clock
+	sIndex  int          // index in a.sblocks
 }
 
 func (b *block) end() vmm.DevicePtr { return b.ptr.Add(b.size) }
@@ -205,6 +210,8 @@ type freeSet struct {
 	root  *block
 	n     int
 	bytes uint64
+	ts    *DeviceStats // where inactive split blocks are counted (nil: not counted)
+	pool  poolKind     // the pool whose blocks the set holds
 }
 
 func treapMerge(a, b *block) *block {
@@ -241,6 +248,7 @@ func (s *freeSet) insert(b *block) {
 	}
 	b.left, b.right = treapSplitKey(*link, b)
 	*link = b
+	s.noteInserted(b)
 }
 
 // treapSplitKey splits t around b's key without allocating.
@@ -262,6 +270,7 @@ func (s *freeSet) remove(b *block) {
 	if !b.inSet {
 		panicf("block %d not in free set", b.id)
 	}
+	s.noteRemoved(b)
 	link := &s.root
 	for *link != b {
 		if *link == nil {

@@ -9,16 +9,26 @@ import (
 type drv struct {
 	d vmm.Driver
 	n vmm.CallCounts
+
+	created, released uint64 // successful Create and Release calls (PyTorch's num_device_alloc/free)
 }
 
 func (d *drv) Create(size uint64) (vmm.Handle, error) {
 	d.n[vmm.CallCreate]++
-	return d.d.Create(size)
+	h, err := d.d.Create(size)
+	if err == nil {
+		d.created++
+	}
+	return h, err
 }
 
 func (d *drv) Release(h vmm.Handle) error {
 	d.n[vmm.CallRelease]++
-	return d.d.Release(h)
+	err := d.d.Release(h)
+	if err == nil {
+		d.released++
+	}
+	return err
 }
 
 func (d *drv) Reserve(size uint64) (vmm.DevicePtr, error) {

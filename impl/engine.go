@@ -14,6 +14,7 @@ import (
 // streamState is one stream's pools. Guarded by Allocator.mu.
 type streamState struct {
 	s    vmm.Stream
+	mp   *mempool   // the private pool whose blocks these are (pool.go); nil: the default pool
 	free [2]freeSet // free, mapped pBlocks by pool
 	// arenas (arena policies): the stream's growing segments per pool, in address order. Usually one; a
 	// request that no arena can place (its unmapped tail too short) opens another, as PyTorch's
@@ -83,6 +84,9 @@ type Allocator struct {
 	spare   []*block    // recycled block structs
 	scratch []*block
 	cands   []*chunk
+
+	ts     DeviceStats // PyTorch's statistics (torchstats.go)
+	tsBase torchBase
 
 	nextID  uint64
 	freeSeq uint64 // counts frees; stamps blocks (freeSeq) for the fences
@@ -245,7 +249,7 @@ func (a *Allocator) streamLocked(s vmm.Stream) (*streamState, error) {
 	if _, err := a.d.StreamQuery(s); err != nil {
 		return nil, streamErr(s, err)
 	}
-	ss := &streamState{s: s}
+	ss := a.newStreamState(s)
 	a.streams[s] = ss
 	a.last = ss
 	return ss, nil
@@ -413,6 +417,7 @@ func (a *Allocator) recycle(b *block) {
 	b.uses, b.parts, b.chunks = b.uses[:0], b.parts[:0], b.chunks[:0]
 	b.events, b.freeSeq, b.requested, b.lastUse = 0, 0, 0, 0
 	b.xwait, b.xseq, b.stamped = nil, 0, false
+	b.active, b.splitCounted, b.home = false, false, nil
 	b.resv = vmm.Range{}
 	if b.ev != nil {
 		a.evDrop(b.ev)
@@ -578,6 +583,7 @@ func (a *Allocator) freeLocked(b *block) error {
 	}
 	a.st.RequestedBytes -= b.requested
 	a.st.AllocatedBytes -= a.allocCount(b)
+	a.noteFreed(b)
 	a.st.NumLive--
 	a.st.NumFrees++
 	if b.state == Pending {
@@ -600,6 +606,7 @@ func (a *Allocator) allocCount(b *block) uint64 {
 // freeBlock makes a block whose last use completed reusable: a pBlock merges with free neighbours and
 // joins its pool; an sBlock is cached and gives its parts back.
 func (a *Allocator) freeBlock(b *block) {
+	a.noteReusable(b)
 	if b.kind == Stitched {
 		a.freeSBlock(b)
 		return
@@ -761,6 +768,7 @@ func (a *Allocator) markLive(b *block, size uint64) {
 	st := &a.st
 	st.RequestedBytes += size
 	st.AllocatedBytes += a.allocCount(b)
+	a.noteLive(b, size)
 	st.NumLive++
 	st.NumAllocs++
 	if st.RequestedBytes > st.PeakRequestedBytes {
@@ -771,7 +779,8 @@ func (a *Allocator) markLive(b *block, size uint64) {
 	}
 }
 
-func (a *Allocator) addReserved(n uint64) {
+func (a *Allocator) addReserved(p poolKind, n uint64) {
+	a.noteReserved(p, int64(n))
 	a.st.ReservedBytes += n
 	if a.st.ReservedBytes > a.st.PeakReservedBytes {
 		a.st.PeakReservedBytes = a.st.ReservedBytes

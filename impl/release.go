@@ -61,6 +61,8 @@ func (a *Allocator) releaseSegmentIfFree(seg *segment) error {
 		a.undoRelease(c.h)
 	}
 	a.st.ReservedBytes -= seg.size
+	a.noteReserved(seg.pool, -int64(seg.size))
+	a.noteSegments(seg.pool, -1)
 	a.st.MappedBytes -= seg.size
 	seg.ss.free[h.pool].remove(h)
 	a.undoReserve(seg.base, seg.size)
@@ -130,13 +132,14 @@ func (a *Allocator) unmapFreeChunks(b *block) error {
 		a.undoRelease(c.h)
 		seg.removeChunk(c)
 		a.st.ReservedBytes -= c.size
+		a.noteReserved(seg.pool, -int64(c.size))
 		a.st.MappedBytes -= c.size
+		var left *block
 		if off := cur.segOff(); c.off > off {
 			a.split(cur, c.off-off) // the left part stays free and mapped (split inserted the right part)
-			left := cur
+			left = cur
 			cur = cur.next
 			fs.remove(cur)
-			fs.insert(left)
 		}
 		var rest *block
 		if cur.size > c.size {
@@ -144,8 +147,12 @@ func (a *Allocator) unmapFreeChunks(b *block) error {
 			rest = cur.next
 			fs.remove(rest)
 		}
+		a.noteSegments(seg.pool, -mappedRunDelta(cur))
 		cur.mapped = false
 		cur.freeSeq = 0
+		if left != nil {
+			fs.insert(left) // once cur is unmapped: the free sets count split blocks by their neighbours
+		}
 		a.mergeFree(cur)
 		if rest == nil {
 			return nil
@@ -232,6 +239,11 @@ func (a *Allocator) Close() (CloseReport, error) {
 	a.last = nil
 	a.ptrs = map[vmm.DevicePtr]*block{}
 	a.st.RequestedBytes, a.st.AllocatedBytes, a.st.ReservedBytes, a.st.MappedBytes, a.st.NumLive = 0, 0, 0, 0, 0
+	for _, arr := range a.ts.arrays() {
+		for i := range arr {
+			arr[i].dec(arr[i].Current) // everything went back
+		}
+	}
 	return rep, first
 }
 

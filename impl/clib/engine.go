@@ -274,6 +274,8 @@ type CEngine struct {
 	lastSeen   atomic.Uintptr
 	syncRetry  atomic.Uint64 // allocations that succeeded only after synchronising the streams
 	syncErrors atomic.Uint64 // synchronisations that failed
+
+	torch torchCounters // PyTorch's statistics kept here rather than in the engine (torch.go)
 }
 
 // syncStreams waits for the work of every stream allocated on. PyTorch's allocator does the same (a device
@@ -282,6 +284,7 @@ type CEngine struct {
 // waiting, memory still in use by queued kernels could not be released and a request would fail that PyTorch
 // would serve.
 func (e *CEngine) syncStreams() {
+	e.torch.syncs.Add(1)
 	if e.syncer == nil {
 		return
 	}
@@ -361,13 +364,20 @@ func (e *CEngine) Alloc(size uint64, stream uintptr) (uintptr, error) {
 		}
 		e.lastSeen.Store(stream)
 	}
+	if size > e.total && e.total != 0 {
+		return 0, e.oversize(size, s) // an out of memory, as in PyTorch (not an invalid size)
+	}
 	p, err := e.a.Alloc(size, s)
 	if err != nil && e.syncer != nil && IsOutOfMemory(err) {
 		e.syncStreams()
-		if q, err2 := e.a.Alloc(size, s); err2 == nil {
+		var q vmm.DevicePtr
+		if q, err = e.a.Alloc(size, s); err == nil {
 			e.syncRetry.Add(1)
 			return uintptr(q), nil
 		}
+	}
+	if err != nil && IsOutOfMemory(err) {
+		e.torch.ooms.Add(1)
 	}
 	return uintptr(p), err
 }

@@ -1,0 +1,160 @@
+// torch_abi_test: drives the torch engine ABI of libgmlake.so (gmlake.h, issue 15) as the C++ CUDAAllocator
+// of python/gmlake_torch does, on the simulated device. Built and run by torch_test.go (TestTorchABI) with
+// GMLAKE_DEVICE=sim and GMLAKE_SIM_CAPACITY=256MiB:
+//   g++ -O1 -o torch_abi_test torch_abi_test.cc -I.. -L DIR -lgmlake -Wl,-rpath,DIR -lpthread && ./torch_abi_test
+// Prints a line per failed check and closes with "N passed, M failed"; exits 1 if any failed.
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gmlake.h"
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                                                                      \
+	do {                                                                                                      \
+		if (cond) {                                                                                           \
+			passed++;                                                                                         \
+		} else {                                                                                              \
+			failed++;                                                                                         \
+			std::printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                       \
+			std::printf(__VA_ARGS__);                                                                         \
+			std::printf("\n");                                                                                \
+		}                                                                                                     \
+	} while (0)
+
+static const uint64_t MiB = 1 << 20;
+
+static std::string last_error() {
+	char buf[4096];
+	gmlake_last_error(buf, sizeof buf);
+	return buf;
+}
+
+static gmlake_device_stats stats(int device) {
+	gmlake_device_stats s;
+	std::memset(&s, 0xff, sizeof s);
+	int rc = gmlake_get_device_stats(device, &s);
+	CHECK(rc == 0, "gmlake_get_device_stats: %d %s", rc, last_error().c_str());
+	return s;
+}
+
+// consistent checks what holds for every statistic: peak >= current, all = small + large.
+static void consistent(const gmlake_device_stats &s, const char *when) {
+	const gmlake_stat *arrays[] = {s.allocation, s.segment, s.active, s.inactive_split, s.allocated_bytes,
+	                               s.reserved_bytes, s.active_bytes, s.inactive_split_bytes, s.requested_bytes};
+	for (const gmlake_stat *a : arrays) {
+		for (int i = 0; i < 3; i++) {
+			CHECK(a[i].peak >= a[i].current, "%s: stat %d: peak %lld < current %lld", when, i,
+			      (long long)a[i].peak, (long long)a[i].current);
+		}
+		CHECK(a[0].current == a[1].current + a[2].current, "%s: all %lld != small %lld + large %lld", when,
+		      (long long)a[0].current, (long long)a[1].current, (long long)a[2].current);
+	}
+}
+
+int main() {
+	const int dev = 0;
+	// Before the engine starts: zeros, no error.
+	gmlake_device_stats s0 = stats(dev);
+	CHECK(s0.allocation[0].current == 0 && s0.reserved_bytes[0].peak == 0 && s0.max_split_size == -1,
+	      "stats before start: allocation %lld reserved peak %lld max_split %lld", (long long)s0.allocation[0].current,
+	      (long long)s0.reserved_bytes[0].peak, (long long)s0.max_split_size);
+	CHECK(gmlake_get_device_stats(-1, &s0) < 0, "a bad device is an error");
+	CHECK(gmlake_get_memory_fraction(dev) == 1.0, "fraction before start %g", gmlake_get_memory_fraction(dev));
+
+	// One small, one large allocation.
+	void *small = gmlake_alloc(1000, dev, nullptr);
+	void *large = gmlake_alloc(8 * MiB, dev, nullptr);
+	CHECK(small && large, "allocations: %s", last_error().c_str());
+	gmlake_device_stats s = stats(dev);
+	consistent(s, "after two allocations");
+	CHECK(s.allocation[0].current == 2 && s.allocation[1].current == 1 && s.allocation[2].current == 1,
+	      "allocation counts %lld %lld %lld", (long long)s.allocation[0].current, (long long)s.allocation[1].current,
+	      (long long)s.allocation[2].current);
+	CHECK(s.allocated_bytes[1].current == 1024 && s.requested_bytes[1].current == 1000,
+	      "small pool: allocated %lld requested %lld", (long long)s.allocated_bytes[1].current,
+	      (long long)s.requested_bytes[1].current);
+	CHECK(s.allocated_bytes[2].current == (int64_t)(8 * MiB), "large allocated %lld", (long long)s.allocated_bytes[2].current);
+	CHECK(s.reserved_bytes[0].current >= s.allocated_bytes[0].current && s.segment[0].current >= 2,
+	      "reserved %lld segments %lld", (long long)s.reserved_bytes[0].current, (long long)s.segment[0].current);
+	CHECK(s.num_device_alloc >= 2 && s.num_device_free == 0, "device alloc %lld free %lld",
+	      (long long)s.num_device_alloc, (long long)s.num_device_free);
+	CHECK(s.active[0].current == 2 && s.active_bytes[0].current == s.allocated_bytes[0].current, "active %lld",
+	      (long long)s.active[0].current);
+
+	// getBaseAllocation of an interior pointer; of a pointer nobody allocated.
+	void *base = nullptr;
+	size_t bsize = 0;
+	CHECK(gmlake_base_allocation((char *)large + 4096, &base, &bsize) == 0 && base == large && bsize == 8 * MiB,
+	      "base of large+4096: %p %zu (%s)", base, bsize, last_error().c_str());
+	CHECK(gmlake_base_allocation((void *)16, &base, &bsize) < 0, "base of a stray pointer is an error");
+
+	// Frees, peaks and resets.
+	gmlake_free(small, 0, dev, nullptr);
+	s = stats(dev);
+	consistent(s, "after a free");
+	CHECK(s.allocation[1].current == 0 && s.allocation[1].peak == 1 && s.allocation[1].allocated == 1 &&
+	          s.allocation[1].freed == 1,
+	      "small allocation after free: %lld/%lld/%lld/%lld", (long long)s.allocation[1].current,
+	      (long long)s.allocation[1].peak, (long long)s.allocation[1].allocated, (long long)s.allocation[1].freed);
+	CHECK(gmlake_reset_peak_stats(dev) == 0, "reset peak");
+	s = stats(dev);
+	CHECK(s.allocation[0].peak == 1 && s.allocated_bytes[0].peak == s.allocated_bytes[0].current,
+	      "peaks after reset: %lld", (long long)s.allocation[0].peak);
+	CHECK(gmlake_reset_accumulated_stats(dev) == 0, "reset accumulated");
+	s = stats(dev);
+	CHECK(s.allocation[0].allocated == 0 && s.allocation[0].freed == 0 && s.num_device_alloc == 0 &&
+	          s.allocation[0].current == 1,
+	      "accumulated after reset: %lld %lld %lld", (long long)s.allocation[0].allocated,
+	      (long long)s.allocation[0].freed, (long long)s.num_device_alloc);
+
+	// cacheInfo sees the free small block's memory; after freeing the large one, at least 8 MiB.
+	size_t largest = 0;
+	gmlake_free(large, 0, dev, nullptr);
+	CHECK(gmlake_cache_info(dev, &largest) == 0 && largest >= 8 * MiB, "cache info %zu", largest);
+
+	// A request larger than the device is an out of memory, with the figures.
+	gmlake_alloc_failure f;
+	std::memset(&f, 0, sizeof f);
+	CHECK(gmlake_alloc(1024 * MiB, dev, nullptr) == nullptr, "1 GiB on a 256 MiB device");
+	CHECK(gmlake_last_failure(&f) == 0 && f.kind == GMLAKE_FAIL_OOM && f.requested == 1024 * MiB &&
+	          f.device_total == 256 * MiB,
+	      "failure of 1 GiB: kind %d requested %llu total %llu", f.kind, (unsigned long long)f.requested,
+	      (unsigned long long)f.device_total);
+	CHECK(last_error().find("out of memory") != std::string::npos, "error text: %s", last_error().c_str());
+	// A real out of memory: the device fills up.
+	void *a = gmlake_alloc(150 * MiB, dev, nullptr);
+	void *b = gmlake_alloc(150 * MiB, dev, nullptr);
+	CHECK(a != nullptr && b == nullptr, "150 MiB twice: %p %p", a, b);
+	CHECK(gmlake_last_failure(&f) == 0 && f.kind == GMLAKE_FAIL_OOM && f.requested == 150 * MiB &&
+	          f.allocated >= 150 * MiB && f.reserved >= f.allocated && f.cached == f.reserved - f.allocated,
+	      "failure of 150 MiB: kind %d allocated %llu reserved %llu cached %llu", f.kind,
+	      (unsigned long long)f.allocated, (unsigned long long)f.reserved, (unsigned long long)f.cached);
+	s = stats(dev);
+	consistent(s, "after out of memory");
+	CHECK(s.num_ooms == 2 && s.num_alloc_retries >= 1, "num_ooms %lld retries %lld", (long long)s.num_ooms,
+	      (long long)s.num_alloc_retries);
+	gmlake_free(a, 0, dev, nullptr);
+
+	// Memory fraction getter follows the setter.
+	gmlake_set_memory_fraction(0.5, dev);
+	CHECK(gmlake_get_memory_fraction(dev) == 0.5, "fraction %g", gmlake_get_memory_fraction(dev));
+	gmlake_set_memory_fraction(1.0, dev);
+	CHECK(gmlake_get_memory_fraction(dev) == 1.0, "fraction %g", gmlake_get_memory_fraction(dev));
+
+	gmlake_empty_cache();
+	s = stats(dev);
+	consistent(s, "after empty_cache");
+	CHECK(s.reserved_bytes[0].current == 0 && s.segment[0].current == 0 && s.num_sync_all_streams >= 1 &&
+	          s.num_device_free > 0,
+	      "after empty_cache: reserved %lld segments %lld syncs %lld", (long long)s.reserved_bytes[0].current,
+	      (long long)s.segment[0].current, (long long)s.num_sync_all_streams);
+
+	CHECK(gmlake_close(dev) == 0, "close: %s", last_error().c_str());
+	std::printf("torch abi: %d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
