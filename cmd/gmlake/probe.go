@@ -33,8 +33,13 @@ marking each cell that differs by more than the tolerance. Needs a GPU with abou
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "device %d: granularity %s, %s free of %s\n\n", device, vmm.FormatBytes(d.Granularity()),
-				vmm.FormatBytes(free), vmm.FormatBytes(total))
+			fmt.Fprintf(out, "device %d: granularity %s, %s free of %s\nshareable handles: %s\n", device,
+				vmm.FormatBytes(d.Granularity()), vmm.FormatBytes(free), vmm.FormatBytes(total), d.HandleTypes())
+			// One Create settles what the driver accepts (fabric needs an IMEX channel).
+			if h, err := d.Create(d.Granularity()); err == nil {
+				_ = d.Release(h)
+			}
+			fmt.Fprintf(out, "after one cuMemCreate: %s\n\n", d.HandleTypes())
 			r, err := cudavmm.Probe(d, cudavmm.ProbeConfig{Reps: reps, StitchReps: stitchReps, EventReps: eventReps})
 			if err != nil {
 				return err

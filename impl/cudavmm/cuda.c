@@ -14,6 +14,9 @@ enum {
 	CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3,
 	CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 1,
 	CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102,
+	CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED = 103,
+	CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED = 110,
+	CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED = 128,
 	CU_EVENT_DISABLE_TIMING = 2,
 	CU_STREAM_DEFAULT = 0,
 };
@@ -154,10 +157,20 @@ CUresult gm_close(CUdevice dev) { return p_cuDevicePrimaryCtxRelease(dev); }
 		if (rc_ != 0) return rc_;             \
 	} while (0)
 
-CUresult gm_create(CUcontext ctx, CUdevice dev, uint64_t size, uint64_t *handle) {
+void gm_handle_caps(CUdevice dev, int *posix_fd, int *fabric, int *rdma) {
+	*posix_fd = *fabric = *rdma = 0;
+	if (p_cuDeviceGetAttribute(posix_fd, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev) != 0)
+		*posix_fd = 0;
+	if (p_cuDeviceGetAttribute(fabric, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, dev) != 0) *fabric = 0;
+	if (p_cuDeviceGetAttribute(rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, dev) != 0) *rdma = 0;
+}
+
+CUresult gm_create(CUcontext ctx, CUdevice dev, uint64_t size, int handle_types, int rdma, uint64_t *handle) {
 	CTX(ctx);
 	CUmemAllocationProp prop;
 	prop_init(&prop, dev);
+	prop.requestedHandleTypes = handle_types;
+	prop.allocFlags.gpuDirectRDMACapable = (unsigned char)(rdma != 0);
 	CUmemGenericAllocationHandle h = 0;
 	CUresult r = p_cuMemCreate(&h, size, &prop, 0);
 	*handle = h;

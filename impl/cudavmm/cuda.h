@@ -51,7 +51,12 @@ int gm_load(char *err, int errlen);
 CUresult gm_open(int ordinal, CUdevice *dev, CUcontext *ctx, uint64_t *gran, int *step);
 CUresult gm_close(CUdevice dev);
 
-CUresult gm_create(CUcontext ctx, CUdevice dev, uint64_t size, uint64_t *handle);
+// gm_create is cuMemCreate of pinned device memory, exportable as handle_types (CU_MEM_HANDLE_TYPE_*: POSIX
+// file descriptor 0x1, fabric 0x8; 0: none) and GPUDirect RDMA capable when rdma is set.
+CUresult gm_create(CUcontext ctx, CUdevice dev, uint64_t size, int handle_types, int rdma, uint64_t *handle);
+// gm_handle_caps reports the device's support for POSIX fd and fabric handles and GPUDirect RDMA with VMM
+// (cuDeviceGetAttribute; 0 where the driver does not know the attribute).
+void gm_handle_caps(CUdevice dev, int *posix_fd, int *fabric, int *rdma);
 CUresult gm_release(CUcontext ctx, uint64_t handle);
 CUresult gm_reserve(CUcontext ctx, uint64_t size, uint64_t align, uint64_t *ptr);
 CUresult gm_free_address(CUcontext ctx, uint64_t ptr, uint64_t size);

@@ -29,6 +29,16 @@
 // context for the rest of the process. The simulated device (model) reports all of these as errors; callers
 // of this package must not make them. DestroyStream(DefaultStream) is refused here, before the driver.
 //
+// # Shareable handles
+//
+// Physical memory is created as PyTorch's expandable segments create it: exportable as a POSIX file
+// descriptor and, where the device reports fabric handles (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED),
+// as a fabric handle, and GPUDirect RDMA capable where the device supports RDMA with VMM. A cuMemCreate the
+// driver refuses for its handle request (NOT_PERMITTED, NOT_SUPPORTED, or INVALID_VALUE for a valid size)
+// is retried narrower (without fabric, then without the RDMA flag, then without POSIX fds) and the narrower
+// request kept. On the H200 (driver 580.159, no IMEX channel) the device reports all three and the first
+// cuMemCreate falls back to POSIX fd + RDMA (docs/results/probe-h200-events.txt); HandleTypes says which.
+//
 // Streams created here are blocking (they synchronise with the legacy default stream, vmm.DefaultStream);
 // events have timing disabled. StreamFromHandle wraps a cudaStream_t from elsewhere (PyTorch's) as a
 // vmm.Stream. Memset is cuMemsetD8Async on the stream; Read synchronises the stream, then copies.

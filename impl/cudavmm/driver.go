@@ -11,6 +11,7 @@ import "C"
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -27,6 +28,11 @@ type Driver struct {
 	ctx     C.CUcontext
 	gran    uint64
 	closed  atomic.Bool // set once by Close; calls after it fail with InvalidContext
+	// handles: what cuMemCreate asks for, as PyTorch's expandable segments do: shareable handle types
+	// (handleFabric|handlePosixFD where supported) and the GPUDirect RDMA flag (handleRDMA). Only ever
+	// narrowed, when the driver refuses a combination (Create), never widened. caps: what the device reported.
+	handles atomic.Int32
+	caps    int32
 	close   sync.Once
 }
 
@@ -74,7 +80,53 @@ func New(device int) (*Driver, error) {
 		return nil, fmt.Errorf("cudavmm: opening CUDA device %d failed at %s: %w", device, what, result(r))
 	}
 	d.gran = uint64(gran)
+	var posix, fabric, rdma C.int
+	C.gm_handle_caps(d.dev, &posix, &fabric, &rdma)
+	if posix != 0 {
+		d.caps |= handlePosixFD
+	}
+	if fabric != 0 {
+		d.caps |= handleFabric
+	}
+	if rdma != 0 {
+		d.caps |= handleRDMA
+	}
+	d.handles.Store(d.caps)
 	return d, nil
+}
+
+// Handle request bits: CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR and CU_MEM_HANDLE_TYPE_FABRIC as the driver
+// numbers them, and the allocFlags.gpuDirectRDMACapable flag.
+const (
+	handlePosixFD = 0x1
+	handleFabric  = 0x8
+	handleRDMA    = 0x100
+)
+
+// handleFallbacks is the order Create narrows its request in when the driver refuses one: drop fabric
+// (needs an IMEX channel even where the device supports it), then the RDMA flag, then POSIX fds.
+var handleFallbacks = []int32{handleFabric, handleRDMA, handlePosixFD}
+
+// HandleTypes describes what the device supports and what Create asks for now, e.g.
+// "device: posix_fd fabric rdma; cuMemCreate asks: posix_fd rdma".
+func (d *Driver) HandleTypes() string {
+	return "device: " + handleNames(d.caps) + "; cuMemCreate asks: " + handleNames(d.handles.Load())
+}
+
+func handleNames(h int32) string {
+	var out []string
+	for _, n := range []struct {
+		bit  int32
+		name string
+	}{{handlePosixFD, "posix_fd"}, {handleFabric, "fabric"}, {handleRDMA, "rdma"}} {
+		if h&n.bit != 0 {
+			out = append(out, n.name)
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, " ")
 }
 
 // Close releases the primary context (cuDevicePrimaryCtxRelease). The caller must have released everything it
@@ -137,7 +189,24 @@ func (d *Driver) Create(size uint64) (vmm.Handle, error) {
 		return 0, err
 	}
 	var h C.uint64_t
-	r := C.gm_create(d.ctx, d.dev, C.uint64_t(size), &h)
+	hs := d.handles.Load()
+	r := C.gm_create(d.ctx, d.dev, C.uint64_t(size), C.int(hs&^handleRDMA), C.int(hs&handleRDMA), &h)
+	// A refused handle request (NOT_PERMITTED, NOT_SUPPORTED, or INVALID_VALUE for a valid size) is narrowed
+	// and retried, as PyTorch falls back from fabric handles; the narrowing is kept for later calls.
+	for _, drop := range handleFallbacks {
+		refused := r == 800 || r == 801 || r == 1 && size > 0 && size%d.gran == 0
+		if !refused || hs == 0 {
+			break
+		}
+		if hs&drop == 0 {
+			continue
+		}
+		hs &^= drop
+		r = C.gm_create(d.ctx, d.dev, C.uint64_t(size), C.int(hs&^handleRDMA), C.int(hs&handleRDMA), &h)
+		if r == 0 {
+			d.handles.Store(hs)
+		}
+	}
 	if err := d.fail(vmm.CallCreate, r, "size %d (%s)", size, vmm.FormatBytes(size)); err != nil {
 		return 0, err
 	}

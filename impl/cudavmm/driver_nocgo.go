@@ -31,6 +31,9 @@ func Load() error { return errNoCgo }
 // New fails without cgo, with an error matching vmm.ErrDriverNotLoaded.
 func New(device int) (*Driver, error) { return nil, errNoCgo }
 
+// HandleTypes says there is no driver to ask.
+func (d *Driver) HandleTypes() string { return "no driver" }
+
 // StreamFromHandle wraps an existing CUstream / cudaStream_t value as a vmm.Stream.
 func StreamFromHandle(s uintptr) vmm.Stream { return vmm.Stream(s) }
 

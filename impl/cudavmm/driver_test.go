@@ -243,4 +243,5 @@ func TestProbeRunsAndPrintsTheTable(t *testing.T) {
 	}
 	cmp, _ := r.Compare(vmm.H200Costs(), 0.25)
 	t.Log("\n" + tab + "\n" + cmp)
+	t.Log("shareable handles: " + d.HandleTypes())
 }
