@@ -34,8 +34,12 @@ func row(v2, v20, v256, v1g float64) []CostPoint {
 // unmap, release, free address, 50 repetitions each, through impl/cudavmm, context set per call) on four
 // H200 machines on 2026-11-29; each cell is the median over the machines, which differed by up to 2x
 // (docs/gpu.md). They replace the single-machine table of notes/cuda-vmm.md, which was more than 25% off in
-// 16 of 28 cells (create and map at large sizes most: 1 GiB create 88.7 us, not 24.4). Event and stream
-// calls cost a few hundred nanoseconds there (not re-measured).
+// 16 of 28 cells (create and map at large sizes most: 1 GiB create 88.7 us, not 24.4). The event calls
+// (what gmlake-paper makes per block operation, as GMLake does) are `gmlake probe`'s event rows, medians of
+// 1000 create/record/query/destroy rounds on an idle stream, on one H200 on 2026-12-01
+// (docs/results/probe-h200-events.txt; that machine ran the VMM calls at 0.3-0.7x of the rows below, map
+// at 1.5-3.5x, so the event cells may be on the fast side). Stream calls: a few hundred nanoseconds to a few
+// microseconds (not re-measured).
 func H200Costs() *CostModel {
 	m := &CostModel{}
 	m.Points[CallCreate] = row(15.1, 14.4, 24.2, 88.7)
@@ -50,11 +54,11 @@ func H200Costs() *CostModel {
 	m.Flat[CallCreateStream] = us(5)
 	m.Flat[CallDestroyStream] = us(5)
 	m.Flat[CallStreamQuery] = us(0.3)
-	m.Flat[CallCreateEvent] = us(0.5)
-	m.Flat[CallRecordEvent] = us(0.5)
-	m.Flat[CallQueryEvent] = us(0.3)
+	m.Flat[CallCreateEvent] = us(0.38)
+	m.Flat[CallRecordEvent] = us(0.39)
+	m.Flat[CallQueryEvent] = us(0.29)
 	m.Flat[CallStreamWaitEvent] = us(0.5)
-	m.Flat[CallDestroyEvent] = us(0.5)
+	m.Flat[CallDestroyEvent] = us(0.19)
 	m.Flat[CallMemset] = us(3)
 	m.Flat[CallRead] = us(10)
 	return m
