@@ -64,7 +64,8 @@ type slot struct {
 }
 
 var (
-	// slots[d] is device d's slot once its engine started; read lock-free on the hot path.
+	// slots[d] is device d's slot once its engine started; read lock-free on the hot path. gmlake_close
+	// empties it at any time (under createMu): a call loads it once and uses only that copy.
 	slots [maxDevices]atomic.Pointer[slot]
 
 	createMu sync.Mutex // serialises engine creation and gmlake_close
@@ -285,10 +286,12 @@ func gmlakeGoFree(ptr C.uintptr_t, device C.int) {
 		return
 	}
 	var err error
-	if device < 0 || device >= maxDevices || slots[device].Load() == nil {
+	if device >= 0 && device < maxDevices {
+		s = slots[device].Load() // once: gmlake_close may empty the slot at any time
+	}
+	if s == nil {
 		err = fmt.Errorf("gmlake: no engine runs on device %d", int(device))
 	} else {
-		s = slots[device].Load()
 		if s.usable() != nil {
 			return // leak rather than touch a broken engine
 		}
