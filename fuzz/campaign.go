@@ -149,9 +149,23 @@ type worker struct {
 	allocs, frees, records, empties, ooms, bytes, verified atomic.Uint64
 }
 
+// MinCapacity is the smallest CampaignConfig.Capacity: one 2 MiB chunk (below it no request fits).
+const MinCapacity = 2 * vmm.MiB
+
+// ErrBadConfig is the kind (errors.Is) of RunCampaign's configuration errors: nothing ran.
+var ErrBadConfig = errors.New("fuzz: invalid campaign configuration")
+
 // RunCampaign runs a campaign until its duration passes or ctx is done, and returns its summary. The
-// error is for setup problems (no GPU, bad policy); violations are in the summary.
+// error is for setup problems (no GPU, bad policy, ErrBadConfig); violations are in the summary.
 func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
+	switch {
+	case cfg.Streams < 0:
+		return nil, fmt.Errorf("%w: %d streams", ErrBadConfig, cfg.Streams)
+	case cfg.Duration < 0:
+		return nil, fmt.Errorf("%w: duration %v", ErrBadConfig, cfg.Duration)
+	case cfg.Capacity != 0 && cfg.Capacity < MinCapacity:
+		return nil, fmt.Errorf("%w: capacity %d bytes is less than %s", ErrBadConfig, cfg.Capacity, vmm.FormatBytes(MinCapacity))
+	}
 	if cfg.Device == "" {
 		cfg.Device = "sim"
 	}
@@ -414,14 +428,14 @@ func (w *worker) step() {
 	case r < 860:
 		w.record()
 	case r < 930:
-		w.launch(w.s)
+		w.launch()
 	case r < 995:
 		if c.sim != nil {
-			s := c.streams[w.rng.Intn(len(c.streams))]
-			c.log.add(Op{Kind: OpComplete, Stream: c.streamIndex(s)}, nil)
-			c.sim.Complete(s)
+			j := w.rng.Intn(len(c.streams))
+			c.log.add(Op{Kind: OpComplete, Stream: j}, nil)
+			c.sim.Complete(c.streams[j])
 		} else {
-			w.launch(w.s)
+			w.launch()
 		}
 	default:
 		c.log.add(Op{Kind: OpEmptyCache}, nil)
@@ -431,15 +445,6 @@ func (w *worker) step() {
 		}
 	}
 	w.ops.Add(1)
-}
-
-func (c *campaign) streamIndex(s vmm.Stream) int {
-	for i, x := range c.streams {
-		if x == s {
-			return i
-		}
-	}
-	return 0
 }
 
 // campaignSize draws a request size: mostly small and medium, with a tail up to max.
@@ -529,7 +534,7 @@ func (w *worker) free(i int) {
 func (w *worker) record() {
 	c := w.c
 	if len(c.streams) < 2 {
-		w.launch(w.s)
+		w.launch()
 		return
 	}
 	l := w.live[w.rng.Intn(len(w.live))]
@@ -555,12 +560,13 @@ func (w *worker) record() {
 	}
 }
 
-// launch submits work on s: a unit of pending work on the simulated device; on the GPU a rewrite of one of
-// the worker's blocks with its own pattern.
-func (w *worker) launch(s vmm.Stream) {
+// launch submits work on the worker's stream: a unit of pending work on the simulated device; on the GPU
+// a rewrite of one of the worker's blocks with its own pattern.
+func (w *worker) launch() {
+	s := w.s
 	c := w.c
 	if c.sim != nil {
-		c.log.add(Op{Kind: OpLaunch, Stream: c.streamIndex(s)}, nil)
+		c.log.add(Op{Kind: OpLaunch, Stream: w.i}, nil)
 		c.sim.Launch(s)
 		return
 	}

@@ -488,7 +488,7 @@ func (a *Allocator) stitchable(ss *streamState) []*chunk {
 	}
 	if a.p.crossStream {
 		for _, st := range a.sortedStreams() {
-			if st != ss {
+			if st != ss && st.free[largePool].n > 0 {
 				add(st)
 			}
 		}

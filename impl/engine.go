@@ -69,7 +69,10 @@ type Allocator struct {
 	lastResort bool // the retry after releasing the cache: map only what the granularity requires
 
 	streams map[vmm.Stream]*streamState
-	last    *streamState // the last stream used (hot path cache)
+	// order lists the values of streams sorted by stream id (deterministic iteration without sorting on
+	// the allocation path: a stitch looks at every stream). Invariant: the same set as streams.
+	order []*streamState
+	last  *streamState // the last stream used (hot path cache)
 	// ptrs maps the start of every block that was handed out and still exists (live, pending or cached) to
 	// that block. The allocation at p is live iff b := ptrs[p] has b.state == Live and b.heldBy == nil; any
 	// other entry means p was freed (a second Free is a double free). A pointer whose block merged into a
@@ -250,7 +253,7 @@ func (a *Allocator) streamLocked(s vmm.Stream) (*streamState, error) {
 		return nil, streamErr(s, err)
 	}
 	ss := a.newStreamState(s)
-	a.streams[s] = ss
+	a.addStream(ss)
 	a.last = ss
 	return ss, nil
 }
@@ -284,7 +287,9 @@ func (a *Allocator) ForgetStream(s vmm.Stream) error {
 		return fmt.Errorf("%w %d: already forgotten", ErrUnknownStream, s)
 	}
 	if ss == nil { // never used here: nothing to fence
-		a.streams[s] = &streamState{s: s, gone: true}
+		ss = a.newStreamState(s)
+		ss.gone = true
+		a.addStream(ss)
 		return nil
 	}
 	e, err := a.getEvent()
@@ -332,23 +337,27 @@ func (a *Allocator) lastDone(st *streamState) bool {
 	return true
 }
 
-// sortedStreams lists the known streams in id order (deterministic iteration).
-func (a *Allocator) sortedStreams() []*streamState {
-	out := make([]*streamState, 0, len(a.streams))
-	for _, ss := range a.streams {
-		out = append(out, ss)
+// addStream registers a new stream state in streams and order.
+func (a *Allocator) addStream(ss *streamState) {
+	a.streams[ss.s] = ss
+	i := len(a.order) // streams usually come in increasing id order: append
+	if i > 0 && a.order[i-1].s > ss.s {
+		i, _ = slices.BinarySearchFunc(a.order, ss.s, func(x *streamState, s vmm.Stream) int {
+			switch {
+			case x.s < s:
+				return -1
+			case x.s > s:
+				return 1
+			}
+			return 0
+		})
 	}
-	slices.SortFunc(out, func(x, y *streamState) int {
-		switch {
-		case x.s < y.s:
-			return -1
-		case x.s > y.s:
-			return 1
-		}
-		return 0
-	})
-	return out
+	a.order = slices.Insert(a.order, i, ss)
 }
+
+// sortedStreams lists the known streams in id order (deterministic iteration). The caller must not
+// change the slice.
+func (a *Allocator) sortedStreams() []*streamState { return a.order }
 
 // badPtr explains why p cannot be freed: b is ptrs[p] (nil: never handed out; else freed since).
 func (a *Allocator) badPtr(p vmm.DevicePtr, b *block) error {

@@ -236,6 +236,7 @@ func (a *Allocator) Close() (CloseReport, error) {
 	a.segs, a.sblocks, a.pend, a.evFree = nil, nil, nil, nil
 	a.orphanMaps, a.orphanHandles, a.orphanResv = nil, nil, nil
 	a.streams = map[vmm.Stream]*streamState{}
+	a.order = nil
 	a.last = nil
 	a.ptrs = map[vmm.DevicePtr]*block{}
 	a.st.RequestedBytes, a.st.AllocatedBytes, a.st.ReservedBytes, a.st.MappedBytes, a.st.NumLive = 0, 0, 0, 0, 0

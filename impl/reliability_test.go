@@ -1,7 +1,11 @@
 package impl
 
 import (
+	"cmp"
 	"errors"
+	"fmt"
+	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/gmlake/gmlake/vmm"
@@ -165,4 +169,64 @@ func TestForgetStreamFencesItsWork(t *testing.T) {
 	}
 	checkState(t, a, dev)
 	closeClean(t, a, dev)
+}
+
+// A stitch looks at every known stream; it must not sort them each time (issue 14 item 9: a fuzz campaign
+// with 100k streams, one worker each, was quadratic: 10k streams took 15 s for a 1 s campaign). The engine
+// keeps its streams in id order as they arrive, in any order, and listing them costs nothing.
+func TestStreamsKeptInOrderWithoutSorting(t *testing.T) {
+	a, dev := newTest(t, PolicyGMLake, 4<<30, true /* sync */)
+	var made []vmm.Stream
+	for i := 0; i < 200; i++ {
+		s, err := dev.CreateStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		made = append(made, s)
+	}
+	rng := rand.New(rand.NewSource(1))
+	rng.Shuffle(len(made), func(i, j int) { made[i], made[j] = made[j], made[i] })
+	for _, s := range made {
+		mustFree(t, a, mustAlloc(t, a, 3*MiB, s))
+	}
+	got := a.sortedStreams()
+	if len(got) != len(made) || !slices.IsSortedFunc(got, func(x, y *streamState) int { return cmp.Compare(x.s, y.s) }) {
+		t.Fatalf("streams not kept in id order: %d listed for %d used", len(got), len(made))
+	}
+	for _, ss := range got {
+		if a.streams[ss.s] != ss {
+			t.Fatalf("stream %d listed but not in the map", ss.s)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = a.sortedStreams() }); n != 0 {
+		t.Fatalf("listing the streams allocates %.0f times", n)
+	}
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+}
+
+// BenchmarkStitchAttemptManyStreams times an allocation that tries to stitch while many streams are known:
+// the cross-stream candidate scan must stay cheap (no sort per attempt).
+func BenchmarkStitchAttemptManyStreams(b *testing.B) {
+	for _, n := range []int{1, 10_000} {
+		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) {
+			a, dev := newTest(b, PolicyGMLake, 64<<30, true /* sync */)
+			for i := 0; i < n; i++ {
+				s, err := dev.CreateStream()
+				if err != nil {
+					b.Fatal(err)
+				}
+				mustFree(b, a, mustAlloc(b, a, 512, s))
+			}
+			small := mustAlloc(b, a, 8*MiB, vmm.DefaultStream)
+			hold := mustAlloc(b, a, 8*MiB, vmm.DefaultStream)
+			mustFree(b, a, small) // a free chunk that does not fit: every large request tries to stitch
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				mustFree(b, a, mustAlloc(b, a, 64*MiB, vmm.DefaultStream))
+			}
+			b.StopTimer()
+			mustFree(b, a, hold)
+		})
+	}
 }

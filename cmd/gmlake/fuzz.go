@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,11 +56,25 @@ Examples:
 			}
 			capBytes, err := parseBytes(capacity)
 			if err != nil {
-				return fmt.Errorf("--capacity: %w", err)
+				return badFlag("--capacity: %v", err)
 			}
 			maxBytes, err := parseBytes(maxSize)
 			if err != nil {
-				return fmt.Errorf("--max-size: %w", err)
+				return badFlag("--max-size: %v", err)
+			}
+			switch {
+			case streams < 1:
+				return badFlag("--streams %d: want at least 1 (one worker per stream)", streams)
+			case duration <= 0:
+				return badFlag("--duration %v: want a positive duration, e.g. 30s", duration)
+			case capBytes != 0 && capBytes < fuzz.MinCapacity:
+				return badFlag("--capacity %s: want at least %s (one chunk of the device's granularity)",
+					capacity, vmm.FormatBytes(fuzz.MinCapacity))
+			case policy != "all" && !slices.Contains(impl.Policies, policy):
+				return badFlag("--policy %q: want one of %s, or all", policy, strings.Join(impl.Policies, ", "))
+			}
+			if err := checkDir("--out", out); err != nil {
+				return err
 			}
 			policies := []string{policy}
 			if policy == "all" {

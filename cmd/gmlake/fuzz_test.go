@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 
 	"github.com/gmlake/gmlake/vmm"
 )
@@ -64,5 +67,63 @@ func TestFuzzCommand(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "gmlake: ok") {
 		t.Errorf("--replay printed %q", out.String())
+	}
+}
+
+// execute runs the command line args with every flag of every subcommand back at its default (cobra keeps
+// flag values between Execute calls), and returns stdout, stderr and the error.
+func execute(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	for _, c := range rootCmd.Commands() {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if sv, ok := f.Value.(pflag.SliceValue); ok {
+				sv.Replace(nil)
+				if f.DefValue != "[]" {
+					sv.Replace(strings.Split(strings.Trim(f.DefValue, "[]"), ","))
+				}
+			} else {
+				f.Value.Set(f.DefValue)
+			}
+			f.Changed = false
+		})
+	}
+	var out, errb bytes.Buffer
+	rootCmd.SetOut(&out)
+	rootCmd.SetErr(&errb)
+	defer rootCmd.SetOut(nil)
+	defer rootCmd.SetErr(nil)
+	rootCmd.SetArgs(args)
+	err := rootCmd.Execute()
+	return out.String(), errb.String(), err
+}
+
+// Property: bad campaign flags are configuration errors said up front, before any campaign runs, naming the
+// flag (issue 14 item 9): no summary line, no saved reproducer.
+func TestFuzzCommandRejectsBadFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--streams", "0"}, "--streams"},
+		{[]string{"--streams", "-3"}, "--streams"},
+		{[]string{"--duration", "0s"}, "--duration"},
+		{[]string{"--duration", "-5s"}, "--duration"},
+		{[]string{"--capacity", "1"}, "--capacity"},
+		{[]string{"--out", "/nonexistent/gmlake"}, "--out"},
+		{[]string{"--out", filepath.Join(dir, "f")}, "--out"}, // a file, not a folder
+	} {
+		os.WriteFile(filepath.Join(dir, "f"), nil, 0o644)
+		args := append([]string{"fuzz", "--duration", "1s", "--policy", "caching", "--out", dir}, c.args...)
+		out, errOut, err := execute(t, args...)
+		if err == nil || !strings.Contains(err.Error(), c.flag) || !errors.Is(err, errBadFlag) {
+			t.Errorf("%v: err = %v, want an error naming %s (errBadFlag)", c.args, err, c.flag)
+		}
+		if out != "" || strings.Contains(errOut, "fuzz: policy") {
+			t.Errorf("%v: a campaign ran:\n%s%s", c.args, out, errOut)
+		}
+		if m, _ := filepath.Glob(filepath.Join(dir, "gmlake-fuzz-*")); len(m) > 0 {
+			t.Errorf("%v: saved %v", c.args, m)
+		}
 	}
 }
