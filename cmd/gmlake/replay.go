@@ -32,6 +32,7 @@ type replayFlags struct {
 	points   int
 	// paperLimits: gmlake-paper is replayed once per fragment limit (GLake's fragLimit), a row each.
 	paperLimits []string
+	wide        bool // every column in the table (default: what fits 120 columns)
 }
 
 func init() {
@@ -66,6 +67,7 @@ for each, and the GPU rows show the wall time measured inside driver calls besid
 	fl.StringVar(&f.peaks, "peaks", "", "PyTorch's measured peaks (`FILE`); default: peaks.json beside the first trace, if any")
 	fl.IntVar(&f.points, "plot-points", 2000, "timeline samples per trace and policy for --plot")
 	fl.StringSliceVar(&f.paperLimits, "paper-fragment-limit", nil, "replay gmlake-paper once per fragment limit (GLake's fragLimit), a row each, e.g. 32MiB,256MiB,512MiB,1GiB (its documents use all four)")
+	fl.BoolVar(&f.wide, "wide", false, "print every column: events, allocated, PyTorch's measured peak, driver calls by kind, share of training, replay speed")
 	rootCmd.AddCommand(cmd)
 }
 
@@ -84,25 +86,40 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
+	// Every flag and output path is checked before the first replay: a mistake costs nothing.
+	if len(f.policies) == 0 {
+		return badFlag("--policy: no policy given: want some of %s", strings.Join(impl.Policies, ", "))
+	}
 	for _, p := range f.policies {
 		if !slices.Contains(impl.Policies, p) {
-			return fmt.Errorf("unknown policy %q: want one of %s", p, strings.Join(impl.Policies, ", "))
+			return badFlag("--policy: unknown policy %q: want some of %s", p, strings.Join(impl.Policies, ", "))
 		}
 	}
 	var limits []uint64
 	for _, l := range f.paperLimits {
 		n, err := parseBytes(l)
 		if err != nil || n == 0 || n%512 != 0 {
-			return fmt.Errorf("--paper-fragment-limit %q: want a size that is a positive multiple of 512 B, like 256MiB", l)
+			return badFlag("--paper-fragment-limit %q: want a size that is a positive multiple of 512 B, like 256MiB", l)
 		}
 		limits = append(limits, n)
 	}
 	if f.device != "sim" && f.device != "cuda" {
-		return fmt.Errorf("unknown --device %q: want sim or cuda", f.device)
+		return badFlag("--device %q: want sim or cuda", f.device)
+	}
+	if f.points < 1 {
+		return badFlag("--plot-points %d: want at least 1", f.points)
 	}
 	if f.plot != "" {
 		if ext := strings.ToLower(filepath.Ext(f.plot)); ext != ".png" && ext != ".svg" {
-			return fmt.Errorf("--plot %s: want a .png or .svg file name", f.plot)
+			return badFlag("--plot %s: want a .png or .svg file name", f.plot)
+		}
+		if err := checkWritable("--plot", f.plot); err != nil {
+			return err
+		}
+	}
+	if f.json != "" {
+		if err := checkWritable("--json", f.json); err != nil {
+			return err
 		}
 	}
 
@@ -127,6 +144,9 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 		if err != nil {
 			return err
 		}
+		if len(t.Events) == 0 {
+			return fmt.Errorf("%s: %w: nothing to replay", p, trace.ErrEmpty)
+		}
 		traces = append(traces, t)
 		runs := len(f.policies)
 		if len(limits) > 0 && slices.Contains(f.policies, impl.PolicyGMLakePaper) {
@@ -150,7 +170,7 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 	var results []*replay.ReplayResult
 	for _, t := range traces {
 		sampleEvery := 0
-		if f.plot != "" && f.points > 0 {
+		if f.plot != "" {
 			sampleEvery = max(1, len(t.Events)/f.points)
 		}
 		var runs []replayRun
@@ -193,7 +213,11 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 	}
 	prog.clear()
 
-	if err := replay.WriteTable(stdout, results, peaks); err != nil {
+	writeTable := replay.WriteTable
+	if f.wide {
+		writeTable = replay.WriteWideTable
+	}
+	if err := writeTable(stdout, results, peaks); err != nil {
 		return err
 	}
 	if gpu != nil {

@@ -169,11 +169,51 @@ func fmtGiB(n uint64) string { return fmt.Sprintf("%.2f", float64(n)/float64(vmm
 
 func fmtPct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 
-// WriteTable prints the comparison table: one row per result, in the order given. Sizes are GiB (2^30 B).
-// frag is 1 - peak allocated / peak reserved; frag/live is 1 - peak live / peak reserved. "torch" is
-// PyTorch's measured peak reserved for the reference run (Reference) and "Δ" our difference to it; "%train"
-// is the modeled driver time as a share of the recorded training time (TrainingSeconds).
+// WriteTable prints the comparison table that fits a 120-column terminal: one row per result, in the order
+// given, with the trace, the policy, peak live and reserved GiB (2^30 B), frag (1 - peak allocated / peak
+// reserved) and frag/live (1 - peak live / peak reserved), "vs exp" (peak reserved over the expandable
+// policy's on the same trace and device, "-" when it was not replayed) and the modeled driver time (the
+// measured one too, on a GPU). WriteWideTable has every column.
 func WriteTable(w io.Writer, results []*ReplayResult, peaks TorchPeaks) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	measured := false
+	exp := map[[2]string]*ReplayResult{}
+	for _, r := range results {
+		measured = measured || r.MeasuredDriverTime > 0
+		if r.Policy == impl.PolicyExpandable {
+			exp[[2]string{r.Trace, r.Device}] = r
+		}
+	}
+	head := []string{"trace", "policy", "live GiB", "resv GiB", "frag", "frag/live", "vs exp", "driver ms"}
+	if measured {
+		head = append(head, "measured ms")
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, r := range results {
+		vs := "-"
+		if e := exp[[2]string{r.Trace, r.Device}]; e != nil && e.PeakReservedBytes > 0 {
+			vs = fmt.Sprintf("%.3fx", float64(r.PeakReservedBytes)/float64(e.PeakReservedBytes))
+		}
+		cells := []string{r.Trace, r.Policy, fmtGiB(r.PeakLiveBytes), fmtGiB(r.PeakReservedBytes),
+			fmtPct(r.Fragmentation), fmtPct(r.LiveFragmentation), vs, fmt.Sprintf("%.1f", msOf(r.ModeledDriverTime))}
+		if measured {
+			m := "-"
+			if r.MeasuredDriverTime > 0 {
+				m = fmt.Sprintf("%.1f", msOf(r.MeasuredDriverTime))
+			}
+			cells = append(cells, m)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	return tw.Flush()
+}
+
+// WriteWideTable prints the full comparison table: one row per result, in the order given. Sizes are GiB
+// (2^30 B). frag is 1 - peak allocated / peak reserved; frag/live is 1 - peak live / peak reserved. "torch"
+// is PyTorch's measured peak reserved for the reference run (Reference) and "Δ" our difference to it;
+// driver calls by kind; "%train" is the modeled driver time as a share of the recorded training time
+// (TrainingSeconds).
+func WriteWideTable(w io.Writer, results []*ReplayResult, peaks TorchPeaks) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"trace", "policy", "events", "live GiB", "alloc GiB", "resv GiB", "frag", "frag/live",
 		"torch GiB", "Δ torch"}

@@ -282,7 +282,7 @@ func TestWriteJSONFields(t *testing.T) {
 func TestWriteTableHasOneRowPerResult(t *testing.T) {
 	peaks, _ := LoadTorchPeaks("../../testdata/traces/peaks.json")
 	var buf bytes.Buffer
-	if err := WriteTable(&buf, sampleReplayResults(), peaks); err != nil {
+	if err := WriteWideTable(&buf, sampleReplayResults(), peaks); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")

@@ -39,6 +39,7 @@ import (
 	"github.com/nlpodyssey/gopickle/types"
 
 	"github.com/gmlake/gmlake/harness/trace"
+	"github.com/gmlake/gmlake/vmm"
 )
 
 // ErrSnapshot is wrapped by every error about a malformed or unusable snapshot.
@@ -309,6 +310,18 @@ func pyInt(v any) (int64, bool) {
 	return 0, false
 }
 
+// maxSnapshotSize bounds a snapshot entry's size: 1 PiB, beyond any GPU (an H200 has 141 GB).
+const maxSnapshotSize = 1 << 50
+
+// pyUint reads a non-negative integer of any width up to 2^64-1.
+func pyUint(v any) (uint64, bool) {
+	if x, ok := v.(*big.Int); ok {
+		return x.Uint64(), x.IsUint64()
+	}
+	n, ok := pyInt(v)
+	return uint64(n), ok && n >= 0
+}
+
 // snapEvent is a converted event before stream numbering.
 type snapEvent struct {
 	op     trace.Op
@@ -389,10 +402,18 @@ func snapshotToTrace(root any, file string, device int) (*trace.Trace, error) {
 		if err != nil {
 			return nil, err
 		}
-		size, err := field(j, e, "size")
-		if err != nil {
-			return nil, err
+		sv, ok := pyDictGet(e, "size")
+		if !ok {
+			return nil, snapErr(file, device, j, "entry has no %q", "size")
 		}
+		usize, ok := pyUint(sv)
+		if !ok {
+			return nil, snapErr(file, device, j, "\"size\" is %v, want a positive byte count", sv)
+		}
+		if usize > maxSnapshotSize {
+			return nil, snapErr(file, device, j, "%s of %d bytes at %#x: more than any device (%s at most)", action, usize, addr, vmm.FormatBytes(maxSnapshotSize))
+		}
+		size := int64(usize)
 		stream, err := field(j, e, "stream")
 		if err != nil {
 			return nil, err

@@ -64,6 +64,9 @@ type Trace struct {
 // ErrSyntax is wrapped by every parse error.
 var ErrSyntax = errors.New("trace: malformed")
 
+// ErrEmpty says a trace has no events: nothing to replay (an empty file, /dev/null).
+var ErrEmpty = errors.New("trace: no events")
+
 // ParseError says where the input is bad.
 type ParseError struct {
 	File string
