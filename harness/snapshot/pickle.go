@@ -39,7 +39,6 @@ import (
 	"github.com/nlpodyssey/gopickle/types"
 
 	"github.com/gmlake/gmlake/harness/trace"
-	"github.com/gmlake/gmlake/vmm"
 )
 
 // ErrSnapshot is wrapped by every error about a malformed or unusable snapshot.
@@ -411,7 +410,7 @@ func snapshotToTrace(root any, file string, device int) (*trace.Trace, error) {
 			return nil, snapErr(file, device, j, "\"size\" is %v, want a positive byte count", sv)
 		}
 		if usize > maxSnapshotSize {
-			return nil, snapErr(file, device, j, "%s of %d bytes at %#x: more than any device (%s at most)", action, usize, addr, vmm.FormatBytes(maxSnapshotSize))
+			return nil, snapErr(file, device, j, "%s of %d bytes at %#x: more than any device (1 PiB at most)", action, usize, addr)
 		}
 		size := int64(usize)
 		stream, err := field(j, e, "stream")
