@@ -213,6 +213,7 @@ func slotFor(device int) (*slot, error) {
 		eng.SetMemoryLimit(uint64(fraction * float64(eng.TotalMemory())))
 	}
 	s := &slot{device: device, eng: eng, drv: drv}
+	applyEvents(s)
 	slots[device].Store(s)
 	if getenv("GMLAKE_VERBOSE") != "" {
 		fmt.Fprintf(os.Stderr, "gmlake: device %d: engine started: driver %s, policy %s, knobs %v, memory limit %d bytes\n",

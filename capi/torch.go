@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/gmlake/gmlake/impl/clib"
 )
@@ -143,8 +144,18 @@ func setFailure(s *slot, size uint64, err error) {
 }
 
 //export gmlakeGoTSnapshotJSON
-func gmlakeGoTSnapshotJSON(device C.int, buf *C.char, n C.size_t) C.int {
-	return notYet("gmlake_snapshot_json")
+func gmlakeGoTSnapshotJSON(device C.int, buf *C.char, n C.size_t) (ret C.int) {
+	var s *slot
+	defer guard(&s, "gmlake_snapshot_json", &ret)
+	s, err := startedSlot("gmlake_snapshot_json", device)
+	if err != nil {
+		setError(s, err.Error())
+		return -1
+	}
+	if s == nil {
+		return copyOut(fmt.Sprintf(`{"device":%d,"segments":[],"stitched_blocks":[]}`, int(device)), buf, n)
+	}
+	return copyOut(string(s.eng.SnapshotJSON()), buf, n)
 }
 
 //export gmlakeGoTAllocPool
@@ -234,5 +245,34 @@ func gmlakeGoTMemoryFraction(device C.int) (ret C.double) {
 	return C.double(f)
 }
 
+// eventsOn says whether a C event callback is set: engines started later get the hook too.
+var eventsOn atomic.Bool
+
+// applyEvents gives s's engine the hook that calls the C event callback, or none.
+func applyEvents(s *slot) {
+	if !eventsOn.Load() {
+		s.eng.SetEventHook(nil)
+		return
+	}
+	device := C.int(s.device)
+	s.eng.SetEventHook(func(action int, addr uintptr, size uint64, stream uintptr) {
+		C.gmlake_fire_event(device, C.int(action), C.uint64_t(addr), C.uint64_t(size), C.uintptr_t(stream))
+	})
+}
+
 //export gmlakeGoTSetEvents
-func gmlakeGoTSetEvents(on C.int) {}
+func gmlakeGoTSetEvents(on C.int) {
+	defer func() {
+		if r := recover(); r != nil {
+			recovered(nil, "gmlake_set_event_callback", r)
+		}
+	}()
+	createMu.Lock()
+	defer createMu.Unlock()
+	eventsOn.Store(on != 0)
+	for d := range slots {
+		if s := slots[d].Load(); s != nil && s.usable() == nil {
+			applyEvents(s)
+		}
+	}
+}

@@ -186,6 +186,7 @@ func (a *Allocator) newFixedSegment(ss *streamState, pool poolKind, size uint64)
 	a.addSegment(seg)
 	a.addReserved(pool, size)
 	a.noteSegments(pool, 1)
+	a.noteSegmentEvent(SegmentMap, seg, base, size)
 	a.st.MappedBytes += size
 	return seg, nil
 }
@@ -436,6 +437,7 @@ func (a *Allocator) mapInto(u *block, n uint64) (*block, error) {
 	}
 	a.addReserved(seg.pool, sz)
 	a.noteSegments(seg.pool, mappedRunDelta(u))
+	a.noteSegmentEvent(SegmentMap, seg, u.ptr, sz)
 	a.st.MappedBytes += sz
 	m := u
 	if a.mut&MutNoMerge == 0 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gmlake/gmlake/vmm"
 )
@@ -90,6 +91,11 @@ type Allocator struct {
 
 	ts     DeviceStats // PyTorch's statistics (torchstats.go)
 	tsBase torchBase
+	// Segment events (torchsnap.go): recorded while segEvOn; segEvPending (read without the lock) says
+	// segEv is not empty.
+	segEvOn      bool
+	segEv        []SegmentEvent
+	segEvPending atomic.Bool
 
 	nextID  uint64
 	freeSeq uint64 // counts frees; stamps blocks (freeSeq) for the fences

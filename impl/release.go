@@ -63,6 +63,7 @@ func (a *Allocator) releaseSegmentIfFree(seg *segment) error {
 	a.st.ReservedBytes -= seg.size
 	a.noteReserved(seg.pool, -int64(seg.size))
 	a.noteSegments(seg.pool, -1)
+	a.noteSegmentEvent(SegmentUnmap, seg, seg.base, seg.size)
 	a.st.MappedBytes -= seg.size
 	seg.ss.free[h.pool].remove(h)
 	a.undoReserve(seg.base, seg.size)
@@ -133,6 +134,7 @@ func (a *Allocator) unmapFreeChunks(b *block) error {
 		seg.removeChunk(c)
 		a.st.ReservedBytes -= c.size
 		a.noteReserved(seg.pool, -int64(c.size))
+		a.noteSegmentEvent(SegmentUnmap, seg, seg.base.Add(c.off), c.size)
 		a.st.MappedBytes -= c.size
 		var left *block
 		if off := cur.segOff(); c.off > off {

@@ -56,8 +56,59 @@ static void consistent(const gmlake_device_stats &s, const char *when) {
 	}
 }
 
+// events counts what the event callback saw.
+struct events {
+	int64_t mapped = 0; // bytes mapped minus unmapped
+	int maps = 0, unmaps = 0, ooms = 0;
+	uint64_t oom_size = 0;
+	int bad = 0; // calls with a wrong device or action
+};
+
+static void on_event(void *ctx, int device, int action, uint64_t addr, uint64_t size, void *stream) {
+	events *e = (events *)ctx;
+	(void)stream;
+	if (device != 0) {
+		e->bad++;
+		return;
+	}
+	switch (action) {
+	case GMLAKE_EVENT_SEGMENT_MAP:
+		e->maps++;
+		e->mapped += (int64_t)size;
+		if (addr == 0) e->bad++;
+		break;
+	case GMLAKE_EVENT_SEGMENT_UNMAP:
+		e->unmaps++;
+		e->mapped -= (int64_t)size;
+		if (addr == 0) e->bad++;
+		break;
+	case GMLAKE_EVENT_OOM:
+		e->ooms++;
+		e->oom_size = size;
+		break;
+	default:
+		e->bad++;
+	}
+}
+
+static std::string snapshot(int device) {
+	std::vector<char> buf(16);
+	int n = gmlake_snapshot_json(device, buf.data(), buf.size());
+	if (n < 0) return "<error>";
+	if ((size_t)n >= buf.size()) {
+		buf.resize(n + 1);
+		gmlake_snapshot_json(device, buf.data(), buf.size());
+	}
+	return buf.data();
+}
+
+static bool has(const std::string &s, const std::string &sub) { return s.find(sub) != std::string::npos; }
+
 int main() {
 	const int dev = 0;
+	events ev;
+	gmlake_set_event_callback(on_event, &ev);
+	CHECK(has(snapshot(dev), "\"segments\":[]"), "snapshot before start: %s", snapshot(dev).c_str());
 	// Before the engine starts: zeros, no error.
 	gmlake_device_stats s0 = stats(dev);
 	CHECK(s0.allocation[0].current == 0 && s0.reserved_bytes[0].peak == 0 && s0.max_split_size == -1,
@@ -85,6 +136,22 @@ int main() {
 	      (long long)s.num_device_alloc, (long long)s.num_device_free);
 	CHECK(s.active[0].current == 2 && s.active_bytes[0].current == s.allocated_bytes[0].current, "active %lld",
 	      (long long)s.active[0].current);
+	CHECK(ev.maps >= 2 && ev.mapped == s.reserved_bytes[0].current && ev.bad == 0,
+	      "segment events: %d maps, %lld bytes, reserved %lld, %d bad", ev.maps, (long long)ev.mapped,
+	      (long long)s.reserved_bytes[0].current, ev.bad);
+
+	// The snapshot lists both blocks in their segments, live.
+	std::string js = snapshot(dev);
+	char want[128];
+	std::snprintf(want, sizeof want, "{\"address\":%llu,\"size\":%llu,\"requested_size\":%llu,\"state\":\"active_allocated\"}",
+	              (unsigned long long)(uintptr_t)large, (unsigned long long)(8 * MiB), (unsigned long long)(8 * MiB));
+	CHECK(has(js, want), "snapshot lacks %s: %s", want, js.c_str());
+	std::snprintf(want, sizeof want, "{\"address\":%llu,\"size\":1024,\"requested_size\":1000,\"state\":\"active_allocated\"}",
+	              (unsigned long long)(uintptr_t)small);
+	CHECK(has(js, want), "snapshot lacks %s: %s", want, js.c_str());
+	CHECK(has(js, "\"segment_type\":\"small\"") && has(js, "\"segment_type\":\"large\"") &&
+	          has(js, "\"stitched_blocks\":[]") && has(js, "\"pool_id\":[0,0]"),
+	      "snapshot: %s", js.c_str());
 
 	// getBaseAllocation of an interior pointer; of a pointer nobody allocated.
 	void *base = nullptr;
@@ -138,6 +205,8 @@ int main() {
 	consistent(s, "after out of memory");
 	CHECK(s.num_ooms == 2 && s.num_alloc_retries >= 1, "num_ooms %lld retries %lld", (long long)s.num_ooms,
 	      (long long)s.num_alloc_retries);
+	CHECK(ev.ooms == 2 && ev.oom_size == 150 * MiB, "oom events %d, last %llu bytes", ev.ooms,
+	      (unsigned long long)ev.oom_size);
 	gmlake_free(a, 0, dev, nullptr);
 
 	// Memory fraction getter follows the setter.
@@ -153,6 +222,9 @@ int main() {
 	          s.num_device_free > 0,
 	      "after empty_cache: reserved %lld segments %lld syncs %lld", (long long)s.reserved_bytes[0].current,
 	      (long long)s.segment[0].current, (long long)s.num_sync_all_streams);
+	CHECK(ev.mapped == 0 && ev.unmaps >= 1 && ev.bad == 0, "after empty_cache the events net %lld bytes (%d unmaps)",
+	      (long long)ev.mapped, ev.unmaps);
+	gmlake_set_event_callback(nullptr, nullptr);
 
 	CHECK(gmlake_close(dev) == 0, "close: %s", last_error().c_str());
 	std::printf("torch abi: %d passed, %d failed\n", passed, failed);

@@ -275,7 +275,8 @@ type CEngine struct {
 	syncRetry  atomic.Uint64 // allocations that succeeded only after synchronising the streams
 	syncErrors atomic.Uint64 // synchronisations that failed
 
-	torch torchCounters // PyTorch's statistics kept here rather than in the engine (torch.go)
+	torch torchCounters             // PyTorch's statistics kept here rather than in the engine (torch.go)
+	hook  atomic.Pointer[EventHook] // receives segment and out-of-memory events (torch.go); nil: none
 }
 
 // syncStreams waits for the work of every stream allocated on. PyTorch's allocator does the same (a device
@@ -365,7 +366,9 @@ func (e *CEngine) Alloc(size uint64, stream uintptr) (uintptr, error) {
 		e.lastSeen.Store(stream)
 	}
 	if size > e.total && e.total != 0 {
-		return 0, e.oversize(size, s) // an out of memory, as in PyTorch (not an invalid size)
+		err := e.oversize(size, s) // an out of memory, as in PyTorch (not an invalid size)
+		e.afterCall(size, stream)
+		return 0, err
 	}
 	p, err := e.a.Alloc(size, s)
 	if err != nil && e.syncer != nil && IsOutOfMemory(err) {
@@ -373,11 +376,17 @@ func (e *CEngine) Alloc(size uint64, stream uintptr) (uintptr, error) {
 		var q vmm.DevicePtr
 		if q, err = e.a.Alloc(size, s); err == nil {
 			e.syncRetry.Add(1)
+			e.afterCall(0, stream)
 			return uintptr(q), nil
 		}
 	}
+	oom := uint64(0)
 	if err != nil && IsOutOfMemory(err) {
 		e.torch.ooms.Add(1)
+		oom = size
+	}
+	if oom != 0 || e.a.SegmentEventsPending() {
+		e.afterCall(oom, stream)
 	}
 	return uintptr(p), err
 }
@@ -399,7 +408,9 @@ func (e *CEngine) RecordStream(ptr, stream uintptr) error {
 // torch.cuda.empty_cache, which synchronises the device).
 func (e *CEngine) EmptyCache() error {
 	e.syncStreams()
-	return e.a.EmptyCache()
+	err := e.a.EmptyCache()
+	e.afterCall(0, 0)
+	return err
 }
 
 // Policy returns the engine's policy name.

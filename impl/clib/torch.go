@@ -5,7 +5,9 @@ package clib
 // exposes them as C.
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/gmlake/gmlake/impl"
@@ -108,4 +110,148 @@ func (e *CEngine) MemoryFraction() float64 {
 		return 1
 	}
 	return float64(lim) / float64(e.total)
+}
+
+// cStream turns a driver stream back into the C stream it stands for.
+func (e *CEngine) cStream(s vmm.Stream) uintptr {
+	if e.ownStreams == nil {
+		return uintptr(s)
+	}
+	e.ownMu.Lock()
+	defer e.ownMu.Unlock()
+	for c, v := range e.ownStreams {
+		if v == s {
+			return c
+		}
+	}
+	return uintptr(s)
+}
+
+// Event actions of the event hook (gmlake.h's GMLAKE_EVENT_*).
+const (
+	EventSegmentMap   = 0
+	EventSegmentUnmap = 1
+	EventOOM          = 2
+)
+
+// EventHook receives segment events: action (Event*), address and size (for EventOOM: 0 and the bytes
+// asked for), and the C stream.
+type EventHook func(action int, addr uintptr, size uint64, stream uintptr)
+
+// SetEventHook sets (nil: clears) the hook that receives segment map/unmap and out-of-memory events. It is
+// called outside the engine's lock, on the thread of the call that caused the event.
+func (e *CEngine) SetEventHook(h EventHook) {
+	if h == nil {
+		e.hook.Store(nil)
+	} else {
+		e.hook.Store(&h)
+	}
+	e.a.RecordSegmentEvents(h != nil)
+}
+
+// deliverEvents hands the engine's recorded segment events to the hook.
+func (e *CEngine) deliverEvents() {
+	evs := e.a.TakeSegmentEvents()
+	h := e.hook.Load()
+	if h == nil {
+		return
+	}
+	for _, ev := range evs {
+		act := EventSegmentMap
+		if ev.Action == impl.SegmentUnmap {
+			act = EventSegmentUnmap
+		}
+		(*h)(act, uintptr(ev.Addr), ev.Size, e.cStream(ev.Stream))
+	}
+}
+
+// afterCall delivers pending segment events and, for a failed allocation of size bytes on stream that ran
+// out of memory, the out-of-memory event.
+func (e *CEngine) afterCall(oomSize uint64, stream uintptr) {
+	if e.a.SegmentEventsPending() {
+		e.deliverEvents()
+	}
+	if oomSize != 0 {
+		if h := e.hook.Load(); h != nil {
+			(*h)(EventOOM, 0, oomSize, stream)
+		}
+	}
+}
+
+type jsonBlock struct {
+	Address      uint64 `json:"address"`
+	Size         uint64 `json:"size"`
+	Requested    uint64 `json:"requested_size"`
+	State        string `json:"state"`
+	StitchedInto uint64 `json:"stitched_into,omitempty"`
+}
+
+type jsonSegment struct {
+	Device     int         `json:"device"`
+	Address    uint64      `json:"address"`
+	TotalSize  uint64      `json:"total_size"`
+	Stream     uint64      `json:"stream"`
+	Type       string      `json:"segment_type"`
+	Allocated  uint64      `json:"allocated_size"`
+	Active     uint64      `json:"active_size"`
+	Requested  uint64      `json:"requested_size"`
+	Stitched   bool        `json:"stitched"`
+	Pool       [2]uint64   `json:"pool_id"`
+	Expandable bool        `json:"is_expandable"`
+	Blocks     []jsonBlock `json:"blocks"`
+}
+
+type jsonStitched struct {
+	Address   uint64    `json:"address"`
+	Size      uint64    `json:"size"`
+	Requested uint64    `json:"requested_size"`
+	Stream    uint64    `json:"stream"`
+	Pool      [2]uint64 `json:"pool_id"`
+	State     string    `json:"state"`
+	Parts     []uint64  `json:"parts"`
+}
+
+// SnapshotJSON returns the segments and blocks as the JSON of gmlake.h's gmlake_snapshot_json.
+func (e *CEngine) SnapshotJSON() []byte {
+	snap := e.a.TorchSnapshot()
+	out := struct {
+		Device   int            `json:"device"`
+		Segments []jsonSegment  `json:"segments"`
+		Stitched []jsonStitched `json:"stitched_blocks"`
+	}{Device: e.cfg.Device, Segments: []jsonSegment{}, Stitched: []jsonStitched{}}
+	for _, seg := range snap.Segments {
+		js := jsonSegment{Device: e.cfg.Device, Address: uint64(seg.Addr), TotalSize: seg.Size,
+			Stream: uint64(e.cStream(seg.Stream)), Type: "small", Stitched: seg.Stitched,
+			Pool: [2]uint64{seg.Pool.A, seg.Pool.B}, Expandable: seg.Expandable, Blocks: []jsonBlock{}}
+		if seg.Large {
+			js.Type = "large"
+		}
+		for _, b := range seg.Blocks {
+			js.Blocks = append(js.Blocks, jsonBlock{Address: uint64(b.Addr), Size: b.Size, Requested: b.Requested,
+				State: b.State.String(), StitchedInto: uint64(b.StitchedInto)})
+			switch b.State {
+			case impl.TorchActiveAllocated:
+				js.Allocated += b.Size
+				js.Active += b.Size
+			case impl.TorchActivePending:
+				js.Active += b.Size
+			}
+			js.Requested += b.Requested
+		}
+		out.Segments = append(out.Segments, js)
+	}
+	for _, sb := range snap.Stitched {
+		js := jsonStitched{Address: uint64(sb.Addr), Size: sb.Size, Requested: sb.Requested,
+			Stream: uint64(e.cStream(sb.Stream)), Pool: [2]uint64{sb.Pool.A, sb.Pool.B}, State: sb.State.String(),
+			Parts: []uint64{}}
+		for _, p := range sb.Parts {
+			js.Parts = append(js.Parts, uint64(p))
+		}
+		out.Stitched = append(out.Stitched, js)
+	}
+	b, err := json.Marshal(out)
+	if err != nil { // plain numbers and strings: cannot happen
+		return []byte(fmt.Sprintf(`{"error":%q}`, err.Error()))
+	}
+	return b
 }
