@@ -72,14 +72,21 @@ func (a *Allocator) paperErr(err error, size uint64, ss *streamState) error {
 // cached sBlocks add up to at least the segment, it collects sBlocks (garbage_collect_fused_blocks with
 // time 0, 1, 2) and tries again, three times in all. With reAlloc, a large request that the stream's free
 // large blocks cover in part grows by only the rest and is stitched at once (attempt 4, past every
-// defragLevel). nil, nil: reAlloc grew but the stitch failed (the new segment stays cached).
+// defragLevel). nil, nil: reAlloc did not grow because the free large blocks already add up to the request
+// (realloc_block returns false there), or it grew but the stitch failed (the new segment stays cached).
 func (a *Allocator) paperGrow(ss *streamState, pool poolKind, rs uint64) (*block, error) {
 	size := vmm.AlignUp(allocationSize(rs), a.gran)
 	stitchAfter := false
 	if pool == largePool {
-		if free := ss.free[largePool].bytes; a.p.reAlloc && free > 0 && free < rs {
+		if a.p.reAlloc {
 			a.evTemp(2) // realloc_block's left and right search keys
-			size, stitchAfter = allocationSize(rs-free), true
+			free := ss.free[largePool].bytes
+			if free >= rs {
+				return nil, nil
+			}
+			if free > 0 {
+				size, stitchAfter = allocationSize(rs-free), true
+			}
 		}
 		size = vmm.AlignUp(size, a.p.chunkMax)
 	}
@@ -306,7 +313,8 @@ func (a *Allocator) paperReleaseCached() error {
 			continue
 		}
 		for _, sb := range views {
-			size := sb.resv.Size
+			// GMLake's release_block deletes them without taking their bytes off total_fuse_size: autoGC
+			// counts them still, and so does a.fused.
 			if err := a.stitchFree(sb); err != nil {
 				ok = false
 				if first == nil {
@@ -314,7 +322,6 @@ func (a *Allocator) paperReleaseCached() error {
 				}
 				break
 			}
-			a.fused -= min(a.fused, size)
 		}
 		if ok {
 			if err := a.releaseSegmentIfFree(seg); err != nil && first == nil {

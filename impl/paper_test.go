@@ -339,8 +339,19 @@ func TestPaperOOMReleasesUnsplitOnlyNoFallback(t *testing.T) {
 }
 
 // realloc_block with reAlloc: a large request the free large blocks cover in part grows by only the rest
-// and is stitched from both.
+// and is stitched from both; when they cover it whole (too small to stitch: below fragLimit), realloc_block
+// refuses to grow, and the request is served only after release_cached_blocks.
 func TestPaperReAlloc(t *testing.T) {
+	a, dev := newPaper(t, Config{ReAlloc: true}, 0, true)
+	separate(t, a, 60*MiB, 60*MiB)
+	mustAlloc(t, a, 100*MiB, 0)
+	if st := a.Stats(); st.NumCacheFlushes != 1 || st.ReservedBytes != 100*MiB {
+		t.Errorf("reAlloc, 120 MiB free for a 100 MiB request: %d flushes, %d MiB reserved; want the cache released, then 100 MiB grown",
+			st.NumCacheFlushes, st.ReservedBytes/MiB)
+	}
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+
 	for _, c := range []struct {
 		realloc  bool
 		reserved uint64
