@@ -4,7 +4,13 @@ package impl
 // (intelligent-machine-learning/glake, GMLake/src/CUDACachingAllocator.cpp) it reproduces. See paper.go.
 
 import (
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/gmlake/gmlake/model/sim"
@@ -400,4 +406,95 @@ func diff(after, before vmm.CallCounts) vmm.CallCounts {
 		d[k] = after[k] - before[k]
 	}
 	return d
+}
+
+// Property: gmlake-paper's own paths (stitching, partly held reuse, collection, reAlloc, every defragLevel)
+// keep the engine's state true to the device after every step of random alloc/free/EmptyCache sequences on
+// two streams with pending work, and Close leaves nothing behind, block events included. Low fragment
+// limits and autoGC make every path run on a small device. A failure prints the seed, the knobs and the ops;
+// rerun one seed with GMLAKE_PAPER_SEED=N go test ./impl -run TestPaperRandomOpsKeepState -v.
+func TestPaperRandomOpsKeepState(t *testing.T) {
+	seeds := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+	if s := os.Getenv("GMLAKE_PAPER_SEED"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seeds = []int64{n}
+	}
+	for _, seed := range seeds {
+		rng := rand.New(rand.NewSource(seed))
+		cfg := Config{StitchMin: uint64(1+rng.Intn(8)) * 4 * MiB, AutoGC: uint64(1+rng.Intn(4)) * 256 * MiB,
+			DefragLevel: rng.Intn(4), ReAlloc: rng.Intn(2) == 0, ReuseLimit: float64(1 + rng.Intn(12))}
+		dev := sim.NewDevice(sim.DeviceConfig{Capacity: 1 * vmm.GiB})
+		a, err := New(dev, Config{Policy: PolicyGMLakePaper, StitchMin: cfg.StitchMin, AutoGC: cfg.AutoGC,
+			DefragLevel: cfg.DefragLevel, ReAlloc: cfg.ReAlloc, ReuseLimit: cfg.ReuseLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s1, err := dev.CreateStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams := []vmm.Stream{vmm.DefaultStream, s1}
+		var live []vmm.DevicePtr
+		var ops []string
+		fail := func(format string, args ...any) {
+			t.Fatalf("seed %d, knobs %+v: %s\nops:\n%s\nrerun: GMLAKE_PAPER_SEED=%d go test ./impl -run TestPaperRandomOpsKeepState -v",
+				seed, cfg, fmt.Sprintf(format, args...), strings.Join(ops, "\n"), seed)
+		}
+		for step := 0; step < 400; step++ {
+			switch r := rng.Intn(20); {
+			case r < 10 || len(live) == 0:
+				size := uint64(1 + rng.Intn(2*int(MiB)))
+				if rng.Intn(2) == 0 {
+					size = uint64(1+rng.Intn(48)) * 2 * MiB
+				}
+				s := streams[rng.Intn(2)]
+				ops = append(ops, fmt.Sprintf("alloc %d s%d", size, s))
+				p, err := a.Alloc(size, s)
+				if err != nil {
+					if !errors.Is(err, vmm.ErrOutOfMemory) {
+						fail("Alloc: %v", err)
+					}
+					continue
+				}
+				live = append(live, p)
+			case r < 17:
+				i := rng.Intn(len(live))
+				ops = append(ops, fmt.Sprintf("free %v", live[i]))
+				if err := a.Free(live[i]); err != nil {
+					fail("Free: %v", err)
+				}
+				live = slices.Delete(live, i, i+1)
+			case r < 18:
+				ops = append(ops, "empty-cache")
+				if err := a.EmptyCache(); err != nil {
+					fail("EmptyCache: %v", err)
+				}
+			default:
+				s := streams[rng.Intn(2)]
+				if rng.Intn(2) == 0 {
+					ops = append(ops, fmt.Sprintf("launch s%d", s))
+					dev.Launch(s)
+				} else {
+					ops = append(ops, fmt.Sprintf("complete s%d", s))
+					dev.Complete(s)
+				}
+			}
+			if err := verifySnapshot(a.Snapshot(), dev.State()); err != nil {
+				fail("after step %d: %v", step, err)
+			}
+		}
+		dev.CompleteAll()
+		if _, err := a.Close(); err != nil {
+			fail("Close: %v", err)
+		}
+		if l := dev.Leaks(); !l.Empty() || len(l.Events) > 0 {
+			fail("leaks after Close: %v", l)
+		}
+		st := a.Stats()
+		t.Logf("seed %d: %d stitches, %d reuses, %d collected, %d flushes, %d OOMs", seed, st.NumStitches,
+			st.NumStitchReuses, st.NumStitchFrees, st.NumCacheFlushes, st.NumOOMs)
+	}
 }
