@@ -140,7 +140,10 @@ def main():
     import torch
     import gmlake_torch
     res = dict(kind="micro", conf=os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or "native",
-               policy=os.environ.get("GMLAKE_POLICY") or "gmlake", torch=torch.__version__, ok=False)
+               policy=os.environ.get("GMLAKE_POLICY") or "gmlake", torch=torch.__version__, ok=False,
+               # under `python -m gmlake_torch` the "native" paths are PyTorch's current allocator: gmlake's C++ one
+               installed=gmlake_torch.mode() or "pytorch", backend=torch.cuda.get_allocator_backend(),
+               alloc=os.environ.get("ECO_ALLOC"))
     try:
         m, plug = build()
         torch.cuda.init()
