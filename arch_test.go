@@ -16,24 +16,26 @@ const modulePath = "github.com/gmlake/gmlake"
 // allowedImports is the layer table of ARCHITECTURE.md: for each folder, the project packages its
 // non-test code may import. Folders not listed may import nothing of the project.
 var allowedImports = map[string][]string{
+	"vmm/wrap":            {"vmm"},
 	"vmm":                 {},
 	"spec":                {"vmm"},
 	"model/sim":           {"vmm"},
 	"model/contract":      {"vmm"},
-	"impl":                {"vmm"},
+	"impl":                {"vmm", "vmm/wrap"},
 	"impl/cudavmm":        {"vmm"},
-	"impl/clib":           {"impl", "vmm"},
+	"impl/clib":           {"impl", "vmm", "vmm/wrap"},
 	"harness":             {"harness/trace", "impl", "model/contract", "model/sim", "spec", "vmm"},
 	"harness/trace":       {},
 	"harness/snapshot":    {"harness/trace"},
+	"harness/probe":       {"vmm"},
 	"harness/itf":         {},
-	"harness/replay":      {"harness/trace", "impl", "model/sim", "vmm"},
+	"harness/replay":      {"harness/trace", "impl", "model/sim", "vmm", "vmm/wrap"},
 	"harness/conformance": {"impl", "model/sim", "vmm"},
 	"fuzz":                {"harness", "harness/trace", "impl", "impl/cudavmm", "model/sim", "spec", "vmm"},
 	".":                   {"impl", "impl/clib", "impl/cudavmm", "model/sim", "vmm"},
 	"capi":                {"impl/clib", "impl/cudavmm", "model/sim", "harness/trace", "vmm"},
-	"cmd/gmlake": {"fuzz", "harness", "harness/conformance", "harness/replay", "harness/snapshot", "harness/trace",
-		"impl", "impl/cudavmm", "model/sim", "vmm"},
+	"cmd/gmlake": {"fuzz", "harness", "harness/conformance", "harness/probe", "harness/replay", "harness/snapshot", "harness/trace",
+		"impl", "impl/cudavmm", "model/sim", "vmm", "vmm/wrap"},
 }
 
 // judges are the packages the product must not link: the oracle, the invariants, the checkers and the

@@ -207,7 +207,7 @@ func (a *Allocator) createMapped(base vmm.DevicePtr, size, piece uint64) ([]vmm.
 	mapped := 0
 	if err == nil {
 		for mapped < n {
-			if err = a.d.Map(base.Add(uint64(mapped)*piece), piece, hs[mapped]); err != nil {
+			if err = a.d.Map(base.Add(uint64(mapped)*piece), piece, hs[mapped], 0 /* offset */); err != nil {
 				break
 			}
 			mapped++
@@ -393,7 +393,7 @@ func (a *Allocator) mapInto(u *block, n uint64) (*block, error) {
 	if err == nil {
 		off := uint64(0)
 		for mapped < len(hs) {
-			if err = a.d.Map(u.ptr.Add(off), sizes[mapped], hs[mapped]); err != nil {
+			if err = a.d.Map(u.ptr.Add(off), sizes[mapped], hs[mapped], 0 /* offset */); err != nil {
 				break
 			}
 			off += sizes[mapped]
@@ -633,7 +633,7 @@ func (a *Allocator) buildSBlock(ss *streamState, chunks []*chunk) (*block, error
 	off := uint64(0)
 	mapped := 0
 	for _, c := range chunks {
-		if err = a.d.Map(base.Add(off), c.size, c.h); err != nil {
+		if err = a.d.Map(base.Add(off), c.size, c.h, 0 /* offset */); err != nil {
 			break
 		}
 		off += c.size

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gmlake/gmlake/vmm"
+	"github.com/gmlake/gmlake/vmm/wrap"
 )
 
 // streamState is one stream's pools. Guarded by Allocator.mu.
@@ -60,7 +61,7 @@ type Allocator struct {
 	mu sync.Mutex
 
 	// Everything below is guarded by mu.
-	d      drv
+	d      *wrap.Meter // the driver, counting every call the engine makes (Stats.DriverCalls); safe without mu
 	p      params
 	mut    Mutation
 	gran   uint64
@@ -116,9 +117,8 @@ func New(d vmm.Driver, cfg Config) (*Allocator, error) {
 	if d == nil {
 		return nil, fmt.Errorf("%w: nil driver", ErrBadConfig)
 	}
-	a := &Allocator{d: drv{d: d}, mut: cfg.TestOnlyMutations}
-	a.d.n[vmm.CallGranularity]++
-	a.gran = d.Granularity()
+	a := &Allocator{d: wrap.NewCounter(d), mut: cfg.TestOnlyMutations}
+	a.gran = a.d.Granularity()
 	if a.gran == 0 || a.gran&(a.gran-1) != 0 || a.gran%minBlockSize != 0 {
 		return nil, fmt.Errorf("%w: driver granularity %d is not a power of two multiple of 512", ErrBadConfig, a.gran)
 	}
@@ -235,7 +235,7 @@ func (a *Allocator) Stats() Stats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := a.st
-	s.DriverCalls = a.d.n
+	s.DriverCalls = a.d.Counts()
 	return s
 }
 

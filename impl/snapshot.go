@@ -14,7 +14,7 @@ func (a *Allocator) Snapshot() Snapshot {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := Snapshot{Policy: a.p.name, Granularity: a.gran, Closed: a.closed, Stats: a.st}
-	s.Stats.DriverCalls = a.d.n
+	s.Stats.DriverCalls = a.d.Counts()
 	s.Live = a.liveInfos()
 	for _, seg := range a.segs {
 		s.Reservations = append(s.Reservations, vmm.Range{Base: seg.base, Size: seg.size})

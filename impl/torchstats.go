@@ -94,8 +94,8 @@ func (a *Allocator) TorchStats() DeviceStats {
 	s := a.ts
 	s.NumAllocRetries = int64(a.st.NumCacheFlushes - a.tsBase.retries)
 	s.NumOOMs = int64(a.st.NumOOMs - a.tsBase.ooms)
-	s.NumDeviceAlloc = int64(a.d.created - a.tsBase.created)
-	s.NumDeviceFree = int64(a.d.released - a.tsBase.released)
+	s.NumDeviceAlloc = int64(a.d.Succeeded(vmm.CallCreate) - a.tsBase.created)
+	s.NumDeviceFree = int64(a.d.Succeeded(vmm.CallRelease) - a.tsBase.released)
 	s.MaxSplitSize = -1
 	return s
 }
@@ -124,8 +124,8 @@ func (a *Allocator) ResetAccumulatedStats() {
 			arr[i].Allocated, arr[i].Freed = 0, 0
 		}
 	}
-	a.tsBase = torchBase{retries: a.st.NumCacheFlushes, ooms: a.st.NumOOMs, created: a.d.created,
-		released: a.d.released}
+	a.tsBase = torchBase{retries: a.st.NumCacheFlushes, ooms: a.st.NumOOMs, created: a.d.Succeeded(vmm.CallCreate),
+		released: a.d.Succeeded(vmm.CallRelease)}
 }
 
 func (s *DeviceStats) arrays() []*StatArray {

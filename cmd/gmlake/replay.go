@@ -21,6 +21,7 @@ import (
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/impl/cudavmm"
 	"github.com/gmlake/gmlake/vmm"
+	"github.com/gmlake/gmlake/vmm/wrap"
 )
 
 type replayFlags struct {
@@ -155,14 +156,14 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 		total += len(t.Events) * runs
 	}
 
-	var gpu *replay.TimingDriver
+	var gpu *wrap.Meter
 	if f.device == "cuda" {
 		d, closeGPU, err := openCUDA()
 		if err != nil {
 			return fmt.Errorf("--device cuda: %w", err)
 		}
 		defer closeGPU()
-		gpu = replay.NewTimingDriver(d)
+		gpu = wrap.NewTimer(d)
 		total *= 2
 	}
 

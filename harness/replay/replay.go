@@ -32,6 +32,7 @@ import (
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
+	"github.com/gmlake/gmlake/vmm/wrap"
 )
 
 // LiveRounding is the granularity the peak live bytes are counted in: every request rounded up to 512 B, as
@@ -87,7 +88,7 @@ type ReplayResult struct {
 	// ModeledDriverTime is what the cost model charges for DriverCalls; zero when the driver is not the
 	// simulated device (see MeasuredDriverTime).
 	ModeledDriverTime time.Duration
-	// MeasuredDriverTime is the wall time spent inside driver calls, when Driver is a *TimingDriver.
+	// MeasuredDriverTime is the wall time spent inside driver calls, when Driver is a *wrap.Meter.
 	MeasuredDriverTime time.Duration
 	// ModeledByKind and MeasuredByKind split the two times by call kind.
 	ModeledByKind, MeasuredByKind [vmm.NumCallKinds]time.Duration
@@ -274,11 +275,11 @@ type replayCounters struct {
 	modeledBy, measuredBy [vmm.NumCallKinds]time.Duration
 }
 
-// readReplayCounters reads what the driver counts: a *TimingDriver counts calls and wall time (and passes the
+// readReplayCounters reads what the driver counts: a *wrap.Meter counts calls (and, timed, wall time) (and passes the
 // modeled time through from the driver it wraps); the simulated device counts calls and modeled time.
 func readReplayCounters(d vmm.Driver) replayCounters {
 	var c replayCounters
-	if td, ok := d.(*TimingDriver); ok {
+	if td, ok := d.(*wrap.Meter); ok {
 		c.calls, c.measured, c.measuredBy = td.Counts(), td.Measured(), td.MeasuredByKind()
 		if inner, ok := td.Inner().(vmm.CallCounter); ok {
 			c.modeled, c.modeledBy = inner.ModeledTime(), inner.ModeledByKind()
@@ -292,7 +293,7 @@ func readReplayCounters(d vmm.Driver) replayCounters {
 }
 
 func describeReplayDriver(d vmm.Driver) string {
-	if td, ok := d.(*TimingDriver); ok {
+	if td, ok := d.(*wrap.Meter); ok {
 		d = td.Inner()
 	}
 	if _, ok := d.(*sim.Device); ok {

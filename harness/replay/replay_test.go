@@ -17,6 +17,7 @@ import (
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
+	"github.com/gmlake/gmlake/vmm/wrap"
 )
 
 // bumpAlloc is a trivially predictable allocator for testing the harness on its own: blocks are requests
@@ -331,42 +332,11 @@ func TestWritePlotPNGAndSVG(t *testing.T) {
 	}
 }
 
-// The timing decorator counts each call and forwards results and errors unchanged.
-func TestTimingDriverCountsAndForwards(t *testing.T) {
-	d := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
-	td := NewTimingDriver(d)
-	g := td.Granularity()
-	h, err := td.Create(g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := td.Map(0x1000, g, h, 0); !errors.Is(err, vmm.ErrInvalidValue) {
-		t.Errorf("Map outside a reservation: %v, want the device's ErrInvalidValue", err)
-	}
-	if err := td.Release(h); err != nil {
-		t.Fatal(err)
-	}
-	c := td.Counts()
-	if c[vmm.CallGranularity] != 1 || c[vmm.CallCreate] != 1 || c[vmm.CallMap] != 1 || c[vmm.CallRelease] != 1 || c.Total() != 4 {
-		t.Errorf("counts %v", c.Map())
-	}
-	if inner := d.Counts(); inner != c {
-		t.Errorf("wrapper counted %v, device %v", c.Map(), inner.Map())
-	}
-	if td.Measured() <= 0 {
-		t.Error("no wall time measured")
-	}
-	td.Reset()
-	if c := td.Counts(); c.Total() != 0 || td.Measured() != 0 {
-		t.Error("Reset left counts")
-	}
-}
-
-// Replay through a TimingDriver reports measured time and the inner device's modeled time.
-func TestReplayOnTimingDriver(t *testing.T) {
+// Replay through a Meter reports measured time and the inner device's modeled time.
+func TestReplayOnMeter(t *testing.T) {
 	withBumpAllocator(t, 0)
 	tr := parseTrace(t, "a 0 10 0\na 1 10 0\n")
-	td := NewTimingDriver(sim.NewDevice(sim.DeviceConfig{SyncStreams: true}))
+	td := wrap.NewTimer(sim.NewDevice(sim.DeviceConfig{SyncStreams: true}))
 	r, err := Replay(context.Background(), tr, ReplayOptions{Driver: td})
 	if err != nil {
 		t.Fatal(err)

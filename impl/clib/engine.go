@@ -17,6 +17,7 @@ import (
 
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/vmm"
+	"github.com/gmlake/gmlake/vmm/wrap"
 )
 
 // ErrBadKnob is wrapped by every error about a knob: unknown name, or a value that does not parse.
@@ -187,79 +188,14 @@ func ApplyKnobs(cfg *impl.Config, knobs map[string]string) error {
 	return nil
 }
 
-// limitDriver is the driver an engine of the C library runs on: the real or simulated driver, with an
-// optional cap on the physical bytes created through it (PyTorch's set_per_process_memory_fraction).
-// Creating beyond the cap fails with CUDA_ERROR_OUT_OF_MEMORY, exactly as a smaller GPU would, so the engine
-// takes its ordinary out-of-memory path (stitch, release the cache, retry) before giving up.
-type limitDriver struct {
-	vmm.Driver
-	limit atomic.Uint64 // 0: no cap. Written by SetMemoryLimit, read by Create and MemInfo.
-
-	mu struct {
-		sync.Mutex
-		used  uint64                // Invariant: the sum of sizes of handles created and not yet released.
-		sizes map[vmm.Handle]uint64 // size of each unreleased handle created through this driver
-	}
-}
-
-func newLimitDriver(d vmm.Driver, limit uint64) *limitDriver {
-	l := &limitDriver{Driver: d}
-	l.limit.Store(limit)
-	l.mu.sizes = make(map[vmm.Handle]uint64)
-	return l
-}
-
-func (l *limitDriver) Create(size uint64) (vmm.Handle, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if lim := l.limit.Load(); lim != 0 && l.mu.used+size > lim {
-		return 0, vmm.Errorf(vmm.CallCreate, vmm.OutOfMemory,
-			"memory limit: %s held + %s asked > limit %s (set by the memory fraction)",
-			vmm.FormatBytes(l.mu.used), vmm.FormatBytes(size), vmm.FormatBytes(lim))
-	}
-	h, err := l.Driver.Create(size)
-	if err == nil {
-		l.mu.used += size
-		l.mu.sizes[h] = size
-	}
-	return h, err
-}
-
-func (l *limitDriver) Release(h vmm.Handle) error {
-	err := l.Driver.Release(h)
-	if err == nil {
-		l.mu.Lock()
-		l.mu.used -= l.mu.sizes[h]
-		delete(l.mu.sizes, h)
-		l.mu.Unlock()
-	}
-	return err
-}
-
-func (l *limitDriver) MemInfo() (free, total uint64, err error) {
-	free, total, err = l.Driver.MemInfo()
-	if lim := l.limit.Load(); err == nil && lim != 0 {
-		l.mu.Lock()
-		used := l.mu.used
-		l.mu.Unlock()
-		capFree := uint64(0)
-		if lim > used {
-			capFree = lim - used
-		}
-		// total stays the device's: the engine sizes its checks by it at New, and a cap may be lifted later.
-		free = min(free, capFree)
-	}
-	return free, total, err
-}
-
 // CEngine is one engine of the C library: an impl.Allocator on one device, addressed with plain integers
 // (pointers and CUDA streams as uintptr). Safe for concurrent use (the engine is; the stream table of the
 // simulated device has its own lock).
 type CEngine struct {
 	cfg   CEngineConfig
 	a     *impl.Allocator
-	drv   *limitDriver
-	total uint64 // the device's total memory at open
+	drv   *wrap.Limit // the driver given to NewCEngine, with the memory-fraction cap
+	total uint64      // the device's total memory at open
 
 	// ownStreams maps a C stream value to a stream of the driver's (cfg.OwnStreams only; nil otherwise):
 	// such a driver knows only streams it created, so each new C stream gets one. Guarded by ownMu.
@@ -315,7 +251,7 @@ func NewCEngine(d vmm.Driver, cfg CEngineConfig) (*CEngine, error) {
 		closeDriver()
 		return nil, err
 	}
-	e := &CEngine{cfg: cfg, drv: newLimitDriver(d, cfg.MemoryLimit)}
+	e := &CEngine{cfg: cfg, drv: wrap.NewLimit(d, cfg.MemoryLimit)}
 	if cfg.OwnStreams {
 		e.ownStreams = map[uintptr]vmm.Stream{0: vmm.DefaultStream}
 	}
@@ -421,10 +357,10 @@ func (e *CEngine) TotalMemory() uint64 { return e.total }
 
 // SetMemoryLimit caps the physical bytes the engine may hold (0 removes the cap). Memory already held
 // beyond a new cap stays until it is freed and released (EmptyCache).
-func (e *CEngine) SetMemoryLimit(bytes uint64) { e.drv.limit.Store(bytes) }
+func (e *CEngine) SetMemoryLimit(bytes uint64) { e.drv.SetLimit(bytes) }
 
 // MemoryLimit returns the cap set by SetMemoryLimit (0: none).
-func (e *CEngine) MemoryLimit() uint64 { return e.drv.limit.Load() }
+func (e *CEngine) MemoryLimit() uint64 { return e.drv.Limit() }
 
 // IsUnknownPointer reports whether err says a pointer was not allocated by the engine.
 func IsUnknownPointer(err error) bool { return errors.Is(err, impl.ErrUnknownPointer) }
@@ -455,7 +391,7 @@ func (e *CEngine) Stats(extra map[string]any) map[string]any {
 		"num_stitches": s.NumStitches, "num_stitch_reuses": s.NumStitchReuses, "num_stitch_frees": s.NumStitchFrees,
 		"num_ooms": s.NumOOMs, "num_cache_flushes": s.NumCacheFlushes,
 		"driver_calls": s.DriverCalls.Map(), "driver_calls_total": s.DriverCalls.Total(),
-		"memory_limit_bytes": e.drv.limit.Load(), "device_total_bytes": e.total,
+		"memory_limit_bytes": e.drv.Limit(), "device_total_bytes": e.total,
 		"oom_sync_retries": e.syncRetry.Load(), "sync_errors": e.syncErrors.Load(),
 	}
 	if c, ok := e.drv.Driver.(vmm.CallCounter); ok {

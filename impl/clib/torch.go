@@ -76,7 +76,7 @@ type AllocFailure struct {
 
 // Failure describes the failure err of an allocation of size bytes.
 func (e *CEngine) Failure(size uint64, err error) AllocFailure {
-	f := AllocFailure{Kind: FailOther, Requested: size, DeviceTotal: e.total, Limit: e.drv.limit.Load()}
+	f := AllocFailure{Kind: FailOther, Requested: size, DeviceTotal: e.total, Limit: e.drv.Limit()}
 	var oom *impl.OOMError
 	switch {
 	case errors.As(err, &oom):
@@ -105,7 +105,7 @@ func (e *CEngine) BaseAllocation(ptr uintptr) (uintptr, uint64, error) {
 
 // MemoryFraction returns the cap on the physical memory as a fraction of the device (1: no cap).
 func (e *CEngine) MemoryFraction() float64 {
-	lim := e.drv.limit.Load()
+	lim := e.drv.Limit()
 	if lim == 0 || e.total == 0 || lim >= e.total {
 		return 1
 	}
