@@ -30,7 +30,7 @@ func row(v2, v20, v256, v1g float64) []CostPoint {
 }
 
 // H200Costs returns the cost model with the medians measured on NVIDIA H200s (driver 580.159, CUDA 13.0).
-// The size-dependent rows are `gmlake probe` (impl/cudavmm/probe.go: create, reserve, map, set access,
+// The size-dependent rows are `gmlake probe` (harness/probe: create, reserve, map, set access,
 // unmap, release, free address, 50 repetitions each, through impl/cudavmm, context set per call) on four
 // H200 machines on 2026-11-29; each cell is the median over the machines, which differed by up to 2x
 // (docs/gpu.md). They replace the single-machine table of notes/cuda-vmm.md, which was more than 25% off in

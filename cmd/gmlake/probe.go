@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gmlake/gmlake/harness/probe"
 	"github.com/gmlake/gmlake/impl/cudavmm"
 	"github.com/gmlake/gmlake/vmm"
 )
@@ -40,7 +41,7 @@ marking each cell that differs by more than the tolerance. Needs a GPU with abou
 				_ = d.Release(h)
 			}
 			fmt.Fprintf(out, "after one cuMemCreate: %s\n\n", d.HandleTypes())
-			r, err := cudavmm.Probe(d, cudavmm.ProbeConfig{Reps: reps, StitchReps: stitchReps, EventReps: eventReps})
+			r, err := probe.Run(d, probe.Config{Reps: reps, StitchReps: stitchReps, EventReps: eventReps})
 			if err != nil {
 				return err
 			}

@@ -12,7 +12,8 @@
 //   - driver.go is the Driver: one per device ordinal, on the device's primary context (retained by New,
 //     released by Close). Every gm_* wrapper calls cuCtxSetCurrent before its driver call, inside the same C
 //     call, so the call runs in the right context on whatever OS thread the goroutine is on.
-//   - probe.go measures the cost of each call kind (gmlake probe prints it).
+//   - MemAlloc/MemFree (cuMemAlloc, outside vmm.Driver) let harness/probe time the plain allocation beside
+//     the VMM calls (gmlake probe prints it).
 //   - driver_nocgo.go stands in when cgo is off: the package builds, New says there is no driver.
 //
 // # Errors

@@ -93,6 +93,7 @@ func (d *Driver) Read(ptr vmm.DevicePtr, dst []byte, s vmm.Stream) error { retur
 
 func (d *Driver) Synchronize(s vmm.Stream) error { return errNoCgo }
 
-func (d *Driver) memAlloc(size uint64) (vmm.DevicePtr, error) { return 0, errNoCgo }
+// MemAlloc and MemFree need cgo.
+func (d *Driver) MemAlloc(size uint64) (vmm.DevicePtr, error) { return 0, errNoCgo }
 
-func (d *Driver) memFree(p vmm.DevicePtr) error { return errNoCgo }
+func (d *Driver) MemFree(p vmm.DevicePtr) error { return errNoCgo }

@@ -228,20 +228,3 @@ func TestRealDriverFromManyGoroutines(t *testing.T) {
 		t.Error(err)
 	}
 }
-
-// TestProbeRunsAndPrintsTheTable runs a short cost probe (3 repetitions) and checks the table's shape.
-func TestProbeRunsAndPrintsTheTable(t *testing.T) {
-	d := open(t)
-	r, err := Probe(d, ProbeConfig{Reps: 3, StitchReps: 1, Sizes: []uint64{2 * vmm.MiB, 20 * vmm.MiB}, StitchK: []int{8},
-		EventReps: 20})
-	must(t, err)
-	tab := r.Table()
-	for _, want := range []string{"cuMemCreate", "cuMemSetAccess", "cuMemAlloc", "| 8 |", "cuEventRecord"} {
-		if !strings.Contains(tab, want) {
-			t.Errorf("table lacks %q:\n%s", want, tab)
-		}
-	}
-	cmp, _ := r.Compare(vmm.H200Costs(), 0.25)
-	t.Log("\n" + tab + "\n" + cmp)
-	t.Log("shareable handles: " + d.HandleTypes())
-}

@@ -1,4 +1,4 @@
-package cudavmm
+package probe
 
 import (
 	"fmt"
@@ -10,8 +10,8 @@ import (
 	"github.com/gmlake/gmlake/vmm"
 )
 
-// ProbeConfig says how many times the cost probe repeats each measurement (the median is kept).
-type ProbeConfig struct {
+// Config says how many times the cost probe repeats each measurement (the median is kept).
+type Config struct {
 	Reps       int      // repetitions per call kind and size (default 25)
 	StitchReps int      // repetitions per stitched-range size (default 5)
 	Sizes      []uint64 // default 2 MiB, 20 MiB, 256 MiB, 1 GiB
@@ -19,9 +19,9 @@ type ProbeConfig struct {
 	EventReps  int      // repetitions of each event call (default 1000)
 }
 
-// ProbeRow is one call kind's median latency at each probed size.
-type ProbeRow struct {
-	Name   string       // as in notes/cuda-vmm.md
+// Row is one call kind's median latency at each probed size.
+type Row struct {
+	Name   string       // as in docs/cuda-vmm.md
 	Kind   vmm.CallKind // the cost model's kind; -1 for the cuMemAlloc/cuMemFree comparison rows
 	Median []time.Duration
 }
@@ -41,11 +41,11 @@ type EventRow struct {
 	Median time.Duration
 }
 
-// ProbeResult is the measured cost table.
-type ProbeResult struct {
+// Result is the measured cost table.
+type Result struct {
 	Granularity uint64
 	Sizes       []uint64
-	Rows        []ProbeRow
+	Rows        []Row
 	Stitch      []StitchRow
 	Events      []EventRow
 }
@@ -68,10 +68,20 @@ func timed(f func() error) (time.Duration, error) {
 	return time.Since(t), err
 }
 
-// Probe measures the median latency of every VMM call kind at each size, of cuMemAlloc/cuMemFree for
-// comparison, and of stitching K handles into one range. It needs about 1.1 GiB of free device memory at a
-// time with the default sizes. Single-threaded, as in notes/cuda-vmm.md. Everything it creates is released.
-func Probe(d *Driver, cfg ProbeConfig) (*ProbeResult, error) {
+// PlainAllocator is the optional interface of a driver that also has the plain, non-VMM allocation calls
+// (impl/cudavmm: cuMemAlloc_v2/cuMemFree_v2, what cudaMalloc/cudaFree do); Run then times them too, for
+// comparison.
+type PlainAllocator interface {
+	MemAlloc(size uint64) (vmm.DevicePtr, error)
+	MemFree(p vmm.DevicePtr) error
+}
+
+// Run measures the median latency of every VMM call kind at each size, of cuMemAlloc/cuMemFree for
+// comparison (when d is a PlainAllocator), of stitching K handles into one range, and of the event calls.
+// It needs about 1.1 GiB of free device memory at a time with the default sizes. Single-threaded, as in
+// docs/cuda-vmm.md. Everything it creates is released.
+func Run(d vmm.Driver, cfg Config) (*Result, error) {
+	plain, hasPlain := d.(PlainAllocator)
 	if cfg.Reps <= 0 {
 		cfg.Reps = 25
 	}
@@ -85,7 +95,7 @@ func Probe(d *Driver, cfg ProbeConfig) (*ProbeResult, error) {
 		cfg.StitchK = []int{8, 64, 512}
 	}
 	g := d.Granularity()
-	res := &ProbeResult{Granularity: g, Sizes: cfg.Sizes}
+	res := &Result{Granularity: g, Sizes: cfg.Sizes}
 	order := []vmm.CallKind{vmm.CallCreate, vmm.CallReserve, vmm.CallMap, vmm.CallSetAccess, vmm.CallUnmap,
 		vmm.CallRelease, vmm.CallFreeAddress}
 	names := map[vmm.CallKind]string{
@@ -121,12 +131,15 @@ func Probe(d *Driver, cfg ProbeConfig) (*ProbeResult, error) {
 					per[order[i]] = append(per[order[i]], dt)
 				}
 			}
+			if !hasPlain {
+				continue
+			}
 			var mp vmm.DevicePtr
-			dt, err := timed(func() (err error) { mp, err = d.memAlloc(size); return })
+			dt, err := timed(func() (err error) { mp, err = plain.MemAlloc(size); return })
 			if err != nil {
 				return nil, fmt.Errorf("probe at %s: %w", vmm.FormatBytes(size), err)
 			}
-			dt2, err := timed(func() error { return d.memFree(mp) })
+			dt2, err := timed(func() error { return plain.MemFree(mp) })
 			if err != nil {
 				return nil, fmt.Errorf("probe at %s: %w", vmm.FormatBytes(size), err)
 			}
@@ -140,19 +153,21 @@ func Probe(d *Driver, cfg ProbeConfig) (*ProbeResult, error) {
 		mallocS, freeS = append(mallocS, ma), append(freeS, mf)
 	}
 	for _, k := range order {
-		row := ProbeRow{Name: names[k], Kind: k}
+		row := Row{Name: names[k], Kind: k}
 		for _, s := range samples[k] {
 			row.Median = append(row.Median, median(s))
 		}
 		res.Rows = append(res.Rows, row)
 	}
-	ra := ProbeRow{Name: "cuMemAlloc (cudaMalloc, for comparison)", Kind: -1}
-	rf := ProbeRow{Name: "cuMemFree (cudaFree)", Kind: -1}
-	for i := range mallocS {
-		ra.Median = append(ra.Median, median(mallocS[i]))
-		rf.Median = append(rf.Median, median(freeS[i]))
+	if hasPlain {
+		ra := Row{Name: "cuMemAlloc (cudaMalloc, for comparison)", Kind: -1}
+		rf := Row{Name: "cuMemFree (cudaFree)", Kind: -1}
+		for i := range mallocS {
+			ra.Median = append(ra.Median, median(mallocS[i]))
+			rf.Median = append(rf.Median, median(freeS[i]))
+		}
+		res.Rows = append(res.Rows, ra, rf)
 	}
-	res.Rows = append(res.Rows, ra, rf)
 
 	for _, k := range cfg.StitchK {
 		row, err := probeStitch(d, k, cfg.StitchReps)
@@ -174,7 +189,7 @@ func Probe(d *Driver, cfg ProbeConfig) (*ProbeResult, error) {
 
 // probeEvents times GMLake's per-block event pattern on the default stream, reps times after a warm-up:
 // create, record, query (the event has completed: the stream is idle), destroy.
-func probeEvents(d *Driver, reps int) ([]EventRow, error) {
+func probeEvents(d vmm.Driver, reps int) ([]EventRow, error) {
 	kinds := []vmm.CallKind{vmm.CallCreateEvent, vmm.CallRecordEvent, vmm.CallQueryEvent, vmm.CallDestroyEvent}
 	samples := make([][]time.Duration, len(kinds))
 	for rep := -10; rep < reps; rep++ {
@@ -202,7 +217,7 @@ func probeEvents(d *Driver, reps int) ([]EventRow, error) {
 	return out, nil
 }
 
-func probeStitch(d *Driver, k, reps int) (StitchRow, error) {
+func probeStitch(d vmm.Driver, k, reps int) (StitchRow, error) {
 	g := d.Granularity()
 	var maps, sets, unmaps []time.Duration
 	for rep := -1; rep < reps; rep++ {
@@ -260,7 +275,7 @@ func usStr(d time.Duration) string {
 }
 
 // writeHeader writes a title line and the header of a table with one column per probed size.
-func (r *ProbeResult) writeHeader(b *strings.Builder, title string) {
+func (r *Result) writeHeader(b *strings.Builder, title string) {
 	b.WriteString(title + "\n| call |")
 	for _, s := range r.Sizes {
 		fmt.Fprintf(b, " %s |", sizeLabel(s))
@@ -272,8 +287,8 @@ func (r *ProbeResult) writeHeader(b *strings.Builder, title string) {
 	b.WriteString("\n")
 }
 
-// Table prints the result in the shape of the tables in notes/cuda-vmm.md (median microseconds).
-func (r *ProbeResult) Table() string {
+// Table prints the result in the shape of the tables in docs/cuda-vmm.md (median microseconds).
+func (r *Result) Table() string {
 	var b strings.Builder
 	r.writeHeader(&b, "Cost of each call (median microseconds, single thread)")
 	for _, row := range r.Rows {
@@ -320,7 +335,7 @@ type Deviation struct {
 // Compare sets the measured medians beside the model's costs and returns the cells whose measured value
 // differs from the model's by more than tol (0.25: 25%) of the model's. Cells under 2 us are compared with
 // an absolute tolerance of 1 us instead (timer and call overhead dominate there).
-func (r *ProbeResult) Compare(m *vmm.CostModel, tol float64) (string, []Deviation) {
+func (r *Result) Compare(m *vmm.CostModel, tol float64) (string, []Deviation) {
 	var b strings.Builder
 	var devs []Deviation
 	r.writeHeader(&b, "Measured vs cost model (us; ratio measured/model; * = off by more than the tolerance)")
