@@ -511,14 +511,14 @@ TESTS = dict(stats=t_stats, hf=t_hf, accel=t_accel, lightning=t_lightning, cudnn
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--alloc", required=True, choices=("native", "expandable", "gmlake"))
+    p.add_argument("--alloc", required=True, choices=("native", "expandable", "gmlake", "gmlake-pluggable"))
     p.add_argument("--tests", default=",".join(TESTS))
     p.add_argument("--out")
     p.add_argument("--budget-gib", type=float, default=16.0)
     a = p.parse_args()
     import torch
     head = dict(alloc=a.alloc, torch=torch.__version__, conf=os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""))
-    if a.alloc == "gmlake":
+    if a.alloc.startswith("gmlake"):
         import gmlake_torch
         head["mode"] = gmlake_torch.mode()
         head["backend"] = torch.cuda.get_allocator_backend() if hasattr(torch.cuda, "get_allocator_backend") else ""

@@ -32,7 +32,17 @@ def gib(v):
 
 def main():
     d = sys.argv[1]
-    eco = {(r["alloc"], r["test"]): r for r in load(os.path.join(d, "eco.jsonl"))}
+    eco, loops = {}, {}
+    for r in load(os.path.join(d, "eco.jsonl")):
+        eco[(r["alloc"], r["test"])] = r
+        if r["test"] == "pyloop" and r.get("ok"):  # several processes: the best of each (process-to-process noise)
+            best = loops.setdefault(r["alloc"], dict(r, runs=0))
+            best["runs"] += 1
+            for k, v in r.items():
+                if k.startswith("ns_"):
+                    best[k] = min(best[k], v)
+    for a, r in loops.items():
+        eco[(a, "pyloop")] = r
     train = {r.get("alloc"): r for r in load(os.path.join(d, "train.jsonl"))}
     micro = {r.get("alloc"): r for r in load(os.path.join(d, "micro.jsonl"))}
     rows = []
@@ -110,7 +120,10 @@ def main():
     row("max sequence length in the budget (steps of 128)",
         lambda a: "%d (%s GiB)" % (e(a, "maxseq")["max_seq"], e(a, "maxseq")["budget_gib"]))
     for s in (512, 1 << 20, 64 << 20):
-        row("Python torch.empty+del, ns per pair, %d B" % s, lambda a, s=s: e(a, "pyloop")["ns_%d" % s])
+        row("Python torch.empty+del, ns per pair, %d B (best of N processes; gmlake: cpp / pluggable)" % s,
+            lambda a, s=s: "%s (%d)%s" % (e(a, "pyloop")["ns_%d" % s], e(a, "pyloop").get("runs", 1),
+                                          " / %s" % eco[("gmlake-pluggable", "pyloop")]["ns_%d" % s]
+                                          if a == "gmlake" and ("gmlake-pluggable", "pyloop") in eco else ""))
     nat_t = train.get("native", {})
     row("training ckpt 0.93B: peak reserved GiB", lambda a: gib(train[a]["peak_reserved"]))
     row("training: median step s (vs native)",

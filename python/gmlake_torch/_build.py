@@ -158,7 +158,7 @@ def build(torch, lib_path, verbose=False):
                 # The process's own libstdc++, first, so that nothing of a static libstdc++.a is pulled in.
                 libs = [stdcpp] + libs
             linker = cc if (cc and stdcpp) else cxx
-            _run([linker, "-shared", obj, "-o", so] + libs + ["-lm", "-lgcc_s"])
+            _run([linker, "-shared", "-Wl,--no-undefined", obj, "-o", so] + libs + ["-lm", "-lgcc_s", "-lc"])
             os.replace(so, out + ".tmp")
             os.replace(out + ".tmp", out)
     if verbose:
