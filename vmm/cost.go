@@ -13,7 +13,7 @@ type CostPoint struct {
 
 // CostModel gives the latency of each driver call by the size it touches. For range calls (Unmap, SetAccess)
 // the cost is per mapping covered: the simulated device charges Cost(kind, mappingSize) for each mapping in
-// the range, because on the H200 the cost is per handle, not per byte (notes/cuda-vmm.md).
+// the range, because on the H200 the cost is per handle, not per byte (docs/cuda-vmm.md).
 //
 // Between table points latency is interpolated linearly in log2(size); beyond the ends it is extrapolated
 // from the last two points (never below zero). A kind with one point costs that point at every size; a kind
@@ -33,7 +33,7 @@ func row(v2, v20, v256, v1g float64) []CostPoint {
 // The size-dependent rows are `gmlake probe` (harness/probe: create, reserve, map, set access,
 // unmap, release, free address, 50 repetitions each, through impl/cudavmm, context set per call) on four
 // H200 machines on 2026-11-29; each cell is the median over the machines, which differed by up to 2x
-// (docs/gpu.md). They replace the single-machine table of notes/cuda-vmm.md, which was more than 25% off in
+// (docs/gpu.md). They replace the first notes' single-machine table (docs/cuda-vmm.md), which was more than 25% off in
 // 16 of 28 cells (create and map at large sizes most: 1 GiB create 88.7 us, not 24.4). The event calls
 // (what gmlake-paper makes per block operation, as GMLake does) are `gmlake probe`'s event rows, medians of
 // 1000 create/record/query/destroy rounds on an idle stream, on one H200 on 2026-12-01

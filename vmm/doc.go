@@ -12,7 +12,7 @@
 //   - a cost model ([CostModel]) giving the latency of each call kind by size, whose defaults are the
 //     H200 medians measured by `gmlake probe` (docs/gpu.md), so a simulated device can report modeled driver time.
 //
-// # The rules every Driver enforces (measured on an H200: notes/cuda-vmm.md, harness TestConformanceReal)
+// # The rules every Driver enforces (measured on an H200: docs/cuda-vmm.md, harness/conformance TestConformanceReal)
 //
 //  1. Sizes passed to Create, Reserve, Map, Unmap and SetAccess are whole multiples of Granularity()
 //     (2 MiB on the H200, never hard-coded: ask the driver). Otherwise: ErrInvalidValue (for Map,

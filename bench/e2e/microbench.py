@@ -6,7 +6,7 @@
 Paths measured (ns per alloc+free pair, warm cache, default stream, no Python in the loop):
   native        c10::cuda::CUDACachingAllocator::get()->raw_alloc / raw_delete (the allocator in use: native,
                 or expandable segments when PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)
-  native_dataptr the same through raw_allocate / raw_deallocate (DataPtr; the figure in notes/cuda-vmm.md)
+  native_dataptr the same through raw_allocate / raw_deallocate (DataPtr; the figure in docs/cuda-vmm.md)
   gmlake        gmlake_alloc / gmlake_free called through function pointers: the C ABI PyTorch calls
   pluggable     a torch CUDAPluggableAllocator around gmlake_alloc / gmlake_free (not installed), through
                 raw_alloc / raw_delete: what PyTorch adds on top (std::function, a mutex, a metadata map)

@@ -20,7 +20,7 @@ func init() {
 cuMemUnmap, cuMemRelease, cuMemAddressFree, and cuMemAlloc/cuMemFree for comparison) at 2 MiB, 20 MiB, 256 MiB
 and 1 GiB, the stitching of 8, 64 and 512 granularity-sized handles into one range, and the event calls GMLake
 makes per block operation (cuEventCreate, cuEventRecord, cuEventQuery, cuEventDestroy). It prints the median
-microseconds in the shape of the table in notes/cuda-vmm.md, then the measurements beside vmm.H200Costs(),
+microseconds in the shape of the table in docs/cuda-vmm.md, then the measurements beside vmm.H200Costs(),
 marking each cell that differs by more than the tolerance. Needs a GPU with about 1.1 GiB free.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

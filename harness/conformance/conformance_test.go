@@ -27,7 +27,7 @@ func envInt(name string, def int) int {
 
 func long() bool { return os.Getenv("GMLAKE_PROFILE") == "long" }
 
-// The rules every conformance run must exercise at least once (notes/cuda-vmm.md): granularity, offset 0,
+// The rules every conformance run must exercise at least once (docs/cuda-vmm.md): granularity, offset 0,
 // partial unmap, aliasing (maps of a mapped handle, reads through them), lifetime (free of a mapped
 // reservation, use after release), access (set access on partly mapped ranges).
 var requiredRules = []string{

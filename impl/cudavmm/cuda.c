@@ -25,7 +25,7 @@ _Static_assert(sizeof(CUmemAccessDesc) == 12, "CUmemAccessDesc is 12 bytes");
 _Static_assert(sizeof(CUmemAllocationProp) == 32, "CUmemAllocationProp is 32 bytes");
 
 // The function pointers, one per symbol. The versioned names are the 64-bit ABI; libcuda.so.1 still exports
-// the old unsuffixed names with 32-bit sizes (notes/cuda-vmm.md, "Symbol trap").
+// the old unsuffixed names with 32-bit sizes (docs/cuda-vmm.md, "Symbol trap").
 static CUresult (*p_cuInit)(unsigned int);
 static CUresult (*p_cuDeviceGet)(CUdevice *, int);
 static CUresult (*p_cuDeviceGetAttribute)(int *, int, CUdevice);

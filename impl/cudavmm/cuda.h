@@ -1,5 +1,5 @@
 // The few CUDA driver API types and calls this package uses, declared by hand from the C ABI recorded in
-// notes/cuda-vmm.md (there is no cuda.h on the build machine), and the gm_* wrappers the Go side calls.
+// docs/cuda-vmm.md (there is no cuda.h on the build machine), and the gm_* wrappers the Go side calls.
 //
 // Every gm_* wrapper that touches device state first makes the driver's primary context current on the
 // calling OS thread (cuCtxSetCurrent), inside the same C call, so a goroutine that migrates between threads

@@ -4,7 +4,7 @@
 //
 // # Layout
 //
-//   - cuda.h declares, by hand, the few CUDA types the package needs (from the C ABI in notes/cuda-vmm.md:
+//   - cuda.h declares, by hand, the few CUDA types the package needs (from the C ABI in docs/cuda-vmm.md:
 //     the 12-byte CUmemAccessDesc, the 32-byte CUmemAllocationProp, handles as 64-bit values, streams and
 //     events as pointers) and the gm_* wrappers. cuda.c loads every symbol once, by its versioned name where
 //     the unsuffixed one has the old 32-bit ABI (cuMemGetInfo_v2, cuMemcpyDtoH_v2, cuStreamDestroy_v2,

@@ -71,7 +71,7 @@ func TestNoSuchDeviceIsAnError(t *testing.T) {
 	}
 }
 
-// TestRealDriverRules checks, on the GPU, the rules of notes/cuda-vmm.md that vmm's package doc lists:
+// TestRealDriverRules checks, on the GPU, the rules of docs/cuda-vmm.md that vmm's package doc lists:
 // granularity, offset 0, partial unmap, access before SetAccess is needed, aliasing, and the error values.
 func TestRealDriverRules(t *testing.T) {
 	d := open(t)

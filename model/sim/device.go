@@ -1,7 +1,7 @@
 package sim
 
 // The reference device: a simulated GPU that implements vmm.Driver and enforces every rule of the vmm
-// package doc (notes/cuda-vmm.md) with the error CUDA gives.
+// package doc (docs/cuda-vmm.md) with the error CUDA gives.
 //
 // State, all guarded by Device.mu:
 //   - handles: the physical allocations still holding memory (created, and not yet both released and
