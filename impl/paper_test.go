@@ -498,3 +498,35 @@ func TestPaperRandomOpsKeepState(t *testing.T) {
 			st.NumStitchReuses, st.NumStitchFrees, st.NumCacheFlushes, st.NumOOMs)
 	}
 }
+
+// get_fused_fragmented_blocks: when mapping the stitched block fails (here its cuMemAddressReserve),
+// garbage_collect_fused_blocks(0, request) runs and the stitch is tried again.
+func TestPaperGCOnFailedStitch(t *testing.T) {
+	a, dev := newPaper(t, Config{}, 0, true)
+	twoCached(t, a, dev) // free blocks 400, 300, 300; a fragmented and an all-free cached sBlock
+	dev.FailNth(vmm.CallReserve, 1, vmm.OutOfMemory)
+	mustAlloc(t, a, 700*MiB, 0)
+	if st := a.Stats(); st.NumStitches != 3 || st.NumStitchFrees != 1 {
+		t.Fatalf("stitches %d, collected %d: want the third stitch after collecting the fragmented sBlock",
+			st.NumStitches, st.NumStitchFrees)
+	}
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+}
+
+// realloc_block: when creating a segment runs out of memory while the device has more free than the
+// segment and the stream's cached sBlocks add up to at least it, garbage_collect_fused_blocks runs and the
+// segment is created again.
+func TestPaperGCOnFailedGrow(t *testing.T) {
+	a, dev := newPaper(t, Config{}, 0, true)
+	twoCached(t, a, dev) // 1200 MiB of cached sBlocks; 1000 MiB of free blocks: 1100 MiB must grow
+	res := a.Stats().ReservedBytes
+	dev.FailNth(vmm.CallCreate, 1, vmm.OutOfMemory)
+	mustAlloc(t, a, 1100*MiB, 0)
+	if st := a.Stats(); st.NumStitchFrees != 1 || st.ReservedBytes != res+1100*MiB || st.NumCacheFlushes != 0 {
+		t.Fatalf("collected %d, reserved %d -> %d MiB, flushes %d: want the fragmented sBlock collected and the "+
+			"segment created on the retry", st.NumStitchFrees, res/MiB, st.ReservedBytes/MiB, st.NumCacheFlushes)
+	}
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+}
