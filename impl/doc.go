@@ -110,6 +110,17 @@
 //     count and charge them (3 per alloc/free pair without a split, 5 with one), and its collection asks
 //     the sBlock's event.
 //
+// GLake's own documents give four fragment limits: 512 MiB (the code's default), 1 GiB (README), 256 MiB
+// (tutorial), 32 MiB with defragLevel 1 (first commit). The waste (1 - peak live / peak reserved) they give
+// on the bundled traces (gmlake replay --policy gmlake-paper --paper-fragment-limit 32MiB,256MiB,512MiB,1GiB
+// testdata/traces/*.trace.gz):
+//
+//	fragLimit  fsdp2-llama1b  llama1b-ckpt  llama3b-lora
+//	32 MiB     11.5%          10.1%          3.0%
+//	256 MiB    24.2%          11.7%         25.1%
+//	512 MiB    22.9%          11.7%         25.2%
+//	1 GiB      32.4%          11.7%         29.6%
+//
 // Where it departs from GLake, and why: small segments are made with the VMM calls like every other
 // segment (vmm.Driver has no cudaMalloc; at 2 MiB they cost about the same, 47 us against cuMemAlloc's
 // 49-57 us); the engine carves the pBlock under each stitched piece where GMLake keeps block lists per
@@ -148,7 +159,7 @@
 //
 // So gmlake grows by chunks of at most 48 MiB and stitches when that saves at least 128 MiB of growth:
 // under 2% fragmentation on the bundled traces (2.5% worst over the scaled set) and about the driver time
-// of expandable (0.5-1% of the training time), where GMLake's 2 MiB chunks cost 10-16x (9-26% of the
+// of expandable (0.5-1% of the training time), where GMLake's 2 MiB chunks cost 10-16x (8-25% of the
 // training time with gmlake-paper, its block events included).
 //
 // # Lock order
