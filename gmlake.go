@@ -80,7 +80,7 @@ type Allocator struct {
 // NewSimulated makes an allocator on a fresh simulated H200 (model/sim, an H200's capacity, streams whose
 // work completes at once): no GPU is touched. Driver returns the device (a *sim.Device).
 func NewSimulated(opts Options) (*Allocator, error) {
-	return New(sim.NewDevice(sim.DeviceConfig{SyncStreams: true}), opts)
+	return New(sim.NewDevice(sim.DeviceConfig{SyncStreams: true, UniqueAddresses: true}), opts)
 }
 
 // OpenCUDA opens GPU `device` (an ordinal) through libcuda.so.1, loaded at run time; on a machine without a

@@ -132,3 +132,25 @@ func TestFreeRacingCloseNoPanic(t *testing.T) {
 		t.Log(strings.TrimSpace(text[strings.LastIndex(text, "close_race:"):]))
 	}
 }
+
+// Property: two simulated devices of one process hand out distinct pointers, and a pointer of device 1
+// freed as device 0's is refused (issue 14 item 3; see testdata/two_devices.c).
+func TestSimDevicesPointersDistinct(t *testing.T) {
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("no gcc on this machine")
+	}
+	dir := buildLib(t)
+	bin := filepath.Join(t.TempDir(), "two_devices")
+	cmd := exec.Command(cc, "-O1", "-o", bin, filepath.Join("testdata", "two_devices.c"), "-I.", "-L"+dir, "-lgmlake",
+		"-Wl,-rpath,"+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("compiling two_devices.c: %v\n%s", err, out)
+	}
+	c := exec.Command(bin)
+	c.Env = simEnv()
+	out, err := c.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "two_devices: ok") {
+		t.Fatalf("two_devices: %v\n%s", err, out)
+	}
+}

@@ -17,7 +17,8 @@ const (
 
 // openDriver opens device ordinal `device` of the given kind and completes cfg for it (its name, and
 // OwnStreams for the simulated device, which knows only streams it created). For driverSim, simCapacity is
-// the simulated device's memory in bytes (0: an H200's); every simulated device is independent.
+// the simulated device's memory in bytes (0: an H200's); every simulated device is independent, with
+// addresses of its own (a pointer names one device, as on GPUs).
 func openDriver(kind string, device int, simCapacity uint64, cfg *clib.CEngineConfig) (vmm.Driver, error) {
 	switch kind {
 	case driverCUDA, "":
@@ -29,7 +30,7 @@ func openDriver(kind string, device int, simCapacity uint64, cfg *clib.CEngineCo
 		return d, nil
 	case driverSim:
 		cfg.Driver, cfg.OwnStreams = driverSim, true
-		return sim.NewDevice(sim.DeviceConfig{Capacity: simCapacity, SyncStreams: true}), nil
+		return sim.NewDevice(sim.DeviceConfig{Capacity: simCapacity, SyncStreams: true, UniqueAddresses: true}), nil
 	}
 	return nil, fmt.Errorf("gmlake: unknown driver %q: use %q or %q", kind, driverCUDA, driverSim)
 }

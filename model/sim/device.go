@@ -15,6 +15,9 @@ package sim
 //
 // Virtual addresses come from a bump pointer starting at VABase, aligned to the granularity, and are never
 // handed out twice (not even after FreeAddress), so a stale pointer never silently hits a newer allocation.
+// A device made with UniqueAddresses owns a 4 PiB range of its own instead, disjoint from every other such
+// device of the process (as the GPUs of one process are); when its bump pointer reaches the range's end it
+// reuses freed ranges, first fit.
 // Reservations, mappings: btrees, so Map/Unmap/SetAccess cost O(log n + mappings covered).
 //
 // Every driver call goes through begin (count it, maybe inject a fault) and ends by charging modeled time.
@@ -23,6 +26,7 @@ package sim
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/btree"
@@ -46,6 +50,11 @@ type DeviceConfig struct {
 	Costs *vmm.CostModel
 	// SyncStreams makes every unit of stream work complete as soon as it is submitted (trace replays).
 	SyncStreams bool
+	// UniqueAddresses gives the device a virtual address range of its own, [lo, lo+4 PiB), disjoint from
+	// that of every other device made with it in this process (the first 4095 of them; then the ranges are
+	// used again, in order), so that a pointer names one device, as on GPUs. false: addresses start at
+	// VABase on every device (the same calls give the same addresses: tests, reproducers).
+	UniqueAddresses bool
 	// Seed seeds the random source of FailProb.
 	Seed int64
 }
@@ -103,6 +112,8 @@ type Device struct {
 	capacity uint64
 	costs    *vmm.CostModel
 	sync     bool
+	// [vaLo, vaHi) holds every address the device hands out; vaHi == 0: no end below 2^64.
+	vaLo, vaHi vmm.DevicePtr
 
 	mu struct {
 		sync.Mutex
@@ -112,16 +123,18 @@ type Device struct {
 		reservations *btree.BTreeG[vmm.Range] // keyed by Base; disjoint
 		mappings     *btree.BTreeG[*mapping]  // keyed by base; disjoint; each inside one reservation
 		nextVA       vmm.DevicePtr            // bump pointer for Reserve
-		streams      map[vmm.Stream]*stream   // live streams, DefaultStream included
-		zombies      []*stream                // destroyed streams with pending work
-		nextStream   vmm.Stream
-		events       map[vmm.Event]*event
-		nextEvent    vmm.Event
-		counts       vmm.CallCounts
-		modeled      time.Duration
-		modeledBy    [vmm.NumCallKinds]time.Duration // modeled split by call kind; sums to modeled
-		faults       faults
-		hazards      []Hazard // rule-9 races seen (device_hazards.go)
+		// wrapped: the bump pointer reached vaHi once; Reserve searches freed gaps (first fit) from then on.
+		wrapped    bool
+		streams    map[vmm.Stream]*stream // live streams, DefaultStream included
+		zombies    []*stream              // destroyed streams with pending work
+		nextStream vmm.Stream
+		events     map[vmm.Event]*event
+		nextEvent  vmm.Event
+		counts     vmm.CallCounts
+		modeled    time.Duration
+		modeledBy  [vmm.NumCallKinds]time.Duration // modeled split by call kind; sums to modeled
+		faults     faults
+		hazards    []Hazard // rule-9 races seen (device_hazards.go)
 	}
 }
 
@@ -153,13 +166,37 @@ func NewDevice(cfg DeviceConfig) *Device {
 	d.mu.nextHandle = 1
 	d.mu.reservations = btree.NewG(16, func(a, b vmm.Range) bool { return a.Base < b.Base })
 	d.mu.mappings = btree.NewG(16, func(a, b *mapping) bool { return a.base < b.base })
-	d.mu.nextVA = VABase
+	d.vaLo = VABase
+	if cfg.UniqueAddresses {
+		d.vaLo = VABase + vmm.DevicePtr((vaSlots.Add(1)-1)%vaSlotCount*vaSlotSize)
+		d.vaHi = d.vaLo + vaSlotSize
+	}
+	d.mu.nextVA = d.vaLo
 	d.mu.streams = map[vmm.Stream]*stream{vmm.DefaultStream: {id: vmm.DefaultStream}}
 	d.mu.nextStream = 1
 	d.mu.events = make(map[vmm.Event]*event)
 	d.mu.nextEvent = 1
 	d.mu.faults.init(cfg.Seed)
 	return d
+}
+
+// vaSlotSize is the virtual address range of a device made with UniqueAddresses (4 PiB: 25,000 H200-sized
+// reservations before the range is used again); vaSlotCount such ranges fit between VABase and 2^64.
+const (
+	vaSlotSize  = 1 << 52
+	vaSlotCount = (1<<64 - 1 - uint64(VABase)) / vaSlotSize
+)
+
+// vaSlots counts the devices made with UniqueAddresses in this process.
+var vaSlots atomic.Uint64
+
+// AddressRange returns the half-open range [lo, hi) of the addresses the device hands out (hi is the
+// largest address for a device without UniqueAddresses).
+func (d *Device) AddressRange() (lo, hi vmm.DevicePtr) {
+	if d.vaHi == 0 {
+		return d.vaLo, ^vmm.DevicePtr(0)
+	}
+	return d.vaLo, d.vaHi
 }
 
 // Capacity returns the device's physical memory in bytes.
@@ -297,14 +334,40 @@ func (d *Device) Reserve(size uint64) (vmm.DevicePtr, error) {
 		return 0, err
 	}
 	base := d.mu.nextVA
-	if uint64(base)+size < uint64(base) {
-		return 0, d.failLocked(k, vmm.OutOfMemory, "virtual address space exhausted: asked %d at %v", size, base)
+	over := uint64(base)+size < uint64(base) || (d.vaHi != 0 && uint64(base)+size > uint64(d.vaHi))
+	if over && d.vaHi != 0 {
+		d.mu.wrapped = true
 	}
-	// The bump pointer only grows, so the new range cannot overlap a live reservation.
-	d.mu.nextVA = base.Add(size)
+	switch {
+	case d.mu.wrapped:
+		var ok bool
+		if base, ok = d.firstFitLocked(size); !ok {
+			return 0, d.failLocked(k, vmm.OutOfMemory, "virtual address space exhausted: no free range of %d bytes in [%v, %v)", size, d.vaLo, d.vaHi)
+		}
+	case over:
+		return 0, d.failLocked(k, vmm.OutOfMemory, "virtual address space exhausted: asked %d at %v", size, base)
+	default:
+		// The bump pointer only grows, so the new range cannot overlap a live reservation.
+		d.mu.nextVA = base.Add(size)
+	}
 	d.mu.reservations.ReplaceOrInsert(vmm.Range{Base: base, Size: size})
 	d.chargeLocked(k, size)
 	return base, nil
+}
+
+// firstFitLocked returns the lowest address of [vaLo, vaHi) where size bytes overlap no reservation.
+func (d *Device) firstFitLocked(size uint64) (vmm.DevicePtr, bool) {
+	at := d.vaLo
+	found := false
+	d.mu.reservations.Ascend(func(r vmm.Range) bool {
+		if uint64(r.Base) >= uint64(at)+size {
+			found = true
+			return false
+		}
+		at = max(at, r.Base.Add(r.Size))
+		return true
+	})
+	return at, found || uint64(at)+size <= uint64(d.vaHi)
 }
 
 // reservationAtLocked returns the reservation containing p.
