@@ -413,6 +413,19 @@ func (c *campaign) lockstepCheck() {
 			c.fail(x)
 		}
 	}
+	c.checkHazards()
+}
+
+// checkHazards fails the campaign on any rule-9 hazard the simulated device saw (an unmap racing pending
+// work through the mapping), then forgets them so each is reported once.
+func (c *campaign) checkHazards() {
+	if c.sim == nil {
+		return
+	}
+	if err := c.sim.HazardError(); err != nil {
+		c.fail(Violation{CheckHazard, err.Error()})
+		c.sim.ClearHazards()
+	}
 }
 
 // --- the workers ---
@@ -599,6 +612,10 @@ func (c *campaign) finish(failed bool) {
 	}
 	if _, err := c.a.Close(); err != nil && !failed {
 		c.fail(Violation{CheckError, "Close: " + err.Error()})
+	}
+	if !failed {
+		c.checkHazards()
+		failed = len(c.failures) > 0
 	}
 	if failed {
 		return

@@ -45,6 +45,7 @@ const (
 	CheckPanic     = "PANIC"     // the allocator (or a checker) panicked
 	CheckHang      = "HANG"      // no operation completed for a long time (a deadlock)
 	CheckLedger    = "LEDGER"    // the campaign's ledger of driver calls disagrees with the device (a fuzzer bug)
+	CheckHazard    = "HAZARD"    // the allocator unmapped memory with GPU work pending through it (sim rule 9)
 )
 
 // checkState returns the violations of the state (a, dev) given the live set the fuzzer tracked. It is the

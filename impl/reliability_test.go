@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -227,6 +228,66 @@ func BenchmarkStitchAttemptManyStreams(b *testing.B) {
 			}
 			b.StopTimer()
 			mustFree(b, a, hold)
+		})
+	}
+}
+
+// The engine never unmaps memory with GPU work pending through it (rule 9, checked exactly per address
+// range by the simulated device, issue 14 item 8): a block written on its stream and freed, or written on a
+// second stream and recorded, stays mapped through EmptyCache until the work completed. The control (an
+// unmap of the same mapping behind the engine's back) shows the device's check bites.
+func TestEmptyCacheNeverRacesPendingWrites(t *testing.T) {
+	for _, pol := range Policies {
+		t.Run(pol, func(t *testing.T) {
+			a, dev := newTest(t, pol, 4<<30, false /* sync */)
+			s, err := dev.CreateStream()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := mustAlloc(t, a, 8*MiB, s)
+			q := mustAlloc(t, a, 64*MiB, vmm.DefaultStream)
+			if err := dev.Memset(p, 8*MiB, 1, s); err != nil {
+				t.Fatal(err)
+			}
+			if err := dev.Memset(q, MiB, 2, s); err != nil { // q used on s too
+				t.Fatal(err)
+			}
+			if err := a.RecordStream(q, s); err != nil {
+				t.Fatal(err)
+			}
+			mustFree(t, a, p)
+			mustFree(t, a, q)
+			if err := a.EmptyCache(); err != nil {
+				t.Fatal(err)
+			}
+			checkState(t, a, dev) // fails on any hazard
+			dev.CompleteAll()
+			if err := a.EmptyCache(); err != nil {
+				t.Fatal(err)
+			}
+			checkState(t, a, dev)
+			if got := a.Stats().ReservedBytes; got != 0 {
+				t.Fatalf("%s still reserved after the work completed", vmm.FormatBytes(got))
+			}
+			closeClean(t, a, dev)
+
+			// Control: the same write, then the memory unmapped behind the engine's back.
+			a, dev = newTest(t, pol, 4<<30, false /* sync */)
+			if s, err = dev.CreateStream(); err != nil {
+				t.Fatal(err)
+			}
+			p = mustAlloc(t, a, 8*MiB, s)
+			if err := dev.Memset(p, 8*MiB, 1, s); err != nil {
+				t.Fatal(err)
+			}
+			snap := a.Snapshot()
+			m := snap.Mappings[0]
+			if err := dev.Unmap(m.VA.Base, m.VA.Size); err != nil {
+				t.Fatal(err)
+			}
+			if err := dev.HazardError(); !errors.Is(err, sim.ErrHazard) {
+				t.Fatalf("unmapping %v under a pending write: HazardError() = %v, want %v", m.VA, err, sim.ErrHazard)
+			}
 		})
 	}
 }

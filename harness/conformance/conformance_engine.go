@@ -237,6 +237,11 @@ func EngineIntegrity(d vmm.Driver, cfg IntegrityConfig) (*IntegrityReport, error
 	if err != nil {
 		return rep, fmt.Errorf("integrity: Close: %w", err)
 	}
+	if hz, ok := d.(interface{ HazardError() error }); ok { // the simulated device's rule-9 report
+		if err := hz.HazardError(); err != nil {
+			return rep, fmt.Errorf("integrity: %w", err)
+		}
+	}
 	return rep, nil
 }
 

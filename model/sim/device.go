@@ -91,7 +91,6 @@ type handle struct {
 	released bool
 	mappings int    // Invariant: equals the number of mappings in Device.mappings with this handle
 	shadow   shadow // the bytes written to it (sparse; unwritten bytes read 0)
-	uses     []use  // pending Memset writes, at most one per stream (device_hazards.go)
 }
 
 // mapping is one Map call's mapping.
@@ -102,6 +101,7 @@ type mapping struct {
 	// access: a SetAccess covering this whole mapping succeeded. Access is per mapping: SetAccess over part
 	// of one is refused (rule 5), so there is no partly accessible mapping.
 	access bool
+	uses   []use // pending Memset writes through this mapping, at most one per stream (device_hazards.go)
 }
 
 func (m *mapping) limit() vmm.DevicePtr { return m.base.Add(m.size) }
@@ -307,7 +307,6 @@ func (d *Device) Release(h vmm.Handle) error {
 	if err != nil {
 		return err
 	}
-	d.checkHazardLocked(k, hd)
 	hd.released = true
 	d.maybeFreeLocked(hd)
 	d.chargeLocked(k, hd.size)
@@ -579,7 +578,7 @@ func (d *Device) Unmap(ptr vmm.DevicePtr, size uint64) error {
 		d.chargeLocked(k, 0)
 	}
 	for _, m := range ms {
-		d.checkHazardLocked(k, m.h)
+		d.checkHazardLocked(k, m)
 		d.mu.mappings.Delete(m)
 		m.h.mappings--
 		d.maybeFreeLocked(m.h)

@@ -63,3 +63,30 @@ func TestUniqueAddressesWrapIntoFreedGaps(t *testing.T) {
 	require.NoError(t, d.FreeAddress(tail, 4*mib))
 	require.NoError(t, d.FreeAddress(p, 16*mib))
 }
+
+// Rule 9 is about address ranges: unmapping a mapping races only the pending work that went through it.
+// Tearing down a stitched view of a handle while a write through the handle's other mapping is pending is
+// not a hazard; unmapping that other mapping is; a Release while a mapping remains frees nothing and races
+// nothing (issue 14 item 8).
+func TestHazardsPerAddressRange(t *testing.T) {
+	d := NewDevice(DeviceConfig{})
+	s, err := d.CreateStream()
+	require.NoError(t, err)
+	h, err := d.Create(4 * mib)
+	require.NoError(t, err)
+	primary := mapAccess(t, d, h, 4*mib)
+	view := mapAccess(t, d, h, 4*mib)
+	require.NoError(t, d.Memset(primary.Add(mib), 8, 1, s)) // pending on s, through the primary mapping
+	require.NoError(t, d.Unmap(view, 4*mib))
+	require.Empty(t, d.Hazards(), "the view's teardown races nothing: the pending write went through the primary mapping")
+	require.NoError(t, d.HazardError())
+	require.NoError(t, d.Release(h))
+	require.Empty(t, d.Hazards(), "h is still mapped: Release frees nothing")
+	require.NoError(t, d.Unmap(primary, 4*mib))
+	hz := d.Hazards()
+	require.Len(t, hz, 1)
+	require.Equal(t, Hazard{Call: vmm.CallUnmap, Handle: h, VA: vmm.Range{Base: primary, Size: 4 * mib}, Stream: s, Pending: 1}, hz[0])
+	err = d.HazardError()
+	require.ErrorIs(t, err, ErrHazard)
+	require.Contains(t, err.Error(), primary.String())
+}

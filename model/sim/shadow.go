@@ -124,18 +124,18 @@ func (d *Device) Memset(ptr vmm.DevicePtr, size uint64, value byte, s vmm.Stream
 	if err != nil {
 		return err
 	}
-	var written []*handle
+	var written []*mapping
 	err = d.accessibleLocked(k, ptr, size, func(m *mapping, off, n uint64) {
 		m.h.shadow.write(off, off+n, value)
-		written = append(written, m.h)
+		written = append(written, m)
 	})
 	if err != nil {
 		return err
 	}
 	d.submitLocked(st, nil)
 	if st.completed < st.submitted {
-		for _, h := range written {
-			noteUseLocked(h, st)
+		for _, m := range written {
+			noteUseLocked(m, st)
 		}
 	}
 	d.chargeLocked(k, size)
