@@ -267,6 +267,21 @@ func (a *Allocator) newArena(ss *streamState, pool poolKind) (*segment, error) {
 	return seg, nil
 }
 
+// dropFreshArena undoes newArena after the first mapping into seg failed (mapInto changed nothing, so seg is
+// still one unmapped block): a failed request leaves no new reservation behind.
+func (a *Allocator) dropFreshArena(seg *segment) {
+	a.undoReserve(seg.base, seg.size)
+	a.dropEmptyArena(seg)
+}
+
+// dropEmptyArena forgets arena seg, whose only block is unmapped and whose reservation was returned.
+func (a *Allocator) dropEmptyArena(seg *segment) {
+	h := seg.head
+	seg.dropUnmapped(h)
+	a.dropSegment(seg)
+	a.recycle(h)
+}
+
 func cmpPtr(x, y vmm.DevicePtr) int {
 	switch {
 	case x < y:
@@ -316,16 +331,20 @@ func (a *Allocator) arenaCandidate(seg *segment, rs uint64) (*block, uint64) {
 // arenaAlloc is PyTorch's try_allocate_expandable_block: map what the candidate run lacks, then take it.
 func (a *Allocator) arenaAlloc(ss *streamState, pool poolKind, rs uint64) (*block, error) {
 	c, _ := a.arenaRun(ss, pool, rs)
+	var fresh *segment // an arena opened for this request: returned if the request fails
 	if c == nil {
 		seg, err := a.newArena(ss, pool)
 		if err != nil {
 			return nil, err
 		}
-		c = seg.head
+		c, fresh = seg.head, seg
 	}
 	if !c.mapped {
 		m, err := a.mapInto(c, min(c.size, rs))
 		if err != nil {
+			if fresh != nil {
+				a.dropFreshArena(fresh)
+			}
 			return nil, err
 		}
 		c = m
@@ -600,16 +619,20 @@ func (a *Allocator) arenaChunks(ss *streamState, size uint64) ([]*chunk, error) 
 			break
 		}
 	}
+	var fresh *segment // an arena opened for this stitch: returned if mapping fails
 	if u == nil {
 		seg, err := a.newArena(ss, largePool)
 		if err != nil {
 			return nil, err
 		}
-		u = seg.head
+		u, fresh = seg.head, seg
 	}
 	seg := u.seg
 	off := uint64(u.ptr - seg.base)
 	if _, err := a.mapInto(u, size); err != nil {
+		if fresh != nil {
+			a.dropFreshArena(fresh)
+		}
 		return nil, err
 	}
 	var out []*chunk
@@ -741,9 +764,9 @@ func (a *Allocator) holdParts(sb *block) {
 	}
 }
 
-// reuseSBlock serves rs from a cached sBlock of ss whose chunks are all free: the smallest that fits,
-// at most reuseLimit/4 times the request (gmlake 1.25x; gmlake-paper 10x, GMLake's reuseLimit). No driver
-// calls.
+// reuseSBlock serves rs from a cached sBlock of ss whose chunks are all free: the smallest that fits, at
+// most max(reuseLimit/4 times the request, the request + 2 granules) (gmlake: 1.25x, but 2x at a 4 MiB
+// request and 1.25x only from 16 MiB; gmlake-paper 10x, GMLake's reuseLimit). No driver calls.
 func (a *Allocator) reuseSBlock(ss *streamState, rs uint64) *block {
 	limit := max(rs/4*a.p.reuseLimit, rs+2*a.gran)
 	var best *block

@@ -146,7 +146,9 @@ func (s *segment) removeChunk(c *chunk) {
 // (paperReuse): then size is the request's, and only the chunks under [ptr, ptr+size) are held.
 //
 // Legal states: a pBlock is Free (in its pool's free set iff mapped), Live (handed out, or held by a live
-// sBlock: heldBy != nil), or Pending (freed, events outstanding). An sBlock is Live or Free (cached).
+// sBlock: heldBy != nil), or Pending (freed, events outstanding). An sBlock is Live, Pending (freed while
+// streams recorded with RecordStream still had work: events outstanding, as a pBlock), or Free (cached,
+// reused once its chunks are all free again).
 type block struct {
 	id        uint64
 	kind      BlockKind

@@ -22,8 +22,9 @@
 //   - sBlock: its own reservation mapping whole chunks of several free pBlocks side by side. While it is live,
 //     the pBlock exactly under each of its chunks is held (State Live, heldBy = the sBlock), so no physical
 //     byte backs two live allocations (INV: a chunk backs at most one live allocation). A freed sBlock stays
-//     cached with its mappings and is reused when its chunks are all free again. Freeing an sBlock is one
-//     free: its parts carry the sBlock's free stamp, so one fence covers them all.
+//     cached with its mappings and is reused when its chunks are all free again; freed while streams
+//     recorded with RecordStream still have work, it is Pending first, like a pBlock. Freeing an sBlock is
+//     one free: its parts carry the sBlock's free stamp, so one fence covers them all.
 //
 // # Pools and streams
 //
@@ -50,7 +51,8 @@
 //     equals; in arenas, PyTorch's expandable rule (a block at the end of the mapped part counts with the
 //     room it can grow into). Split the remainder by the policy's rule.
 //  3. Miss, gmlake, large requests of at least StitchMin: reuse a cached sBlock of the stream (the smallest
-//     that fits, up to 1.25x the request) whose chunks are all free: no driver call. (gmlake-paper takes its
+//     that fits, up to max(1.25x the request, the request + 2 granules): 2x at the 4 MiB StitchMin, 1.25x
+//     from 16 MiB) whose chunks are all free: no driver call. (gmlake-paper takes its
 //     own path from here: see "gmlake-paper" below.)
 //  4. Stitch (tryStitch): collect the chunks lying wholly in free large-pool blocks of the stream and of
 //     other streams whose fences say their frees completed, largest first; fill the request greedily, then
@@ -62,8 +64,11 @@
 //     chunks of at most ChunkSize.
 //  6. Out of memory: release the cache (releaseCached: StitchFree every cached sBlock, release whole free
 //     segments, unmap free chunks of arenas; PyTorch's release_cached_blocks) and retry once, mapping on the
-//     retry only what the granularity requires; then an *OOMError. Any driver failure undoes what the step
-//     did (undo calls are retried; what still fails is kept as an orphan and released at Close).
+//     retry only what the granularity requires; then an *OOMError. A driver failure undoes what the failing
+//     step made: its handles, mappings and reservations, a new arena opened for the request included
+//     (TestFailedAllocReturnsTheArenaItOpened; undo calls are retried, what still fails is kept as an orphan
+//     and released at Close). What a failed Alloc may leave is more cached memory: a run of an arena mapped
+//     before a later mapping of the same request failed stays mapped, free in the pool.
 //
 // # Policies (policy.go)
 //

@@ -97,9 +97,7 @@ func (a *Allocator) trimArena(seg *segment) error {
 			}
 			return first
 		}
-		seg.dropUnmapped(h)
-		a.dropSegment(seg)
-		a.recycle(h)
+		a.dropEmptyArena(seg)
 	}
 	return first
 }

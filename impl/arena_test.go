@@ -1,0 +1,32 @@
+package impl
+
+import (
+	"testing"
+
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// A failed Alloc leaves the device as it found it, under the arena policies too: the arena it opened for the
+// request (a reservation of 9/8 of the device) is returned when the first mapping into it fails
+// (impl/doc.go, the allocation path, step 6).
+func TestFailedAllocReturnsTheArenaItOpened(t *testing.T) {
+	for _, pol := range []string{PolicyGMLake, PolicyExpandable} {
+		for _, k := range []vmm.CallKind{vmm.CallCreate, vmm.CallMap, vmm.CallSetAccess} {
+			t.Run(pol+"/"+k.Short(), func(t *testing.T) {
+				a, dev := newTest(t, pol, 0 /* capacity: an H200 */, true /* sync */)
+				before := len(dev.State().Reservations)
+				dev.FailNth(k, 1, vmm.InvalidValue)
+				if _, err := a.Alloc(64*MiB, 0); err == nil {
+					t.Fatalf("no failure injected on %v", k)
+				}
+				if got := len(dev.State().Reservations); got != before {
+					t.Fatalf("after a failed Alloc the device holds %d reservations, %d before", got, before)
+				}
+				checkState(t, a, dev)
+				dev.ClearFaults()
+				mustFree(t, a, mustAlloc(t, a, 64*MiB, 0))
+				closeClean(t, a, dev)
+			})
+		}
+	}
+}
