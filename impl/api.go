@@ -262,6 +262,8 @@ type Config struct {
 
 	// TestOnlyMutations switches on seeded bugs (see Mutation). Only tests set it.
 	TestOnlyMutations Mutation
+
+	_ struct{}
 }
 
 // BlockInfo.HeldBy: a pBlock whose chunk is viewed by a live sBlock is reported with State Live and

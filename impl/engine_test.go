@@ -187,7 +187,7 @@ func sansCalls(s Snapshot) Snapshot {
 func TestBadInputChangesNothing(t *testing.T) {
 	for _, pol := range Policies {
 		t.Run(pol, func(t *testing.T) {
-			a, dev := newTest(t, pol, 256*MiB, true)
+			a, dev := newTest(t, pol, 256*MiB, true /* sync */)
 			p := mustAlloc(t, a, 3*MiB, 0)
 			q := mustAlloc(t, a, 4096, 0)
 			mustFree(t, a, q)
@@ -237,7 +237,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 // caching: a 3 MiB request takes a 20 MiB segment, split; a second one the next bytes; freeing both merges
 // the segment back into one free block; an exact fit reuses the address.
 func TestCachingSplitMergeExactFit(t *testing.T) {
-	a, dev := newTest(t, PolicyCaching, 0, true)
+	a, dev := newTest(t, PolicyCaching, 0 /* capacity: an H200 */, true /* sync */)
 	p1 := mustAlloc(t, a, 3*MiB, 0)
 	p2 := mustAlloc(t, a, 3*MiB, 0)
 	if p2 != p1.Add(3*MiB) {
@@ -302,7 +302,7 @@ func stitchScene(t *testing.T, a *Allocator, s vmm.Stream) (live []vmm.DevicePtr
 // gmlake: a request no free block holds, covered by free chunks, is stitched instead of growing; the sBlock
 // is cached at free and reused without driver calls; StitchFree tears it down.
 func TestStitchReuseStitchFree(t *testing.T) {
-	a, dev := newStitchTest(t, 0, true)
+	a, dev := newStitchTest(t, 0 /* capacity: an H200 */, true /* sync */)
 	stitchScene(t, a, 0)
 	res := a.Stats().ReservedBytes
 	p := mustAlloc(t, a, 256*MiB, 0)
@@ -381,7 +381,7 @@ func TestStitchFreeLRU(t *testing.T) {
 
 // gmlake-paper stitches only requests of at least 512 MiB.
 func TestPaperStitchThreshold(t *testing.T) {
-	a, dev := newTest(t, PolicyGMLakePaper, 0, true)
+	a, dev := newTest(t, PolicyGMLakePaper, 0 /* capacity: an H200 */, true /* sync */)
 	stitchScene(t, a, 0)
 	mustAlloc(t, a, 256*MiB, 0)
 	if n := a.Stats().NumStitches; n != 0 {
@@ -404,7 +404,7 @@ func TestPaperStitchThreshold(t *testing.T) {
 // Cross-stream stitching waits for the freeing stream's work submitted before the frees; work submitted
 // after them does not matter (the fence recorded at the free says when the earlier work finished).
 func TestCrossStreamFenceAtFree(t *testing.T) {
-	a, dev := newStitchTest(t, 0, false)
+	a, dev := newStitchTest(t, 0 /* capacity: an H200 */, false /* sync */)
 	s1, _ := dev.CreateStream()
 	stitchScene(t, a, s1) // s1 idle at the frees
 	dev.Launch(s1)        // later work on s1 does not touch the freed chunks
@@ -419,7 +419,7 @@ func TestCrossStreamFenceAtFree(t *testing.T) {
 
 // Cross-stream stitching waits for the freeing stream's work.
 func TestCrossStreamStitchWaitsForEvent(t *testing.T) {
-	a, dev := newStitchTest(t, 0, false)
+	a, dev := newStitchTest(t, 0 /* capacity: an H200 */, false /* sync */)
 	s1, _ := dev.CreateStream()
 	dev.Launch(s1) // work on s1, submitted before the frees, may still use the freed chunks
 	stitchScene(t, a, s1)
@@ -464,7 +464,7 @@ func TestMutationEarlyCrossStreamObservable(t *testing.T) {
 func TestRecordStreamPending(t *testing.T) {
 	for _, pol := range Policies {
 		t.Run(pol, func(t *testing.T) {
-			a, dev := newTest(t, pol, 0, false)
+			a, dev := newTest(t, pol, 0 /* capacity: an H200 */, false /* sync */)
 			s1, _ := dev.CreateStream()
 			p := mustAlloc(t, a, 8*MiB, 0)
 			if err := a.RecordStream(p, s1); err != nil {
@@ -500,7 +500,7 @@ func TestRecordStreamPending(t *testing.T) {
 func TestOOMReleaseAndRetry(t *testing.T) {
 	for _, pol := range Policies {
 		t.Run(pol, func(t *testing.T) {
-			a, dev := newTest(t, pol, 64*MiB, true)
+			a, dev := newTest(t, pol, 64*MiB, true /* sync */)
 			s1, _ := dev.CreateStream()
 			p := mustAlloc(t, a, 40*MiB, s1)
 			mustFree(t, a, p)
@@ -576,7 +576,7 @@ func TestFaultMidStitchNoLeak(t *testing.T) {
 	for _, k := range kinds {
 		for n := 1; n <= 2; n++ {
 			t.Run(fmt.Sprintf("%v#%d", k.Short(), n), func(t *testing.T) {
-				a, dev := newStitchTest(t, 0, true)
+				a, dev := newStitchTest(t, 0 /* capacity: an H200 */, true /* sync */)
 				stitchScene(t, a, 0)
 				dev.FailNth(k, n, vmm.InvalidValue)
 				p, err := a.Alloc(256*MiB, 0)
@@ -618,7 +618,7 @@ func TestFaultsEverywhereNoLeak(t *testing.T) {
 	for _, pol := range Policies {
 		for _, k := range kinds {
 			t.Run(pol+"/"+k.Short(), func(t *testing.T) {
-				a, dev := newTest(t, pol, 512*MiB, true)
+				a, dev := newTest(t, pol, 512*MiB, true /* sync */)
 				s1, _ := dev.CreateStream()
 				rng := rand.New(rand.NewSource(int64(k)))
 				var live []vmm.DevicePtr
@@ -659,7 +659,7 @@ func TestFaultsEverywhereNoLeak(t *testing.T) {
 func TestRandomOpsInvariants(t *testing.T) {
 	for _, pol := range Policies {
 		t.Run(pol, func(t *testing.T) {
-			a, dev := newTest(t, pol, 2<<30, false)
+			a, dev := newTest(t, pol, 2<<30, false /* sync */)
 			streams := []vmm.Stream{0}
 			for i := 0; i < 2; i++ {
 				s, _ := dev.CreateStream()
@@ -722,7 +722,7 @@ func TestRandomOpsInvariants(t *testing.T) {
 func TestConcurrentStreams(t *testing.T) {
 	for _, pol := range Policies {
 		t.Run(pol, func(t *testing.T) {
-			a, dev := newTest(t, pol, 4<<30, true)
+			a, dev := newTest(t, pol, 4<<30, true /* sync */)
 			var wg sync.WaitGroup
 			for g := 0; g < 4; g++ {
 				s, _ := dev.CreateStream()
@@ -767,7 +767,7 @@ func TestConcurrentStreams(t *testing.T) {
 // The allocator is deterministic: the same requests give the same pointers and the same driver calls.
 func TestDeterministic(t *testing.T) {
 	run := func() ([]vmm.DevicePtr, vmm.CallCounts) {
-		a, dev := newTest(t, PolicyGMLake, 0, true)
+		a, dev := newTest(t, PolicyGMLake, 0 /* capacity: an H200 */, true /* sync */)
 		rng := rand.New(rand.NewSource(3))
 		var out []vmm.DevicePtr
 		var live []vmm.DevicePtr
@@ -844,7 +844,7 @@ func TestPoliciesAndConfig(t *testing.T) {
 
 // Snapshot is a deep copy: changing it, or the allocator afterwards, leaves the other alone.
 func TestSnapshotDeepCopy(t *testing.T) {
-	a, dev := newStitchTest(t, 0, true)
+	a, dev := newStitchTest(t, 0 /* capacity: an H200 */, true /* sync */)
 	stitchScene(t, a, 0)
 	p := mustAlloc(t, a, 256*MiB, 0)
 	if err := a.RecordStream(p, 0); err != nil {
@@ -869,7 +869,7 @@ func TestSnapshotDeepCopy(t *testing.T) {
 
 // A stitched block recorded on another stream stays Pending, holding its parts, until the event completes.
 func TestRecordStreamOnStitchedBlock(t *testing.T) {
-	a, dev := newStitchTest(t, 0, false)
+	a, dev := newStitchTest(t, 0 /* capacity: an H200 */, false /* sync */)
 	s1, _ := dev.CreateStream()
 	stitchScene(t, a, 0)
 	p := mustAlloc(t, a, 256*MiB, 0)
@@ -908,7 +908,7 @@ func TestRecordStreamOnStitchedBlock(t *testing.T) {
 // A whole free chunk of another stream serves a request through a view once its stream's work completed:
 // cross-stream reuse without new memory.
 func TestCrossStreamSingleChunkReuse(t *testing.T) {
-	a, dev := newStitchTest(t, 0, true)
+	a, dev := newStitchTest(t, 0 /* capacity: an H200 */, true /* sync */)
 	s1, _ := dev.CreateStream()
 	p := mustAlloc(t, a, 256*MiB, s1)
 	mustFree(t, a, p)
@@ -928,7 +928,7 @@ func TestCrossStreamSingleChunkReuse(t *testing.T) {
 func TestArenaTooShortOpensNewArena(t *testing.T) {
 	for _, pol := range []string{PolicyExpandable, PolicyGMLake} {
 		t.Run(pol, func(t *testing.T) {
-			a, dev := newTest(t, pol, 4096*MiB, true)
+			a, dev := newTest(t, pol, 4096*MiB, true /* sync */)
 			p0 := mustAlloc(t, a, 1024*MiB, 0)
 			mustAlloc(t, a, 100*MiB, 0) // the arena's unmapped tail is now shorter than 3.5 GiB
 			mustFree(t, a, p0)

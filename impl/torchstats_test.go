@@ -153,7 +153,7 @@ func TestTorchStatsMatchLiveSet(t *testing.T) {
 	for _, pol := range Policies {
 		for _, seed := range seeds(3, 1) {
 			t.Run(fmt.Sprintf("%s/seed=%d", pol, seed), func(t *testing.T) {
-				a, dev := newTest(t, pol, 1<<30, false)
+				a, dev := newTest(t, pol, 1<<30, false /* sync */)
 				streams := []vmm.Stream{0}
 				for i := 0; i < 2; i++ {
 					s, _ := dev.CreateStream()

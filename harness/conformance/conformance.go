@@ -120,6 +120,8 @@ type ConformanceConfig struct {
 	Calls           int    // calls per sequence, default 300
 	MaxPhysical     uint64 // bound on live physical memory; default 2 GiB
 	ModelOnlyFaults bool   // also calls that would fault a real GPU (only with no device under test)
+
+	_ struct{}
 }
 
 // Outcome is what one device answered to one call.

@@ -23,6 +23,8 @@ type IntegrityConfig struct {
 	MaxLive uint64 // bound on the requested bytes live at once; default 4 GiB
 	MaxSize uint64 // largest single request; default 512 MiB
 	Streams int    // created streams besides the default one; default 2
+
+	_ struct{}
 }
 
 // IntegrityReport says what ran and what was found.

@@ -17,6 +17,8 @@ type Config struct {
 	Sizes      []uint64 // default 2 MiB, 20 MiB, 256 MiB, 1 GiB
 	StitchK    []int    // default 8, 64, 512 handles of one granularity each
 	EventReps  int      // repetitions of each event call (default 1000)
+
+	_ struct{}
 }
 
 // Row is one call kind's median latency at each probed size.

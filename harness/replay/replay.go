@@ -59,6 +59,8 @@ type ReplayOptions struct {
 	// SampleEvery > 0 records a timeline Sample every SampleEvery events (and after the last), for plots.
 	SampleEvery int
 	_           struct{}
+
+	_ struct{}
 }
 
 // Sample is the memory state after event Event (0-based index into the trace's events).

@@ -57,6 +57,8 @@ type DeviceConfig struct {
 	UniqueAddresses bool
 	// Seed seeds the random source of FailProb.
 	Seed int64
+
+	_ struct{}
 }
 
 // DeviceMapping is one Map call's mapping, as the device sees it.
