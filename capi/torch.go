@@ -20,17 +20,10 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/gmlake/gmlake/impl/clib"
 )
-
-// errNotYet is returned by the functions of the ABI that are declared but not implemented yet.
-var errNotYet = errors.New("gmlake: not implemented yet in this build of libgmlake")
-
-func notYet(call string) C.int {
-	setError(nil, fmt.Sprintf("%s: %v", call, errNotYet))
-	return -1
-}
 
 // statOut copies one statistic into C.
 func statOut(dst *C.gmlake_stat, s clib.Stat) {
@@ -159,22 +152,114 @@ func gmlakeGoTSnapshotJSON(device C.int, buf *C.char, n C.size_t) (ret C.int) {
 }
 
 //export gmlakeGoTAllocPool
-func gmlakeGoTAllocPool(size C.size_t, device C.int, stream C.uintptr_t, id0, id1 C.uint64_t) C.uintptr_t {
-	notYet("gmlake_alloc_pool")
+func gmlakeGoTAllocPool(size C.size_t, device C.int, stream C.uintptr_t, id0, id1 C.uint64_t) (ret C.uintptr_t) {
+	var s *slot
+	defer func() {
+		if r := recover(); r != nil {
+			ret = 0
+			recovered(s, "gmlake_alloc_pool", r)
+		}
+	}()
+	if size == 0 {
+		return 0
+	}
+	s, err := slotFor(int(device))
+	if err == nil {
+		err = s.usable()
+	}
+	if err == nil {
+		var p uintptr
+		if p, err = s.eng.AllocPool(uint64(size), uintptr(stream), clib.PoolID{A: uint64(id0), B: uint64(id1)}); err == nil {
+			if t := tracing.Load(); t != nil {
+				t.alloc(int(device), uintptr(stream), uint64(size), p)
+			}
+			return C.uintptr_t(p)
+		}
+	}
+	if s != nil {
+		s.allocFailures.Add(1)
+	}
+	setFailure(s, uint64(size), err)
+	setError(s, fmt.Sprintf("gmlake_alloc_pool(%d bytes, device %d, stream %#x, pool (%d, %d)): %v", uint64(size),
+		int(device), uintptr(stream), uint64(id0), uint64(id1), err))
 	return 0
 }
 
+// poolSlot returns device's slot, starting its engine (pools are made before the first allocation).
+func poolSlot(call string, device C.int) (*slot, error) {
+	s, err := slotFor(int(device))
+	if err == nil {
+		err = s.usable()
+	}
+	if err != nil {
+		return s, fmt.Errorf("%s: %w", call, err)
+	}
+	return s, nil
+}
+
 //export gmlakeGoTPool
-func gmlakeGoTPool(device C.int, id0, id1 C.uint64_t, op C.int) C.int { return notYet("gmlake_pool_*") }
+func gmlakeGoTPool(device C.int, id0, id1 C.uint64_t, op C.int) (ret C.int) {
+	var s *slot
+	call := [...]string{"gmlake_pool_create_or_incref", "gmlake_pool_release", "gmlake_pool_use_count"}[op]
+	defer guard(&s, call, &ret)
+	s, err := poolSlot(call, device)
+	if err != nil {
+		setError(s, err.Error())
+		return -1
+	}
+	id := clib.PoolID{A: uint64(id0), B: uint64(id1)}
+	var n int
+	switch op {
+	case 0:
+		n, err = s.eng.CreateOrIncrefPool(id)
+	case 1:
+		n, err = s.eng.ReleasePool(id)
+	default:
+		n = s.eng.PoolUseCount(id)
+	}
+	if err != nil {
+		setError(s, fmt.Sprintf("%s(device %d, pool (%d, %d)): %v", call, int(device), uint64(id0), uint64(id1), err))
+		return -1
+	}
+	return C.int(n)
+}
 
 //export gmlakeGoTPoolLive
-func gmlakeGoTPoolLive(device C.int, id0, id1 C.uint64_t, ptrs *C.uint64_t, n C.size_t) C.int {
-	return notYet("gmlake_pool_live")
+func gmlakeGoTPoolLive(device C.int, id0, id1 C.uint64_t, ptrs *C.uint64_t, n C.size_t) (ret C.int) {
+	var s *slot
+	defer guard(&s, "gmlake_pool_live", &ret)
+	s, err := startedSlot("gmlake_pool_live", device)
+	if err != nil {
+		setError(s, err.Error())
+		return -1
+	}
+	if s == nil {
+		return 0
+	}
+	live := s.eng.PoolLive(clib.PoolID{A: uint64(id0), B: uint64(id1)})
+	if ptrs != nil {
+		out := unsafe.Slice(ptrs, int(n))
+		for i := 0; i < len(live) && i < len(out); i++ {
+			out[i] = C.uint64_t(live[i])
+		}
+	}
+	return C.int(len(live))
 }
 
 //export gmlakeGoTSetCapturing
-func gmlakeGoTSetCapturing(device C.int, stream C.uintptr_t, capturing C.int) C.int {
-	return notYet("gmlake_set_capturing")
+func gmlakeGoTSetCapturing(device C.int, stream C.uintptr_t, capturing C.int) (ret C.int) {
+	var s *slot
+	defer guard(&s, "gmlake_set_capturing", &ret)
+	s, err := poolSlot("gmlake_set_capturing", device)
+	if err == nil {
+		err = s.eng.SetCapturing(uintptr(stream), capturing != 0)
+	}
+	if err != nil {
+		setError(s, fmt.Sprintf("gmlake_set_capturing(device %d, stream %#x, %d): %v", int(device), uintptr(stream),
+			int(capturing), err))
+		return -1
+	}
+	return 0
 }
 
 //export gmlakeGoTCacheInfo

@@ -508,7 +508,7 @@ func (a *Allocator) stitchable(ss *streamState) []*chunk {
 		}
 	}
 	if a.p.crossStream {
-		for _, st := range a.sortedStreams() {
+		for _, st := range a.poolStreams(ss) { // never another pool's chunks (INV-POOL)
 			if st != ss && st.free[largePool].n > 0 {
 				add(st)
 			}
@@ -718,7 +718,7 @@ func waitsOnlyFor(b *block, ss *streamState) bool {
 // held by sb (Live, not handed out). Every chunk must lie wholly in a free block (checked by the caller).
 func (a *Allocator) holdParts(sb *block) {
 	sb.parts = sb.parts[:0]
-	home := a.streams[sb.stream]
+	home := sb.home
 	held := uint64(0)
 	for _, c := range sb.chunks {
 		if held >= sb.size {
@@ -771,7 +771,7 @@ func (a *Allocator) reuseSBlock(ss *streamState, rs uint64) *block {
 	limit := max(rs/4*a.p.reuseLimit, rs+2*a.gran)
 	var best *block
 	for _, sb := range a.sblocks {
-		if sb.state != Free || sb.stream != ss.s || sb.size < rs || sb.size > limit {
+		if sb.state != Free || sb.home != ss || sb.size < rs || sb.size > limit {
 			continue
 		}
 		if best != nil && sb.size >= best.size {
@@ -810,7 +810,7 @@ func (a *Allocator) freeSBlock(sb *block) {
 	sb.stamped = false
 	a.clock++
 	sb.lastUse = a.clock
-	home := a.streams[sb.stream]
+	home := sb.home
 	var foreign []*block
 	for i, pb := range sb.parts {
 		sb.parts[i] = nil
@@ -850,7 +850,7 @@ func (a *Allocator) trimSBlocks() {
 		n := 0
 		var lru *block
 		for _, sb := range a.sblocks {
-			if sb.state == Free {
+			if sb.state == Free && !sb.home.keepsMemory() { // a live pool's views stay (INV-POOL)
 				n++
 				if lru == nil || sb.lastUse < lru.lastUse {
 					lru = sb
@@ -860,7 +860,7 @@ func (a *Allocator) trimSBlocks() {
 		if n <= a.p.sblockCache || lru == nil {
 			return
 		}
-		if !a.safe(a.streams[lru.stream], lru.freeSeq) || a.stitchFree(lru) != nil {
+		if !a.safe(lru.home, lru.freeSeq) || a.stitchFree(lru) != nil {
 			return
 		}
 	}

@@ -98,6 +98,13 @@ type Allocator struct {
 	segEv        []SegmentEvent
 	segEvPending atomic.Bool
 
+	// Private pools and capture (pool.go).
+	pools      map[PoolID]*mempool
+	deadPools  bool                // some released pool still holds memory
+	capturing  map[vmm.Stream]bool // streams capturing a CUDA graph
+	nCapturing int                 // len(capturing)
+	deferred   []*block            // frees of blocks used on other streams, waiting for the captures to end
+
 	nextID  uint64
 	freeSeq uint64 // counts frees; stamps blocks (freeSeq) for the fences
 	clock   uint64 // LRU clock for sBlocks
@@ -457,6 +464,9 @@ func (a *Allocator) safe(st *streamState, seq uint64) bool {
 	if a.mut&MutEarlyCrossStreamReuse != 0 {
 		return true
 	}
+	if a.nCapturing > 0 { // no event may be recorded or queried: only what is known already
+		return seq <= st.safeSeq && (!st.gone || st.lastEv == 0)
+	}
 	if st.gone {
 		return a.lastDone(st)
 	}
@@ -498,6 +508,9 @@ func (a *Allocator) safe(st *streamState, seq uint64) bool {
 // processEvents retires completed events and frees the blocks that were waiting only on them. Freeing a
 // block may queue new waits (the foreign parts of an sBlock); those are looked at in the same call.
 func (a *Allocator) processEvents() {
+	if a.nCapturing > 0 {
+		return // no event may be queried while a stream captures
+	}
 	for pass := 0; pass < 4 && len(a.pend) > 0; pass++ {
 		if !a.processEventsOnce() {
 			return
@@ -555,6 +568,36 @@ func (a *Allocator) processEventsOnce() bool {
 
 // freeLocked frees live block b (the caller checked it).
 func (a *Allocator) freeLocked(b *block) error {
+	if len(b.uses) > 0 {
+		if a.nCapturing > 0 {
+			b.state = Pending // no event may be recorded now: recordUses when the capture ends (pool.go)
+			a.deferred = append(a.deferred, b)
+		} else if err := a.recordUses(b); err != nil {
+			return err
+		}
+	}
+	a.st.RequestedBytes -= b.requested
+	a.st.AllocatedBytes -= a.allocCount(b)
+	a.noteFreed(b)
+	a.st.NumLive--
+	a.st.NumFrees++
+	if b.state == Pending {
+		return nil
+	}
+	if a.p.paper && a.nCapturing == 0 {
+		a.evRecordFree(b) // GMLake's insert_free_event_into_alloc_stream
+	}
+	dead := a.deadPools && blockHome(b).mp != nil && blockHome(b).mp.dead
+	a.freeBlock(b)
+	if dead {
+		a.releaseDead() // a released pool's memory returns as it frees
+	}
+	return nil
+}
+
+// recordUses records an event on each stream live block b was used on (RecordStream) and makes b Pending
+// until they complete; b stays Live if no stream needs waiting for. On a driver error nothing changed.
+func (a *Allocator) recordUses(b *block) error {
 	start := len(a.pend)
 	for _, s := range b.uses {
 		st := a.streams[s] // RecordStream met s, so it is known
@@ -596,18 +639,6 @@ func (a *Allocator) freeLocked(b *block) error {
 			a.noteFree(ss)
 		}
 	}
-	a.st.RequestedBytes -= b.requested
-	a.st.AllocatedBytes -= a.allocCount(b)
-	a.noteFreed(b)
-	a.st.NumLive--
-	a.st.NumFrees++
-	if b.state == Pending {
-		return nil
-	}
-	if a.p.paper {
-		a.evRecordFree(b) // GMLake's insert_free_event_into_alloc_stream
-	}
-	a.freeBlock(b)
 	return nil
 }
 
@@ -685,7 +716,7 @@ func (a *Allocator) noteFree(ss *streamState) {
 // recordFence records a fence on ss now, covering every free so far. Failures are ignored: safe() records
 // one when needed. It reports whether it recorded.
 func (a *Allocator) recordFence(ss *streamState) bool {
-	if ss.gone {
+	if ss.gone || a.nCapturing > 0 {
 		return false
 	}
 	e, err := a.getEvent()

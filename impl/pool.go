@@ -1,9 +1,26 @@
 package impl
 
-// Private memory pools (PyTorch's MempoolId_t: CUDA graph pools, torch.cuda.MemPool).
+// Private memory pools (PyTorch's MempoolId_t: CUDA graph pools, torch.cuda.MemPool) and stream capture.
+//
+// A pool has its own (stream, pool) states (streamState with mp set): its own free sets, arenas or
+// segments, fences and cached stitched blocks. Invariant (INV-POOL, spec/SPEC.md): while a pool lives
+// (use count > 0), its blocks serve only its own requests, no other pool's request stitches its chunks,
+// and nothing releases its memory (EmptyCache, the out-of-memory release, the stitched-block cache limit):
+// a CUDA graph replays at the addresses it captured, so they must stay mapped and unshared. Releasing the
+// pool (use count 0) returns its free memory to the device at once, and the memory of its remaining
+// allocations as they are freed; from then on nothing is allocated from it.
+//
+// Capture: while any stream captures (SetCapturing), the engine records and queries no event (illegal
+// during capture) and synchronises nothing; the free of a block used on other streams (RecordStream) is
+// deferred until no stream captures, as PyTorch's insert_events_deferred_until_no_capture.
 
 import (
+	"cmp"
 	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/gmlake/gmlake/vmm"
 )
 
 // PoolID names a memory pool: PyTorch's MempoolId_t {id0, id1}. The zero value is the default pool.
@@ -11,13 +28,289 @@ type PoolID struct {
 	A, B uint64
 }
 
+func (id PoolID) String() string { return fmt.Sprintf("(%d, %d)", id.A, id.B) }
+
 // ErrUnknownPool is returned for a pool that was never created or is already released.
 var ErrUnknownPool = errors.New("gmlake: unknown memory pool")
 
-// mempool is a private pool.
+// mempool is a private pool. Guarded by Allocator.mu.
 type mempool struct {
 	id PoolID
+	// uses is the use count (CreateOrIncrefPool minus ReleasePool). Invariant: uses > 0 iff !dead.
+	uses int
+	// dead: released; nothing is allocated from it, and its memory goes back to the device as it frees.
+	// A dead pool is forgotten once it holds no memory.
+	dead    bool
+	streams map[vmm.Stream]*streamState
+	order   []*streamState // streams in id order (deterministic stitching)
 }
 
 // defaultPool reports whether ss belongs to the default pool.
 func (ss *streamState) defaultPool() bool { return ss != nil && ss.mp == nil }
+
+// keepsMemory reports whether ss's memory must stay: it belongs to a private pool that lives.
+func (ss *streamState) keepsMemory() bool { return ss != nil && ss.mp != nil && !ss.mp.dead }
+
+// samePool reports whether x and y are states of the same pool.
+func samePool(x, y *streamState) bool { return x.mp == y.mp }
+
+// CreateOrIncrefPool creates the private pool id with use count 1, or increments its use count, and
+// returns the new count. A released pool whose memory is still held comes back to life with it. The default
+// pool (the zero id) is not counted: ErrUnknownPool.
+func (a *Allocator) CreateOrIncrefPool(id PoolID) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return 0, ErrClosed
+	}
+	if id == (PoolID{}) {
+		return 0, fmt.Errorf("%w %v: the default pool has no use count", ErrUnknownPool, id)
+	}
+	if a.p.name == PolicyGMLakePaper {
+		return 0, fmt.Errorf("%w: policy %s does not support private pools (use gmlake, caching or expandable)",
+			ErrBadConfig, a.p.name)
+	}
+	mp := a.pools[id]
+	if mp == nil {
+		if a.pools == nil {
+			a.pools = map[PoolID]*mempool{}
+		}
+		mp = &mempool{id: id, streams: map[vmm.Stream]*streamState{}}
+		a.pools[id] = mp
+	}
+	mp.uses++
+	mp.dead = false
+	return mp.uses, nil
+}
+
+// ReleasePool decrements pool id's use count and returns the new count. At 0 the pool is released: its
+// free memory goes back to the device now (what in-flight work still uses, once it completed: at the next
+// EmptyCache or out-of-memory release), the memory of its live allocations as they are freed.
+func (a *Allocator) ReleasePool(id PoolID) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return 0, ErrClosed
+	}
+	mp := a.pools[id]
+	if mp == nil || mp.dead {
+		return 0, fmt.Errorf("%w %v: not created, or already released", ErrUnknownPool, id)
+	}
+	mp.uses--
+	if mp.uses == 0 {
+		mp.dead = true
+		a.deadPools = true
+		a.releaseDead()
+	}
+	return mp.uses, nil
+}
+
+// PoolUseCount returns pool id's use count (0: no such pool, or released).
+func (a *Allocator) PoolUseCount(id PoolID) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if mp := a.pools[id]; mp != nil && !mp.dead {
+		return mp.uses
+	}
+	return 0
+}
+
+// PoolLive returns the live allocations of pool id (the default pool for the zero id), in address order.
+func (a *Allocator) PoolLive(id PoolID) []vmm.DevicePtr {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []vmm.DevicePtr
+	for p, b := range a.ptrs {
+		if b.ptr != p || b.state != Live || b.heldBy != nil {
+			continue
+		}
+		if blockHome(b).poolID() == id {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// blockHome is the (stream, pool) state a block belongs to.
+func blockHome(b *block) *streamState {
+	if b.kind == Stitched {
+		return b.home
+	}
+	return b.seg.ss
+}
+
+// AllocPool is Alloc from pool id (the zero id: the default pool). The pool must have been created
+// (CreateOrIncrefPool) and not released: ErrUnknownPool otherwise, and nothing changes.
+func (a *Allocator) AllocPool(size uint64, s vmm.Stream, id PoolID) (vmm.DevicePtr, error) {
+	if id == (PoolID{}) {
+		return a.Alloc(size, s)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return 0, ErrClosed
+	}
+	if size == 0 || size > a.total {
+		return 0, a.sizeErr(size)
+	}
+	mp := a.pools[id]
+	if mp == nil || mp.dead {
+		return 0, fmt.Errorf("%w %v: create it first (CreateOrIncrefPool)", ErrUnknownPool, id)
+	}
+	ss, err := a.poolStream(mp, s)
+	if err != nil {
+		return 0, err
+	}
+	b, err := a.allocLocked(size, ss)
+	if err != nil {
+		return 0, err
+	}
+	return b.ptr, nil
+}
+
+// poolStream returns the state of stream s in pool mp, checking s the first time (not while s captures:
+// SetCapturing made it known).
+func (a *Allocator) poolStream(mp *mempool, s vmm.Stream) (*streamState, error) {
+	if d := a.streams[s]; d != nil && d.gone {
+		return nil, fmt.Errorf("%w %d: it was destroyed (ForgetStream)", ErrUnknownStream, s)
+	}
+	if ss := mp.streams[s]; ss != nil {
+		return ss, nil
+	}
+	if !a.capturing[s] {
+		if _, err := a.streamLocked(s); err != nil {
+			return nil, err
+		}
+	}
+	ss := a.newStreamState(s)
+	ss.mp = mp
+	mp.streams[s] = ss
+	i, _ := slices.BinarySearchFunc(mp.order, s, func(x *streamState, s vmm.Stream) int { return cmp.Compare(x.s, s) })
+	mp.order = slices.Insert(mp.order, i, ss)
+	return ss, nil
+}
+
+// poolStreams lists the states of ss's pool in stream order (for cross-stream stitching).
+func (a *Allocator) poolStreams(ss *streamState) []*streamState {
+	if ss.mp == nil {
+		return a.sortedStreams()
+	}
+	return ss.mp.order
+}
+
+// releaseDead returns the free memory of released pools (what is safe now) and forgets the released
+// pools that hold nothing more.
+func (a *Allocator) releaseDead() {
+	if !a.deadPools {
+		return
+	}
+	for i := 0; i < len(a.sblocks); {
+		sb := a.sblocks[i]
+		if sb.state == Free && sb.home.mp != nil && sb.home.mp.dead && a.safe(sb.home, sb.freeSeq) && a.stitchFree(sb) == nil {
+			continue // stitchFree moved the last sBlock to i
+		}
+		i++
+	}
+	for _, seg := range slices.Clone(a.segs) {
+		if seg.ss.mp == nil || !seg.ss.mp.dead {
+			continue
+		}
+		if seg.arena {
+			_ = a.trimArena(seg) // a failure leaves memory held: the next call tries again
+		} else {
+			_ = a.releaseSegmentIfFree(seg)
+		}
+	}
+	a.forgetEmptyPools()
+}
+
+// forgetEmptyPools drops released pools that hold no segment and no stitched block.
+func (a *Allocator) forgetEmptyPools() {
+	held := map[*mempool]bool{}
+	for _, seg := range a.segs {
+		if mp := seg.ss.mp; mp != nil && mp.dead {
+			held[mp] = true
+		}
+	}
+	for _, sb := range a.sblocks {
+		if mp := sb.home.mp; mp != nil && mp.dead {
+			held[mp] = true
+		}
+	}
+	a.deadPools = false
+	for id, mp := range a.pools {
+		if !mp.dead {
+			continue
+		}
+		if held[mp] {
+			a.deadPools = true
+			continue
+		}
+		delete(a.pools, id)
+	}
+}
+
+// SetCapturing says that stream s begins (on) or ends (off) a CUDA graph capture. While any stream
+// captures, the engine records and queries no event and the frees of blocks used on other streams wait;
+// when the last capture ends, those frees proceed. s is not checked (querying a capturing stream is illegal):
+// it becomes known as is. Errors: ErrClosed; driver errors recording the deferred frees' events (the frees
+// stay deferred and are tried again at the next SetCapturing or EmptyCache).
+func (a *Allocator) SetCapturing(s vmm.Stream, on bool) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return ErrClosed
+	}
+	if on {
+		if a.capturing == nil {
+			a.capturing = map[vmm.Stream]bool{}
+		}
+		if !a.capturing[s] {
+			a.capturing[s] = true
+			a.nCapturing++
+		}
+		if a.streams[s] == nil {
+			a.addStream(a.newStreamState(s))
+		}
+		return nil
+	}
+	if a.capturing[s] {
+		delete(a.capturing, s)
+		a.nCapturing--
+	}
+	return a.flushDeferred()
+}
+
+// Capturing reports whether any stream captures.
+func (a *Allocator) Capturing() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.nCapturing > 0
+}
+
+// flushDeferred, once no stream captures, records the events of the frees deferred during capture.
+func (a *Allocator) flushDeferred() error {
+	if a.nCapturing > 0 || len(a.deferred) == 0 {
+		return nil
+	}
+	var first error
+	keep := a.deferred[:0]
+	for _, b := range a.deferred {
+		b.state = Live // recordUses frees it as if now
+		if err := a.recordUses(b); err != nil {
+			b.state = Pending
+			keep = append(keep, b)
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		if b.state != Pending { // every stream it was used on is gone: nothing to wait for
+			a.freeBlock(b)
+		}
+	}
+	clear(a.deferred[len(keep):])
+	a.deferred = keep
+	return first
+}

@@ -10,18 +10,20 @@ import (
 
 // releaseCached is PyTorch's release_cached_blocks, extended to sBlocks: every cached sBlock is torn down
 // (StitchFree), every wholly free fixed segment released, every free chunk of an arena unmapped and
-// released. Only memory whose last use completed is touched. Returns the first driver error.
+// released. Only memory whose last use completed is touched, and none of a private pool that lives
+// (INV-POOL). Returns the first driver error.
 func (a *Allocator) releaseCached() error {
-	a.processEvents()
 	var first error
 	note := func(err error) {
 		if err != nil && first == nil {
 			first = err
 		}
 	}
+	note(a.flushDeferred())
+	a.processEvents()
 	for i := 0; i < len(a.sblocks); {
 		sb := a.sblocks[i]
-		if sb.state == Free && a.safe(a.streams[sb.stream], sb.freeSeq) {
+		if sb.state == Free && !sb.home.keepsMemory() && a.safe(sb.home, sb.freeSeq) {
 			if err := a.stitchFree(sb); err != nil {
 				note(err)
 				i++
@@ -31,11 +33,17 @@ func (a *Allocator) releaseCached() error {
 		i++
 	}
 	for _, seg := range slices.Clone(a.segs) {
+		if seg.ss.keepsMemory() {
+			continue
+		}
 		if seg.arena {
 			note(a.trimArena(seg))
 		} else {
 			note(a.releaseSegmentIfFree(seg))
 		}
+	}
+	if a.deadPools {
+		a.forgetEmptyPools()
 	}
 	return first
 }
@@ -237,6 +245,7 @@ func (a *Allocator) Close() (CloseReport, error) {
 	a.orphanMaps, a.orphanHandles, a.orphanResv = nil, nil, nil
 	a.streams = map[vmm.Stream]*streamState{}
 	a.order = nil
+	a.pools, a.deadPools, a.capturing, a.nCapturing, a.deferred = nil, false, nil, 0, nil
 	a.last = nil
 	a.ptrs = map[vmm.DevicePtr]*block{}
 	a.st.RequestedBytes, a.st.AllocatedBytes, a.st.ReservedBytes, a.st.MappedBytes, a.st.NumLive = 0, 0, 0, 0, 0

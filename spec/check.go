@@ -22,6 +22,7 @@ const (
 	InvContract      = "INV-CONTRACT"
 	InvSelfCheck     = "INV-SELFCHECK"
 	InvBestFit       = "INV-BESTFIT"
+	InvPool          = "INV-POOL" // spec/pool.go (PoolChecker)
 )
 
 // StateInvariants lists the invariants Check evaluates on a single View, with their predicates.

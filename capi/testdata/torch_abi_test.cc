@@ -226,6 +226,35 @@ int main() {
 	      (long long)ev.mapped, ev.unmaps);
 	gmlake_set_event_callback(nullptr, nullptr);
 
+	// Pools: a private pool's block serves only that pool; its live list, use count, release.
+	CHECK(gmlake_pool_create_or_incref(dev, 7, 1) == 1 && gmlake_pool_create_or_incref(dev, 7, 1) == 2 &&
+	          gmlake_pool_use_count(dev, 7, 1) == 2,
+	      "use counts: %s", last_error().c_str());
+	void *stream = (void *)0x5000;
+	CHECK(gmlake_set_capturing(dev, stream, 1) == 0, "capture on: %s", last_error().c_str());
+	void *g = gmlake_alloc_pool(4 * MiB, dev, stream, 7, 1);
+	CHECK(g != nullptr, "alloc_pool: %s", last_error().c_str());
+	gmlake_free(g, 0, dev, stream);
+	void *d = gmlake_alloc(4 * MiB, dev, stream);
+	CHECK(d != nullptr && d != g, "the default pool got the pool's freed block %p", d);
+	void *g2 = gmlake_alloc_pool(4 * MiB, dev, stream, 7, 1);
+	CHECK(g2 == g, "the pool's next block %p, want its freed %p", g2, g);
+	uint64_t lp[4] = {0, 0, 0, 0};
+	CHECK(gmlake_pool_live(dev, 7, 1, lp, 4) == 1 && lp[0] == (uint64_t)(uintptr_t)g2, "pool live: %llu",
+	      (unsigned long long)lp[0]);
+	CHECK(gmlake_pool_live(dev, 0, 0, nullptr, 0) == 1, "default pool live count");
+	CHECK(has(snapshot(dev), "\"pool_id\":[7,1]"), "snapshot lacks the pool: %s", snapshot(dev).c_str());
+	CHECK(gmlake_alloc_pool(4 * MiB, dev, stream, 9, 9) == nullptr, "alloc from an unknown pool");
+	CHECK(gmlake_last_failure(&f) == 0 && f.kind == GMLAKE_FAIL_INVALID, "unknown pool failure kind %d", f.kind);
+	CHECK(has(last_error(), "unknown memory pool"), "error text: %s", last_error().c_str());
+	CHECK(gmlake_set_capturing(dev, stream, 0) == 0, "capture off: %s", last_error().c_str());
+	CHECK(gmlake_pool_release(dev, 7, 1) == 1 && gmlake_pool_release(dev, 7, 1) == 0 &&
+	          gmlake_pool_use_count(dev, 7, 1) == 0 && gmlake_pool_release(dev, 7, 1) < 0,
+	      "releases: %s", last_error().c_str());
+	gmlake_free(g2, 0, dev, stream);
+	gmlake_free(d, 0, dev, stream);
+	CHECK(!has(snapshot(dev), "\"pool_id\":[7,1]"), "the released pool still holds memory: %s", snapshot(dev).c_str());
+
 	CHECK(gmlake_close(dev) == 0, "close: %s", last_error().c_str());
 	std::printf("torch abi: %d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;

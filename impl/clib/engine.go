@@ -221,6 +221,9 @@ type CEngine struct {
 // waiting, memory still in use by queued kernels could not be released and a request would fail that PyTorch
 // would serve.
 func (e *CEngine) syncStreams() {
+	if e.a.Capturing() {
+		return // synchronising a capturing stream is illegal (and waits for nothing)
+	}
 	e.torch.syncs.Add(1)
 	if e.syncer == nil {
 		return
@@ -291,6 +294,11 @@ func (e *CEngine) stream(s uintptr) (vmm.Stream, error) {
 // Alloc allocates size bytes for use on stream and returns the device address. On the real GPU, a request
 // that fails for lack of memory is retried once after the streams' work has completed (see syncStreams).
 func (e *CEngine) Alloc(size uint64, stream uintptr) (uintptr, error) {
+	return e.AllocPool(size, stream, impl.PoolID{})
+}
+
+// AllocPool is Alloc from memory pool pool (impl.AllocPool; the zero id is the default pool).
+func (e *CEngine) AllocPool(size uint64, stream uintptr, pool impl.PoolID) (uintptr, error) {
 	s, err := e.stream(stream)
 	if err != nil {
 		return 0, err
@@ -306,11 +314,11 @@ func (e *CEngine) Alloc(size uint64, stream uintptr) (uintptr, error) {
 		e.afterCall(size, stream)
 		return 0, err
 	}
-	p, err := e.a.Alloc(size, s)
+	p, err := e.a.AllocPool(size, s, pool)
 	if err != nil && e.syncer != nil && IsOutOfMemory(err) {
 		e.syncStreams()
 		var q vmm.DevicePtr
-		if q, err = e.a.Alloc(size, s); err == nil {
+		if q, err = e.a.AllocPool(size, s, pool); err == nil {
 			e.syncRetry.Add(1)
 			e.afterCall(0, stream)
 			return uintptr(q), nil

@@ -255,3 +255,44 @@ func (e *CEngine) SnapshotJSON() []byte {
 	}
 	return b
 }
+
+// PoolID names a memory pool (PyTorch's MempoolId_t); the zero value is the default pool.
+type PoolID = impl.PoolID
+
+// ErrUnknownPool matches the errors about a pool never created or already released.
+var ErrUnknownPool = impl.ErrUnknownPool
+
+// CreateOrIncrefPool creates pool id or increments its use count; it returns the new count.
+func (e *CEngine) CreateOrIncrefPool(id PoolID) (int, error) { return e.a.CreateOrIncrefPool(id) }
+
+// ReleasePool decrements pool id's use count; at 0 the pool's free memory goes back to the device (and the
+// memory of its live allocations as they are freed). It returns the new count.
+func (e *CEngine) ReleasePool(id PoolID) (int, error) {
+	n, err := e.a.ReleasePool(id)
+	e.afterCall(0, 0)
+	return n, err
+}
+
+// PoolUseCount returns pool id's use count (0: none).
+func (e *CEngine) PoolUseCount(id PoolID) int { return e.a.PoolUseCount(id) }
+
+// PoolLive returns the addresses of pool id's live allocations, in address order.
+func (e *CEngine) PoolLive(id PoolID) []uintptr {
+	ps := e.a.PoolLive(id)
+	out := make([]uintptr, len(ps))
+	for i, p := range ps {
+		out[i] = uintptr(p)
+	}
+	return out
+}
+
+// SetCapturing says that stream begins (on) or ends (off) a CUDA graph capture (impl.SetCapturing).
+func (e *CEngine) SetCapturing(stream uintptr, on bool) error {
+	s, err := e.stream(stream)
+	if err != nil {
+		return err
+	}
+	err = e.a.SetCapturing(s, on)
+	e.afterCall(0, 0)
+	return err
+}

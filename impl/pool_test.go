@@ -1,0 +1,428 @@
+package impl
+
+import (
+	"errors"
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/gmlake/gmlake/spec"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+var graphPool = PoolID{A: 1, B: 1}
+
+func mustPool(t testing.TB, a *Allocator, id PoolID) {
+	t.Helper()
+	if _, err := a.CreateOrIncrefPool(id); err != nil {
+		t.Fatalf("CreateOrIncrefPool(%v): %v", id, err)
+	}
+}
+
+func mustAllocPool(t testing.TB, a *Allocator, size uint64, s vmm.Stream, id PoolID) vmm.DevicePtr {
+	t.Helper()
+	p, err := a.AllocPool(size, s, id)
+	if err != nil {
+		t.Fatalf("AllocPool(%d, %d, %v): %v", size, s, id, err)
+	}
+	return p
+}
+
+// poolStep builds what spec.PoolChecker judges from the engine's snapshot and the caller's record of the
+// pool each live allocation was asked from.
+func poolStep(a *Allocator, poolOf map[vmm.DevicePtr]PoolID, alive []PoolID) spec.PoolStep {
+	snap := a.Snapshot()
+	backing := map[uint64][]vmm.Handle{}
+	for _, b := range snap.Blocks {
+		for _, m := range b.Backing {
+			backing[b.ID] = append(backing[b.ID], m.Handle)
+		}
+	}
+	var st spec.PoolStep
+	for _, l := range snap.Live {
+		p := poolOf[l.Ptr]
+		st.Live = append(st.Live, spec.PoolAlloc{Ptr: l.Ptr, Size: l.Size, Pool: spec.PoolID{p.A, p.B}, Handles: backing[l.Block]})
+	}
+	for _, p := range alive {
+		st.Alive = append(st.Alive, spec.PoolID{p.A, p.B})
+	}
+	for _, c := range snap.Chunks {
+		st.Held = append(st.Held, c.Handle)
+	}
+	for _, m := range snap.Mappings {
+		st.Mapped = append(st.Mapped, m.VA)
+	}
+	return st
+}
+
+// INV-POOL, scene: a private pool's freed block serves its own next request, never the default pool's; a
+// default-pool request of the same size gets new memory.
+func TestPoolBlocksServeOnlyTheirPool(t *testing.T) {
+	for _, pol := range []string{PolicyGMLake, PolicyCaching, PolicyExpandable} {
+		t.Run(pol, func(t *testing.T) {
+			a, dev := newTest(t, pol, 1<<30, true)
+			mustPool(t, a, graphPool)
+			p := mustAllocPool(t, a, 8*MiB, 0, graphPool)
+			mustFree(t, a, p)
+			q := mustAlloc(t, a, 8*MiB, 0)
+			if q == p {
+				t.Fatalf("the default pool got the private pool's freed block %v", p)
+			}
+			if r := mustAllocPool(t, a, 8*MiB, 0, graphPool); r != p {
+				t.Fatalf("the private pool's next 8 MiB is at %v, want its freed block %v", r, p)
+			}
+			if got := a.PoolLive(graphPool); len(got) != 1 || got[0] != p {
+				t.Fatalf("PoolLive = %v, want [%v]", got, p)
+			}
+			if got := a.PoolLive(PoolID{}); len(got) != 1 || got[0] != q {
+				t.Fatalf("PoolLive(default) = %v, want [%v]", got, q)
+			}
+			checkState(t, a, dev)
+			closeClean(t, a, dev)
+		})
+	}
+}
+
+// INV-POOL, scene: EmptyCache and a default-pool out of memory leave a living pool's free memory mapped;
+// releasing the pool returns it, and the default pool can then use the room.
+func TestPoolMemoryStaysUntilReleased(t *testing.T) {
+	for _, pol := range []string{PolicyGMLake, PolicyCaching, PolicyExpandable} {
+		t.Run(pol, func(t *testing.T) {
+			a, dev := newTest(t, pol, 512*MiB, true)
+			mustPool(t, a, graphPool)
+			p := mustAllocPool(t, a, 300*MiB, 0, graphPool)
+			mustFree(t, a, p)
+			held := a.Stats().ReservedBytes
+			if err := a.EmptyCache(); err != nil {
+				t.Fatal(err)
+			}
+			if r := a.Stats().ReservedBytes; r != held {
+				t.Fatalf("EmptyCache released a living pool's memory: reserved %d, was %d", r, held)
+			}
+			if _, err := a.Alloc(300*MiB, 0); !errors.Is(err, vmm.ErrOutOfMemory) {
+				t.Fatalf("default 300 MiB with the pool holding 300 of 512 MiB: %v, want out of memory", err)
+			}
+			if r := a.Stats().ReservedBytes; r != held {
+				t.Fatalf("the out-of-memory release took a living pool's memory: reserved %d, was %d", r, held)
+			}
+			if n, err := a.ReleasePool(graphPool); err != nil || n != 0 {
+				t.Fatalf("ReleasePool = %d, %v", n, err)
+			}
+			if r := a.Stats().ReservedBytes; r != 0 {
+				t.Fatalf("after releasing the pool %d bytes are still reserved", r)
+			}
+			mustFree(t, a, mustAlloc(t, a, 300*MiB, 0))
+			if _, err := a.AllocPool(1, 0, graphPool); !errors.Is(err, ErrUnknownPool) {
+				t.Fatalf("AllocPool on a released pool: %v, want ErrUnknownPool", err)
+			}
+			checkState(t, a, dev)
+			closeClean(t, a, dev)
+		})
+	}
+}
+
+// INV-POOL, scene (gmlake): a default-pool request that stitching could serve from free chunks does not
+// stitch a living pool's free chunks; the same request in the pool does.
+func TestPoolChunksNotStitchedByOthers(t *testing.T) {
+	a, dev := newStitchTest(t, 2<<30, true)
+	mustPool(t, a, graphPool)
+	var ps []vmm.DevicePtr
+	for i := 0; i < 6; i++ { // 6 x 256 MiB, every other one freed: 768 MiB free in 256 MiB holes
+		ps = append(ps, mustAllocPool(t, a, 256*MiB, 0, graphPool))
+	}
+	for i := 0; i < 6; i += 2 {
+		mustFree(t, a, ps[i])
+	}
+	before := a.Stats()
+	q := mustAlloc(t, a, 512*MiB, 0)
+	if st := a.Stats(); st.NumStitches != before.NumStitches {
+		t.Fatalf("a default-pool request stitched (stitches %d -> %d)", before.NumStitches, st.NumStitches)
+	}
+	mustFree(t, a, q)
+	r := mustAllocPool(t, a, 512*MiB, 0, graphPool)
+	if st := a.Stats(); st.NumStitches != before.NumStitches+1 {
+		t.Fatalf("the pool's own 512 MiB did not stitch its free chunks (stitches %d -> %d)", before.NumStitches, st.NumStitches)
+	}
+	mustFree(t, a, r)
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+}
+
+// INV-POOL, scene: a pool released while it still has live allocations keeps them valid; their memory
+// returns as they are freed; use counts and the unknown-pool errors change nothing.
+func TestPoolReleaseWithLiveAllocations(t *testing.T) {
+	a, dev := newTest(t, PolicyGMLake, 1<<30, true)
+	mustPool(t, a, graphPool)
+	if n, _ := a.CreateOrIncrefPool(graphPool); n != 2 || a.PoolUseCount(graphPool) != 2 {
+		t.Fatalf("use count after two increfs: %d / %d", n, a.PoolUseCount(graphPool))
+	}
+	p := mustAllocPool(t, a, 100*MiB, 0, graphPool)
+	q := mustAllocPool(t, a, 1000, 0, graphPool)
+	snap := sansCalls(a.Snapshot())
+	for _, bad := range []func() error{
+		func() error { _, err := a.AllocPool(1, 0, PoolID{A: 9}); return err },
+		func() error { _, err := a.ReleasePool(PoolID{A: 9}); return err },
+		func() error { _, err := a.CreateOrIncrefPool(PoolID{}); return err },
+	} {
+		if err := bad(); !errors.Is(err, ErrUnknownPool) {
+			t.Fatalf("bad pool call: %v, want ErrUnknownPool", err)
+		}
+	}
+	if got := sansCalls(a.Snapshot()); fmt.Sprint(got) != fmt.Sprint(snap) {
+		t.Fatalf("a refused pool call changed the state")
+	}
+	a.ReleasePool(graphPool)
+	if n, _ := a.ReleasePool(graphPool); n != 0 || a.PoolUseCount(graphPool) != 0 {
+		t.Fatalf("use count after two releases: %d", n)
+	}
+	if r := a.Stats().ReservedBytes; r == 0 {
+		t.Fatal("the live allocations' memory went back before they were freed")
+	}
+	mustFree(t, a, p)
+	mustFree(t, a, q)
+	if r := a.Stats().ReservedBytes; r != 0 {
+		t.Fatalf("reserved %d after the released pool's last allocation was freed", r)
+	}
+	if len(a.pools) != 0 {
+		t.Fatalf("a released, empty pool is still remembered: %v", a.pools)
+	}
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+}
+
+// Capture: while a stream captures, the engine records and queries no event (no RecordEvent/QueryEvent
+// driver call), a free of a block used on another stream waits (the block stays active, not reusable), and
+// when the capture ends its event is recorded and the block comes back once that stream's work completed.
+func TestCaptureNoEventsAndDeferredFree(t *testing.T) {
+	a, dev := newTest(t, PolicyGMLake, 1<<30, false)
+	s1, _ := dev.CreateStream()
+	capture, _ := dev.CreateStream()
+	mustPool(t, a, graphPool)
+	p := mustAlloc(t, a, 4*MiB, 0)
+	if err := a.RecordStream(p, s1); err != nil {
+		t.Fatal(err)
+	}
+	dev.Launch(s1)
+	dev.Launch(0)
+	if err := a.SetCapturing(capture, true); err != nil {
+		t.Fatal(err)
+	}
+	calls := a.Stats().DriverCalls
+	mustFree(t, a, p)
+	g := mustAllocPool(t, a, 4*MiB, capture, graphPool)
+	mustFree(t, a, g)
+	g2 := mustAllocPool(t, a, 4*MiB, capture, graphPool)
+	if g2 != g {
+		t.Fatalf("within the capture the pool's freed block was not reused in stream order: %v then %v", g, g2)
+	}
+	if err := a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	d := a.Stats().DriverCalls
+	for _, k := range []vmm.CallKind{vmm.CallRecordEvent, vmm.CallQueryEvent, vmm.CallStreamQuery} {
+		if d[k] != calls[k] {
+			t.Fatalf("%d %v calls during capture", d[k]-calls[k], k)
+		}
+	}
+	if st := a.TorchStats(); st.Active[0].Current != 2 {
+		t.Fatalf("active blocks during capture: %d, want 2 (the deferred free and the graph's block)", st.Active[0].Current)
+	}
+	if err := a.SetCapturing(capture, false); err != nil {
+		t.Fatal(err)
+	}
+	if d := a.Stats().DriverCalls; d[vmm.CallRecordEvent] == calls[vmm.CallRecordEvent] {
+		t.Fatal("no event recorded for the deferred free after the capture ended")
+	}
+	dev.CompleteAll()
+	mustFree(t, a, mustAlloc(t, a, 1, 0)) // polls the events
+	if st := a.TorchStats(); st.Active[0].Current != 1 {
+		t.Fatalf("active blocks after the capture and the work completed: %d, want 1", st.Active[0].Current)
+	}
+	mustFree(t, a, g2)
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+}
+
+// Property (INV-POOL): random allocations and frees over the default pool and three private pools, on
+// several streams, with RecordStream, work launched and completed, EmptyCache, out of memory, pools
+// released and created again, and captures: spec.PoolChecker finds no sharing of a living pool's memory,
+// the engine's and the device's state stay consistent (checkState), PoolLive and PoolUseCount match the
+// caller's record, PyTorch's statistics match the live set (INV-TORCHSTATS), and once everything is freed
+// and the pools released, nothing stays reserved.
+// Reproduce a failure with GMLAKE_SEED=<seed> go test ./impl -run TestPoolNeverShared -v.
+func TestPoolNeverShared(t *testing.T) {
+	for _, pol := range []string{PolicyGMLake, PolicyCaching, PolicyExpandable} {
+		for _, seed := range seeds(3, 1) {
+			t.Run(fmt.Sprintf("%s/seed=%d", pol, seed), func(t *testing.T) {
+				poolNeverShared(t, pol, seed)
+			})
+		}
+	}
+}
+
+func poolNeverShared(t *testing.T, pol string, seed int64) {
+	a, dev := newTest(t, pol, 1<<30, false)
+	streams := []vmm.Stream{0}
+	for i := 0; i < 2; i++ {
+		s, _ := dev.CreateStream()
+		streams = append(streams, s)
+	}
+	pools := []PoolID{{}, {A: 1, B: 1}, {A: 1, B: 2}, {A: 2, B: 1}}
+	uses := map[PoolID]int{}
+	rng := rand.New(rand.NewSource(seed))
+	sizes := []uint64{700, 64 << 10, 1 << 20, 3 << 20, 9 << 20, 21 << 20, 70 << 20, 130 << 20}
+	poolOf := map[vmm.DevicePtr]PoolID{}
+	var live []vmm.DevicePtr
+	var checker spec.PoolChecker
+	var seen, base DeviceStats // for checkTorchStats: no resets here
+	var ops []string
+	capturing := false
+	fail := func(i int, format string, args ...any) {
+		t.Helper()
+		t.Fatalf("seed %d, op %d (%s): %s\nlast ops: %v\nreproduce: GMLAKE_SEED=%d go test ./impl -run 'TestPoolNeverShared/%s' -v",
+			seed, i, ops[len(ops)-1], fmt.Sprintf(format, args...), ops[max(0, len(ops)-12):], seed, pol)
+	}
+	for i := 0; i < 700; i++ {
+		s := streams[rng.Intn(len(streams))]
+		pid := pools[rng.Intn(len(pools))]
+		var op string
+		switch r := rng.Intn(30); {
+		case r < 12:
+			n := sizes[rng.Intn(len(sizes))] + uint64(rng.Intn(4096))
+			op = fmt.Sprintf("alloc %d s%d pool %v", n, s, pid)
+			p, err := a.AllocPool(n, s, pid)
+			switch {
+			case err == nil:
+				if pid != (PoolID{}) && uses[pid] == 0 {
+					ops = append(ops, op)
+					fail(i, "allocated from pool %v, which does not live", pid)
+				}
+				live = append(live, p)
+				poolOf[p] = pid
+			case errors.Is(err, ErrUnknownPool) && uses[pid] == 0:
+			case errors.Is(err, vmm.ErrOutOfMemory):
+			default:
+				ops = append(ops, op)
+				fail(i, "AllocPool: %v", err)
+			}
+		case r < 21 && len(live) > 0:
+			j := rng.Intn(len(live))
+			op = fmt.Sprintf("free %v", live[j])
+			mustFree(t, a, live[j])
+			delete(poolOf, live[j])
+			live = append(live[:j], live[j+1:]...)
+		case r == 21 && len(live) > 0:
+			p := live[rng.Intn(len(live))]
+			op = fmt.Sprintf("record %v s%d", p, s)
+			if err := a.RecordStream(p, s); err != nil {
+				t.Fatal(err)
+			}
+		case r == 22:
+			op = fmt.Sprintf("launch s%d", s)
+			dev.Launch(s)
+		case r == 23:
+			op = fmt.Sprintf("complete s%d", s)
+			dev.Complete(s)
+		case r == 24:
+			op = "empty_cache"
+			if err := a.EmptyCache(); err != nil {
+				t.Fatal(err)
+			}
+		case r < 27 && pid != (PoolID{}):
+			op = fmt.Sprintf("create %v", pid)
+			n, err := a.CreateOrIncrefPool(pid)
+			uses[pid]++
+			if err != nil || n != uses[pid] {
+				ops = append(ops, op)
+				fail(i, "CreateOrIncrefPool = %d, %v; want %d", n, err, uses[pid])
+			}
+		case r < 29 && pid != (PoolID{}):
+			op = fmt.Sprintf("release %v", pid)
+			n, err := a.ReleasePool(pid)
+			if uses[pid] == 0 {
+				if !errors.Is(err, ErrUnknownPool) {
+					ops = append(ops, op)
+					fail(i, "ReleasePool of a dead pool: %v", err)
+				}
+				break
+			}
+			uses[pid]--
+			if err != nil || n != uses[pid] {
+				ops = append(ops, op)
+				fail(i, "ReleasePool = %d, %v; want %d", n, err, uses[pid])
+			}
+		default:
+			capturing = !capturing
+			op = fmt.Sprintf("capturing s%d %v", streams[2], capturing)
+			if err := a.SetCapturing(streams[2], capturing); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if op == "" {
+			continue
+		}
+		ops = append(ops, op)
+		var alive []PoolID
+		for _, p := range pools[1:] {
+			if uses[p] > 0 {
+				alive = append(alive, p)
+			}
+			if got := a.PoolUseCount(p); got != uses[p] {
+				fail(i, "PoolUseCount(%v) = %d, want %d", p, got, uses[p])
+			}
+		}
+		if v := checker.Step(poolStep(a, poolOf, alive)); len(v) > 0 {
+			fail(i, "%d violations, the first: %v", len(v), v[:min(len(v), 4)])
+		}
+		for _, p := range pools {
+			var want []string
+			for _, q := range live {
+				if poolOf[q] == p {
+					want = append(want, q.String())
+				}
+			}
+			var got []string
+			for _, q := range a.PoolLive(p) {
+				got = append(got, q.String())
+			}
+			if strings.Join(sortedStrings(got), ",") != strings.Join(sortedStrings(want), ",") {
+				fail(i, "PoolLive(%v) = %v, want %v", p, got, want)
+			}
+		}
+		if err := checkTorchStats(a, &seen, &base, false); err != nil {
+			fail(i, "INV-TORCHSTATS: %v", err)
+		}
+		checkState(t, a, dev)
+	}
+	if capturing {
+		a.SetCapturing(streams[2], false)
+	}
+	dev.CompleteAll()
+	for _, p := range live {
+		mustFree(t, a, p)
+	}
+	for _, p := range pools[1:] {
+		for ; uses[p] > 0; uses[p]-- {
+			a.ReleasePool(p)
+		}
+	}
+	if err := a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	if r := a.Stats().ReservedBytes; r != 0 {
+		t.Fatalf("seed %d: %d bytes reserved after freeing everything, releasing the pools and EmptyCache", seed, r)
+	}
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+}
+
+func sortedStrings(s []string) []string {
+	out := append([]string(nil), s...)
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j] < out[j-1]; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}

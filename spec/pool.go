@@ -1,0 +1,144 @@
+package spec
+
+// INV-POOL (SPEC.md): private memory pools (CUDA graph pools) are never shared while they live.
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// PoolID names a memory pool (PyTorch's MempoolId_t); the zero value is the default pool, which always
+// lives.
+type PoolID [2]uint64
+
+// PoolAlloc is one live allocation, with the pool it was asked from (as the caller knows it, not as the
+// allocator labels it) and the physical handles backing its block.
+type PoolAlloc struct {
+	Ptr     vmm.DevicePtr
+	Size    uint64
+	Pool    PoolID
+	Handles []vmm.Handle
+}
+
+// PoolStep is what INV-POOL sees after one call.
+type PoolStep struct {
+	Live   []PoolAlloc
+	Alive  []PoolID     // the private pools whose use count is above 0
+	Held   []vmm.Handle // every physical handle the allocator holds
+	Mapped []vmm.Range  // every virtual range the allocator has mapped
+}
+
+// PoolChecker checks INV-POOL over a run, one step at a time. It remembers, for each physical handle, the
+// pool whose allocation it first backed (its owner, until the handle is released or the owner released),
+// and, for each private pool that lives, the virtual ranges handed out from it. The zero value is ready.
+type PoolChecker struct {
+	owner map[vmm.Handle]PoolID
+	va    map[PoolID][]vmm.Range
+}
+
+// Step checks one step and remembers what it handed out:
+//   - no live allocation is backed by a handle owned by another pool that lives (not handed out, not
+//     stitched into another pool's block);
+//   - no live allocation of another pool overlaps the virtual ranges a living private pool handed out (a
+//     CUDA graph replays at those addresses);
+//   - a living private pool's handles stay held and its ranges stay mapped (not released by EmptyCache or
+//     an out-of-memory of another pool).
+func (c *PoolChecker) Step(s PoolStep) []Violation {
+	if c.owner == nil {
+		c.owner, c.va = map[vmm.Handle]PoolID{}, map[PoolID][]vmm.Range{}
+	}
+	alive := map[PoolID]bool{{}: true}
+	for _, p := range s.Alive {
+		alive[p] = true
+	}
+	for p := range c.va {
+		if !alive[p] {
+			delete(c.va, p)
+		}
+	}
+	held := map[vmm.Handle]bool{}
+	for _, h := range s.Held {
+		held[h] = true
+	}
+	var out []Violation
+	for h, p := range c.owner {
+		switch {
+		case !alive[p]:
+			delete(c.owner, h)
+		case !held[h]:
+			if p != (PoolID{}) {
+				out = append(out, violation(InvPool, "handle %d of living pool %v was released", h, p))
+			}
+			delete(c.owner, h)
+		}
+	}
+	mapped := mergeRanges(s.Mapped)
+	for p, rs := range c.va {
+		for _, r := range rs {
+			if !covered(mapped, r) {
+				out = append(out, violation(InvPool, "range %v handed out by living pool %v is no longer mapped", r, p))
+			}
+		}
+	}
+	for _, a := range s.Live {
+		r := vmm.Range{Base: a.Ptr, Size: a.Size}
+		for _, h := range a.Handles {
+			if o, ok := c.owner[h]; ok && o != a.Pool {
+				out = append(out, violation(InvPool, "allocation %v of pool %v is backed by handle %d of living pool %v",
+					a.Ptr, a.Pool, h, o))
+			}
+		}
+		for p, rs := range c.va {
+			if p == a.Pool {
+				continue
+			}
+			for _, x := range rs {
+				if x.Base < r.Base.Add(r.Size) && r.Base < x.Base.Add(x.Size) {
+					out = append(out, violation(InvPool, "allocation %v of pool %v overlaps range %v handed out by living pool %v",
+						r, a.Pool, x, p))
+				}
+			}
+		}
+	}
+	for _, a := range s.Live {
+		if !alive[a.Pool] {
+			continue // a released pool's allocation: it owns nothing any more
+		}
+		for _, h := range a.Handles {
+			if _, ok := c.owner[h]; !ok {
+				c.owner[h] = a.Pool
+			}
+		}
+		if a.Pool != (PoolID{}) {
+			c.va[a.Pool] = mergeRanges(append(c.va[a.Pool], vmm.Range{Base: a.Ptr, Size: a.Size}))
+		}
+	}
+	return out
+}
+
+// mergeRanges returns rs sorted, overlapping and touching ranges merged.
+func mergeRanges(rs []vmm.Range) []vmm.Range {
+	s := append([]vmm.Range(nil), rs...)
+	sort.Slice(s, func(i, j int) bool { return s[i].Base < s[j].Base })
+	var out []vmm.Range
+	for _, r := range s {
+		if n := len(out); n > 0 && r.Base <= out[n-1].Base.Add(out[n-1].Size) {
+			if end := r.Base.Add(r.Size); end > out[n-1].Base.Add(out[n-1].Size) {
+				out[n-1].Size = uint64(end - out[n-1].Base)
+			}
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// covered reports whether r lies inside one range of merged.
+func covered(merged []vmm.Range, r vmm.Range) bool {
+	i := sort.Search(len(merged), func(i int) bool { return merged[i].Base.Add(merged[i].Size) > r.Base })
+	return i < len(merged) && merged[i].Base <= r.Base && r.Base.Add(r.Size) <= merged[i].Base.Add(merged[i].Size)
+}
+
+func (p PoolID) String() string { return fmt.Sprintf("(%d, %d)", p[0], p[1]) }
