@@ -154,3 +154,48 @@ func TestSimDevicesPointersDistinct(t *testing.T) {
 		t.Fatalf("two_devices: %v\n%s", err, out)
 	}
 }
+
+// Property: a bad configuration is said once on stderr at the engine's start, naming the variable, and
+// every allocation fails; a bad value is never taken as "no cap" (a memory fraction of 1e-12 made a 0-byte
+// limit, which meant no cap) or read as 2^63 (NaN), and the throwing entry does not call it out of memory
+// (issue 14 items 4 and 5; see testdata/config_errors.cc).
+func TestConfigErrorsSaidOnceAtStart(t *testing.T) {
+	cxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skip("no g++ on this machine")
+	}
+	dir := buildLib(t)
+	bin := filepath.Join(t.TempDir(), "config_errors")
+	cmd := exec.Command(cxx, "-O1", "-o", bin, filepath.Join("testdata", "config_errors.cc"), "-I.", "-L"+dir, "-lgmlake",
+		"-Wl,-rpath,"+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("compiling config_errors.cc: %v\n%s", err, out)
+	}
+	for _, c := range []struct{ env, name string }{
+		{"GMLAKE_MEMORY_FRACTION=1e-12", "GMLAKE_MEMORY_FRACTION"},
+		{"GMLAKE_MEMORY_FRACTION=NaN", "GMLAKE_MEMORY_FRACTION"},
+		{"GMLAKE_SIM_CAPACITY=1", "GMLAKE_SIM_CAPACITY"},
+		{"GMLAKE_SIM_CAPACITY=NaN", "GMLAKE_SIM_CAPACITY"},
+		{"GMLAKE_MEMORY_LIMIT=99999999999999999999", "GMLAKE_MEMORY_LIMIT"},
+		{"GMLAKE_CHUNK_SIZE=1e300", "GMLAKE_CHUNK_SIZE"},
+		{"GMLAKE_POLICY=nope", "GMLAKE_POLICY"},
+	} {
+		run := exec.Command(bin)
+		run.Env = append(simEnv(), c.env)
+		var stdout, stderr strings.Builder
+		run.Stdout, run.Stderr = &stdout, &stderr
+		if err := run.Run(); err != nil {
+			t.Fatalf("%s: %v\n%s%s", c.env, err, stdout.String(), stderr.String())
+		}
+		out, errs := stdout.String(), stderr.String()
+		if !strings.Contains(out, "nulls=3") {
+			t.Errorf("%s: an allocation succeeded:\n%s", c.env, out)
+		}
+		if n := strings.Count(errs, c.name); n != 1 || !strings.Contains(errs, "configuration error") {
+			t.Errorf("%s: stderr names %s %d times, want once with \"configuration error\":\n%s", c.env, c.name, n, errs)
+		}
+		if throw := out[strings.Index(out, "throw: "):]; strings.Contains(throw, "out of memory") || !strings.Contains(throw, c.name) {
+			t.Errorf("%s: the throwing entry says %q", c.env, throw)
+		}
+	}
+}

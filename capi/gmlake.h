@@ -22,6 +22,10 @@
  *   GMLAKE_VERBOSE          1: print each engine's configuration on stderr when it starts
  *   GMLAKE_<KNOB>           any engine knob (a field of impl.Config), e.g. GMLAKE_CHUNK_SIZE=64MiB;
  *                           gmlake_knobs lists them
+ * A bad value (an unknown policy or knob, NaN, Inf, a size beyond 2^64-1 bytes, a simulated device under
+ * 2 MiB, a memory fraction whose cap rounds to 0 bytes) is a configuration error: said once on stderr when
+ * the device's engine would start, naming the variable; every allocation on that device then fails (NULL;
+ * gmlake_alloc_throw throws it as it is, not as out of memory).
  */
 #ifndef GMLAKE_H
 #define GMLAKE_H

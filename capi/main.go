@@ -27,6 +27,7 @@ void gmlake_register_exit_hook(void);
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -145,24 +146,28 @@ func engineConfig(device int) (cfg clib.CEngineConfig, kind string, simCapacity 
 	kind = getenv("GMLAKE_DEVICE")
 	if v := getenv("GMLAKE_SIM_CAPACITY"); v != "" {
 		if simCapacity, err = clib.ParseBytes(v); err != nil {
-			return cfg, kind, 0, 0, fmt.Errorf("GMLAKE_SIM_CAPACITY: %w", err)
+			return cfg, kind, 0, 0, fmt.Errorf("GMLAKE_SIM_CAPACITY=%q: %w", v, err)
+		}
+		if simCapacity < minSimCapacity {
+			return cfg, kind, 0, 0, fmt.Errorf("GMLAKE_SIM_CAPACITY=%q: %w: a device of %d bytes holds no 2 MiB chunk: want at least 2MiB",
+				v, clib.ErrBadKnob, simCapacity)
 		}
 	}
 	if v := getenv("GMLAKE_MEMORY_LIMIT"); v != "" {
 		if cfg.MemoryLimit, err = clib.ParseBytes(v); err != nil {
-			return cfg, kind, 0, 0, fmt.Errorf("GMLAKE_MEMORY_LIMIT: %w", err)
+			return cfg, kind, 0, 0, fmt.Errorf("GMLAKE_MEMORY_LIMIT=%q: %w", v, err)
 		}
 	}
 	if v := getenv("GMLAKE_MEMORY_FRACTION"); v != "" {
-		if fraction, err = strconv.ParseFloat(v, 64); err != nil || fraction <= 0 || fraction > 1 {
-			return cfg, kind, 0, 0, fmt.Errorf("GMLAKE_MEMORY_FRACTION=%q: want a number in (0, 1]", v)
+		if fraction, err = clib.ParseFraction(v); err != nil {
+			return cfg, kind, 0, 0, fmt.Errorf("GMLAKE_MEMORY_FRACTION=%q: %w", v, err)
 		}
 	}
 	knobs := map[string]bool{}
 	for _, k := range clib.KnobNames() {
 		knobs[k] = true
 		if v := getenv("GMLAKE_" + k); v != "" {
-			cfg.Knobs[k] = v
+			cfg.Knobs["GMLAKE_"+k] = v // errors name the variable
 		}
 	}
 	warnUnknownOnce.Do(func() {
@@ -175,6 +180,28 @@ func engineConfig(device int) (cfg clib.CEngineConfig, kind string, simCapacity 
 		}
 	})
 	return cfg, kind, simCapacity, fraction, nil
+}
+
+// minSimCapacity is the smallest GMLAKE_SIM_CAPACITY: one 2 MiB chunk (the simulated device rounds its
+// capacity down to it; below, it would be a 0-byte device).
+const minSimCapacity = 2 << 20
+
+// configErrorPrefix starts the text of every configuration error (throw.cc tells them from out of memory
+// by it).
+const configErrorPrefix = "gmlake: configuration error"
+
+// configReported holds the configuration errors already said on stderr, so each is said once. Under createMu.
+var configReported = map[string]bool{}
+
+// configError says a configuration error once on stderr and returns it as the error of the engine's start.
+// Called with createMu held.
+func configError(device int, err error) error {
+	msg := fmt.Sprintf("%s on device %d: %v (every allocation on this device fails until it is fixed)", configErrorPrefix, device, err)
+	if !configReported[msg] {
+		configReported[msg] = true
+		fmt.Fprintln(os.Stderr, msg)
+	}
+	return errors.New(msg)
 }
 
 // slotFor returns device's slot, starting its engine on first use.
@@ -192,7 +219,7 @@ func slotFor(device int) (*slot, error) {
 	}
 	cfg, kind, simCapacity, fraction, err := engineConfig(device)
 	if err != nil {
-		return nil, fmt.Errorf("gmlake: configuring device %d: %w", device, err)
+		return nil, configError(device, err)
 	}
 	if v := getenv("GMLAKE_TEST_PANIC_SIZE"); v != "" {
 		n, _ := strconv.ParseUint(v, 10, 64)
@@ -206,11 +233,23 @@ func slotFor(device int) (*slot, error) {
 		return nil, err
 	}
 	eng, err := clib.NewCEngine(drv, cfg)
-	if err != nil {
+	switch {
+	case err != nil && clib.IsUnknownPolicy(err):
+		return nil, configError(device, fmt.Errorf("GMLAKE_POLICY=%q: %w", cfg.Policy, err))
+	case err != nil && clib.IsConfigError(err):
+		return nil, configError(device, err)
+	case err != nil:
 		return nil, err
 	}
-	if fraction > 0 && fraction < 1 {
-		eng.SetMemoryLimit(uint64(fraction * float64(eng.TotalMemory())))
+	if fraction > 0 {
+		if err := eng.SetMemoryFraction(fraction); err != nil {
+			eng.Close()
+			name := "GMLAKE_MEMORY_FRACTION"
+			if pendingFraction[device] > 0 {
+				name = "gmlake_set_memory_fraction"
+			}
+			return nil, configError(device, fmt.Errorf("%s=%g: %w", name, fraction, err))
+		}
 	}
 	s := &slot{device: device, eng: eng, drv: drv}
 	applyEvents(s)
@@ -349,11 +388,9 @@ func gmlakeGoSetMemoryFraction(fraction C.double, device C.int) {
 	createMu.Lock()
 	defer createMu.Unlock()
 	if s := slots[device].Load(); s != nil {
-		limit := uint64(0)
-		if f < 1 {
-			limit = uint64(f * float64(s.eng.TotalMemory()))
+		if err := s.eng.SetMemoryFraction(f); err != nil {
+			setError(s, fmt.Sprintf("gmlake_set_memory_fraction(%g, device %d): %v", f, int(device), err))
 		}
-		s.eng.SetMemoryLimit(limit)
 		return
 	}
 	pendingFraction[device] = f

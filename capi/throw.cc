@@ -5,6 +5,7 @@
 // built against the torch headers when possible, throws c10::OutOfMemoryError instead.
 
 #include <cstddef>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -15,6 +16,8 @@ extern "C" void *gmlake_alloc_throw(size_t size, int device, cudaStream_t stream
 	if (p == nullptr && size != 0) {
 		char buf[2048];
 		gmlake_last_error(buf, sizeof buf);
+		if (std::strstr(buf, "gmlake: configuration error") != nullptr) // main.go's configErrorPrefix
+			throw std::runtime_error(buf);
 		throw std::runtime_error(std::string("CUDA out of memory (gmlake): ") + buf);
 	}
 	return p;

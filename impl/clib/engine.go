@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"sort"
 	"strconv"
@@ -107,20 +108,38 @@ func ParseBytes(s string) (uint64, error) {
 		}
 	}
 	if n, err := strconv.ParseUint(t, 10, 64); err == nil {
+		if n > math.MaxUint64/mult {
+			return 0, fmt.Errorf("%w: %q is more than 2^64-1 bytes", ErrBadKnob, s)
+		}
 		return n * mult, nil
 	}
 	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || f < 0 {
+	if err != nil && !errors.Is(err, strconv.ErrRange) || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
 		return 0, fmt.Errorf("%w: %q is not a byte count (examples: 1048576, 2MiB, 1.5GiB)", ErrBadKnob, s)
 	}
-	return uint64(f * float64(mult)), nil
+	// 2^64 as a float64: anything at or above it does not fit (uint64 conversion would saturate silently).
+	b := f * float64(mult)
+	if err != nil || b >= 1<<64 {
+		return 0, fmt.Errorf("%w: %q is more than 2^64-1 bytes", ErrBadKnob, s)
+	}
+	return uint64(b), nil
+}
+
+// ParseFraction parses a memory fraction: a finite number in (0, 1] (GMLAKE_MEMORY_FRACTION, PyTorch's
+// set_per_process_memory_fraction).
+func ParseFraction(s string) (float64, error) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || !(f > 0 && f <= 1) {
+		return 0, fmt.Errorf("%w: memory fraction %q: want a number in (0, 1]", ErrBadKnob, s)
+	}
+	return f, nil
 }
 
 // ApplyKnobs sets cfg's fields from knobs. Every knob must name a settable field.
 func ApplyKnobs(cfg *impl.Config, knobs map[string]string) error {
 	v := reflect.ValueOf(cfg).Elem()
 	t := v.Type()
-	byName := map[string]int{}
+	byName := map[string]int{} // keys may also carry the GMLAKE_ prefix of the environment
 	for i := 0; i < t.NumField(); i++ {
 		if settableKnob(t.Field(i)) {
 			byName[t.Field(i).Name] = i
@@ -134,7 +153,7 @@ func ApplyKnobs(cfg *impl.Config, knobs map[string]string) error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		s := knobs[k]
-		i, ok := byName[k]
+		i, ok := byName[strings.TrimPrefix(k, "GMLAKE_")]
 		if !ok {
 			return fmt.Errorf("%w: unknown knob %q; settable knobs: %v", ErrBadKnob, k, KnobNames())
 		}
@@ -155,6 +174,9 @@ func ApplyKnobs(cfg *impl.Config, knobs map[string]string) error {
 			x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 			if err != nil {
 				return bad(err)
+			}
+			if math.IsNaN(x) || math.IsInf(x, 0) || f.OverflowFloat(x) {
+				return bad(fmt.Errorf("not a finite number"))
 			}
 			f.SetFloat(x)
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
@@ -367,8 +389,37 @@ func (e *CEngine) TotalMemory() uint64 { return e.total }
 // beyond a new cap stays until it is freed and released (EmptyCache).
 func (e *CEngine) SetMemoryLimit(bytes uint64) { e.drv.SetLimit(bytes) }
 
+// SetMemoryFraction caps the engine at fraction f of the device's total memory, as PyTorch's
+// set_per_process_memory_fraction: f must be a finite number in (0, 1] (1: no cap) whose cap is at least
+// one byte; a tiny fraction is not "no cap". Errors wrap ErrBadKnob and change nothing.
+func (e *CEngine) SetMemoryFraction(f float64) error {
+	if !(f > 0 && f <= 1) {
+		return fmt.Errorf("%w: memory fraction %g: want a number in (0, 1]", ErrBadKnob, f)
+	}
+	if f == 1 {
+		e.SetMemoryLimit(0)
+		return nil
+	}
+	limit := uint64(f * float64(e.total))
+	if limit == 0 {
+		return fmt.Errorf("%w: memory fraction %g of the device's %d bytes caps it at 0 bytes: want at least %g",
+			ErrBadKnob, f, e.total, 1/float64(max(e.total, 1)))
+	}
+	e.SetMemoryLimit(limit)
+	return nil
+}
+
 // MemoryLimit returns the cap set by SetMemoryLimit (0: none).
 func (e *CEngine) MemoryLimit() uint64 { return e.drv.Limit() }
+
+// IsConfigError reports whether err is about the configuration (a knob, the policy, a limit), not the
+// device: the C library says those once, naming the variable.
+func IsConfigError(err error) bool {
+	return errors.Is(err, ErrBadKnob) || errors.Is(err, impl.ErrUnknownPolicy) || errors.Is(err, impl.ErrBadConfig)
+}
+
+// IsUnknownPolicy reports whether err says the policy name is not one of impl.Policies.
+func IsUnknownPolicy(err error) bool { return errors.Is(err, impl.ErrUnknownPolicy) }
 
 // IsUnknownPointer reports whether err says a pointer was not allocated by the engine.
 func IsUnknownPointer(err error) bool { return errors.Is(err, impl.ErrUnknownPointer) }

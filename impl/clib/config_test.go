@@ -1,0 +1,82 @@
+package clib
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// Knob values that are not byte counts a device could have are errors, not 2^63 (issue 14 item 4): NaN,
+// Inf, 1e300, a number beyond 2^64, a unit that overflows.
+func TestParseBytesRefusesUnrepresentable(t *testing.T) {
+	for _, bad := range []string{"NaN", "nan", "Inf", "+Inf", "-Inf", "1e300", "99999999999999999999",
+		"99999999999GiB", "18446744073709551616", "1e20B", "17179869184GiB"} {
+		if n, err := ParseBytes(bad); !errors.Is(err, ErrBadKnob) {
+			t.Errorf("ParseBytes(%q) = %d, %v; want ErrBadKnob", bad, n, err)
+		}
+	}
+	if n, err := ParseBytes("18446744073709551615"); err != nil || n != math.MaxUint64 {
+		t.Errorf("ParseBytes(2^64-1) = %d, %v", n, err)
+	}
+}
+
+// Float and integer knobs refuse NaN, Inf and out-of-range values with the knob's name.
+func TestApplyKnobsRefusesNonFinite(t *testing.T) {
+	for _, knobs := range []map[string]string{{"CHUNK_SIZE": "NaN"}, {"CHUNK_SIZE": "1e300"},
+		{"SBLOCK_CACHE": "99999999999999999999"}, {"GMLAKE_CHUNK_SIZE": "Inf"}} {
+		e, err := NewCEngine(newSim(0 /* capacity: an H200 */), simConfig(CEngineConfig{Knobs: knobs}))
+		if !errors.Is(err, ErrBadKnob) {
+			if e != nil {
+				e.Close()
+			}
+			t.Errorf("knobs %v: err %v, want ErrBadKnob", knobs, err)
+			continue
+		}
+		for k := range knobs {
+			if !strings.Contains(err.Error(), k) {
+				t.Errorf("knobs %v: %v does not name %s", knobs, err, k)
+			}
+		}
+	}
+	if _, err := NewCEngine(newSim(0), simConfig(CEngineConfig{Knobs: map[string]string{"GMLAKE_CHUNK_SIZE": "64MiB"}})); err != nil {
+		t.Errorf("a knob spelled with its GMLAKE_ prefix: %v", err)
+	}
+}
+
+// A memory fraction is a finite number in (0, 1] whose cap is at least one byte: 1e-12 of a device is not
+// "no cap" (issue 14 item 4); a refused fraction leaves the limit as it was.
+func TestMemoryFractionTooSmallIsAnError(t *testing.T) {
+	for _, bad := range []string{"NaN", "Inf", "0", "-0.5", "1.5", "x", ""} {
+		if f, err := ParseFraction(bad); !errors.Is(err, ErrBadKnob) {
+			t.Errorf("ParseFraction(%q) = %g, %v; want ErrBadKnob", bad, f, err)
+		}
+	}
+	if f, err := ParseFraction("0.25"); err != nil || f != 0.25 {
+		t.Errorf("ParseFraction(0.25) = %g, %v", f, err)
+	}
+	e, err := NewCEngine(newSim(1*vmm.GiB), simConfig(CEngineConfig{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.SetMemoryFraction(0.5); err != nil || e.MemoryLimit() != 512*vmm.MiB {
+		t.Fatalf("fraction 0.5 of 1 GiB: %v, limit %d", err, e.MemoryLimit())
+	}
+	for _, f := range []float64{1e-12, math.NaN(), math.Inf(1), 0, 2} {
+		if err := e.SetMemoryFraction(f); !errors.Is(err, ErrBadKnob) {
+			t.Errorf("SetMemoryFraction(%g) = %v, want ErrBadKnob", f, err)
+		}
+		if e.MemoryLimit() != 512*vmm.MiB {
+			t.Fatalf("a refused fraction %g changed the limit to %d", f, e.MemoryLimit())
+		}
+	}
+	if _, err := e.Alloc(768*vmm.MiB, 0); !IsOutOfMemory(err) {
+		t.Errorf("768 MiB under a 512 MiB cap: %v, want out of memory", err)
+	}
+	if err := e.SetMemoryFraction(1); err != nil || e.MemoryLimit() != 0 {
+		t.Errorf("fraction 1: %v, limit %d (want no cap)", err, e.MemoryLimit())
+	}
+}
