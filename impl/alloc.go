@@ -87,7 +87,7 @@ func (a *Allocator) allocMiss(ss *streamState, pool poolKind, rs, size uint64) (
 			break
 		}
 		a.st.NumCacheFlushes++
-		if debugOOM {
+		if a.p.debugOOM {
 			a.dumpState(fmt.Sprintf("before release, alloc %d on s%d: %v", size, ss.s, err))
 		}
 		_ = a.releaseCached() // a failure here leaves less released; the retry tells
@@ -99,7 +99,7 @@ func (a *Allocator) allocMiss(ss *streamState, pool poolKind, rs, size uint64) (
 		return nil, fmt.Errorf("gmlake: alloc of %d bytes on stream %d: %w", size, ss.s, err)
 	}
 	a.st.NumOOMs++
-	if debugOOM {
+	if a.p.debugOOM {
 		a.dumpState(fmt.Sprintf("OOM alloc %d on s%d: %v", size, ss.s, err))
 	}
 	return nil, a.oomErr(size, rs, ss.s, err)

@@ -244,6 +244,14 @@ type Config struct {
 	SBlockCache int
 	// NoCrossStream turns off cross-stream stitching and reuse in the gmlake policy.
 	NoCrossStream bool
+	// StitchSave: gmlake stitches rather than grows only when that saves more than StitchSave bytes of
+	// growth (default 128 MiB, or 1/1024 of a smaller device; any saving on the retry after an
+	// out-of-memory). In bytes. See doc.go for the sweep that chose it.
+	StitchSave uint64
+	// DebugOOM prints the engine's whole state to stderr on the out-of-memory path, before releasing the
+	// cache and at the final error: a debugging aid for spurious out-of-memory reports (libgmlake:
+	// GMLAKE_DEBUG_OOM=1).
+	DebugOOM bool
 
 	// gmlake-paper's other knobs, GLake's environment variables (StitchMin above is its fragLimit).
 	// ReuseLimit (reuseLimit, default 10): a cached stitched block serves a request when its size is at most

@@ -3,6 +3,7 @@ package impl
 import (
 	"testing"
 
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -28,5 +29,28 @@ func TestFailedAllocReturnsTheArenaItOpened(t *testing.T) {
 				closeClean(t, a, dev)
 			})
 		}
+	}
+}
+
+// Config.StitchSave is the growth a stitch must save: the scene's 256 MiB request, covered by free chunks,
+// would otherwise grow 256 MiB, so it stitches while the knob asks for less than that (the default 128 MiB
+// included), and grows when it asks for 256 MiB or more.
+func TestStitchSaveKnobDecidesStitchOrGrow(t *testing.T) {
+	for _, c := range []struct {
+		save   uint64
+		stitch bool
+	}{{0 /* default: 128 MiB */, true}, {254 * MiB, true}, {256 * MiB, false}, {vmm.GiB, false}} {
+		dev := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
+		a, err := New(dev, Config{ChunkSize: 256 * MiB, StitchSave: c.save})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stitchScene(t, a, 0)
+		p := mustAlloc(t, a, 256*MiB, 0)
+		if got := a.Stats().NumStitches == 1; got != c.stitch {
+			t.Errorf("StitchSave %s: stitched %v, want %v", vmm.FormatBytes(c.save), got, c.stitch)
+		}
+		mustFree(t, a, p)
+		closeClean(t, a, dev)
 	}
 }

@@ -5,9 +5,8 @@ import (
 	"os"
 )
 
-// debugOOM (GMLAKE_DEBUG_OOM=1) prints the engine's state to stderr on the out-of-memory path: a debugging aid
+// Config.DebugOOM prints the engine's state to stderr on the out-of-memory path (dumpState): a debugging aid
 // for spurious out-of-memory reports from the checkers.
-var debugOOM = os.Getenv("GMLAKE_DEBUG_OOM") != ""
 
 // dumpState prints every stream, segment, block, sBlock and pending wait. mu must be held.
 func (a *Allocator) dumpState(why string) {

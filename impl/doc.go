@@ -153,7 +153,7 @@
 //	128 MiB    2.65%   0.56x  0.47%     2.99%   0.65x  0.32%     1.09%   0.40x  0.63%
 //	unlimited  4.25%   0.49x  0.42%    11.01%   0.26x  0.13%     2.20%   0.38x  0.59%
 //
-// The other knob is how much growth a stitch must save (stitchSave): each stitch maps its chunks again.
+// The other knob is how much growth a stitch must save (Config.StitchSave): each stitch maps its chunks again.
 // To choose both on more than three traces, TestRobustSweep (GMLAKE_ROBUST=1) replays the bundled traces
 // with every request scaled by 0.37, 0.75, 1, 1.3 and 2.1 (15 workloads) and takes the worst case:
 //

@@ -39,7 +39,8 @@ type params struct {
 	crossStream bool   // stitch chunks of other streams' pools once their free events completed
 	sblockCache int    // cached free sBlocks before LRU StitchFree; < 0 unlimited
 	maxPieces   int    // the most chunks one new sBlock maps
-	stitchSave  uint64 // gmlake: a stitch must save at least this much growth
+	stitchSave  uint64 // gmlake: a stitch must save at least this much growth (Config.StitchSave)
+	debugOOM    bool   // Config.DebugOOM: dump the state on the out-of-memory path
 	reuseLimit  uint64 // a cached sBlock serves requests down to size*4/reuseLimit (x4: gmlake 5 = 1.25x)
 
 	// gmlake-paper: GMLake's own rules (paper.go), each knob under its GLake environment variable's name.
@@ -52,7 +53,7 @@ type params struct {
 }
 
 func resolve(cfg Config, gran, total uint64) (params, error) {
-	p := params{name: cfg.Policy}
+	p := params{name: cfg.Policy, debugOOM: cfg.DebugOOM}
 	if p.name == "" {
 		p.name = PolicyGMLake
 	}
@@ -91,10 +92,7 @@ func resolve(cfg Config, gran, total uint64) (params, error) {
 		p.stitchMin = or(cfg.StitchMin, 2*gran)
 		// Both scale down on small devices (1/2048 and 1/1024 of the memory): an H200 takes the full values.
 		p.chunkMax = or(cfg.ChunkSize, vmm.AlignUp(min(defaultChunk, total/2048), gran))
-		p.stitchSave = min(defaultSave, total/1024)
-		if testStitchSave != 0 {
-			p.stitchSave = testStitchSave
-		}
+		p.stitchSave = or(cfg.StitchSave, min(defaultSave, total/1024))
 		p.sblockCache = 256
 		p.maxPieces = maxStitchPcs
 		p.reuseLimit = 5
@@ -176,6 +174,3 @@ func (p *params) shouldSplit(b *block, rs uint64) bool {
 
 // roundUp rounds n up to a multiple of q (any q > 0, not only powers of two: expandable's 20 MiB pages).
 func roundUp(n, q uint64) uint64 { return (n + q - 1) / q * q }
-
-// testStitchSave overrides the gmlake stitch saving threshold in tuning tests.
-var testStitchSave uint64

@@ -249,7 +249,6 @@ func TestRobustSweep(t *testing.T) {
 	if os.Getenv("GMLAKE_ROBUST") == "" {
 		t.Skip()
 	}
-	defer func() { testStitchSave = 0 }()
 	type key struct {
 		name string
 		f    float64
@@ -274,10 +273,9 @@ func TestRobustSweep(t *testing.T) {
 	}
 	for _, chunk := range []uint64{32 << 20, 48 << 20, 64 << 20} {
 		for _, save := range []uint64{64 << 20, 128 << 20} {
-			testStitchSave = save
 			var worstFrag, worstTime, sumFrag float64
 			for k, st := range scaled {
-				g := replay(t, st, Config{ChunkSize: chunk})
+				g := replay(t, st, Config{ChunkSize: chunk, StitchSave: save})
 				fr := g.frag()
 				tm := float64(g.Modeled) / float64(exps[k].Modeled)
 				worstFrag = max(worstFrag, fr)
