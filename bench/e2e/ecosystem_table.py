@@ -123,7 +123,8 @@ def main():
         row("Python torch.empty+del, ns per pair, %d B (best of N processes; gmlake: cpp / pluggable)" % s,
             lambda a, s=s: "%s (%d)%s" % (e(a, "pyloop")["ns_%d" % s], e(a, "pyloop").get("runs", 1),
                                           " / %s" % eco[("gmlake-pluggable", "pyloop")]["ns_%d" % s]
-                                          if a == "gmlake" and ("gmlake-pluggable", "pyloop") in eco else ""))
+                                          if a == "gmlake" and "ns_%d" % s in eco.get(("gmlake-pluggable", "pyloop"), {})
+                                          else ""))
     nat_t = train.get("native", {})
     row("training ckpt 0.93B: peak reserved GiB", lambda a: gib(train[a]["peak_reserved"]))
     row("training: median step s (vs native)",
