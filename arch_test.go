@@ -37,13 +37,14 @@ var allowedImports = map[string][]string{
 	"spec":                {"vmm"},
 	"harness":             {"harness/trace", "impl", "model/contract", "model/sim", "spec", "vmm"},
 	"harness/conformance": {"impl", "model/sim", "vmm"},
+	"harness/mutate":      {},
 	"fuzz":                {"harness", "harness/trace", "impl", "impl/cudavmm", "model/sim", "spec", "vmm"},
 
 	// The measurements and the CLI.
 	"harness/replay": {"harness/trace", "impl", "model/sim", "vmm", "vmm/wrap"},
 	"harness/probe":  {"vmm"},
 	"cmd/gmlake": {"fuzz", "harness", "harness/conformance", "harness/probe", "harness/replay", "harness/snapshot",
-		"harness/trace", "impl", "impl/cudavmm", "model/sim", "vmm", "vmm/wrap"},
+		"harness/trace", "impl", "impl/cudavmm", "model/sim", "vmm", "vmm/wrap", "harness/mutate"},
 }
 
 // judges are the packages the product must not link: the oracle, the invariants, the checkers and the

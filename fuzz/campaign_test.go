@@ -50,6 +50,7 @@ func TestCampaignClean(t *testing.T) {
 // interleaving need not fail again single-threaded (the campaign then says so and does not minimize), which
 // made this test flaky.
 func TestCampaignCatchesAliasing(t *testing.T) {
+	skipUnlessSeeded(t)
 	dir := t.TempDir()
 	s, err := RunCampaign(context.Background(), CampaignConfig{Policy: impl.PolicyGMLake, Duration: 10 * time.Second,
 		Seed: 11, Streams: 1, Capacity: 4 * vmm.GiB, OutDir: dir, MinimizeFor: 10 * time.Second,
@@ -92,6 +93,7 @@ func TestCampaignCatchesAliasing(t *testing.T) {
 // Property: the leak check at the end of a campaign catches an allocator that forgets its cached chunks
 // on Close (impl.MutLeakOnClose).
 func TestCampaignCatchesLeak(t *testing.T) {
+	skipUnlessSeeded(t)
 	s, err := RunCampaign(context.Background(), CampaignConfig{Policy: impl.PolicyCaching, Duration: campaignTime(),
 		Seed: 3, Streams: 2, Capacity: 2 * vmm.GiB, OutDir: t.TempDir(), MinimizeFor: -1,
 		Mutations: impl.MutLeakOnClose})

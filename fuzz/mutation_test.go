@@ -17,6 +17,7 @@ var slowToCatch = impl.MutLeakOnStitchFailure | impl.MutWrongBestFit | impl.MutS
 // the seed corpus or of the random generator fails with the bug switched on, for some policy. Prints the
 // table of which check caught which bug first.
 func TestExecCatchesMutations(t *testing.T) {
+	skipUnlessSeeded(t)
 	long := os.Getenv("GMLAKE_PROFILE") == "long"
 	var progs []*Program
 	files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzOps", "*"))
@@ -58,5 +59,13 @@ func TestExecCatchesMutations(t *testing.T) {
 	}
 	if missed > 0 {
 		t.Errorf("%d seeded bugs not caught: the fuzz target's checks are vacuous for them", missed)
+	}
+}
+
+// skipUnlessSeeded skips a test of a seeded bug in a build without them (-tags gmlake_mutants).
+func skipUnlessSeeded(t *testing.T) {
+	t.Helper()
+	if !impl.SeededBugs {
+		t.Skip("seeded bugs need -tags gmlake_mutants")
 	}
 }

@@ -28,6 +28,9 @@ func TestExplore(t *testing.T) {
 	if longProfile() {
 		depth, roomy, tight = 6, 10*time.Minute, 5*time.Minute
 	}
+	if mutationProfile() { // gmlake mutate runs this once per mutant
+		roomy, tight = 1500*time.Millisecond, 750*time.Millisecond
+	}
 	for _, p := range impl.Policies {
 		universes := []struct {
 			name string

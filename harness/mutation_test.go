@@ -183,6 +183,9 @@ func TestMutationsCaught(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
+	if !impl.SeededBugs {
+		t.Skip("seeded bugs need -tags gmlake_mutants")
+	}
 	long := longProfile()
 	defer setFlag(t, "rapid.seed", "7")()
 	defer setFlag(t, "rapid.nofailfile", "true")()

@@ -19,6 +19,10 @@ import (
 // longProfile reports whether GMLAKE_PROFILE=long (make verify) asks for the long profile.
 func longProfile() bool { return os.Getenv("GMLAKE_PROFILE") == "long" }
 
+// mutationProfile reports whether GMLAKE_PROFILE=mutation (gmlake mutate, once per mutant) asks the
+// time-bound checkers for a short budget.
+func mutationProfile() bool { return os.Getenv("GMLAKE_PROFILE") == "mutation" }
+
 // setRapidChecks sets -rapid.checks to n unless the command line (or RAPID_CHECKS) chose it, and returns
 // a func that restores it.
 func setRapidChecks(n int) func() { return setRapidDefault("checks", strconv.Itoa(n)) }

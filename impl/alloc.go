@@ -46,7 +46,7 @@ func (a *Allocator) bestFit(ss *streamState, pool poolKind, rs uint64) *block {
 	if b == nil {
 		return nil
 	}
-	if a.mut&MutWrongBestFit != 0 {
+	if a.seeded(MutWrongBestFit) {
 		b = fs.max()
 	}
 	if a.p.arena && b.next != nil && !b.next.mapped {
@@ -83,7 +83,7 @@ func (a *Allocator) allocMiss(ss *streamState, pool poolKind, rs, size uint64) (
 		if b, err = a.allocNew(ss, pool, rs, attempt > 0); err == nil {
 			return b, nil
 		}
-		if !errors.Is(err, vmm.ErrOutOfMemory) || attempt > 0 || a.mut&MutSpuriousOOM != 0 {
+		if !errors.Is(err, vmm.ErrOutOfMemory) || attempt > 0 || a.seeded(MutSpuriousOOM) {
 			break
 		}
 		a.st.NumCacheFlushes++
@@ -459,7 +459,7 @@ func (a *Allocator) mapInto(u *block, n uint64) (*block, error) {
 	a.noteSegmentEvent(SegmentMap, seg, u.ptr, sz)
 	a.st.MappedBytes += sz
 	m := u
-	if a.mut&MutNoMerge == 0 {
+	if !a.seeded(MutNoMerge) {
 		m = a.mergeFree(u)
 	}
 	seg.ss.free[seg.pool].insert(m)
@@ -486,7 +486,7 @@ func (a *Allocator) stitchable(ss *streamState) []*chunk {
 				if st != ss && !a.safe(st, c.freeSeq) {
 					continue // its last use on st may still run
 				}
-				if whole || (a.mut&MutMapChunkTwice != 0 && c.off >= lo) {
+				if whole || (a.seeded(MutMapChunkTwice) && c.off >= lo) {
 					out = append(out, c)
 				}
 			}
@@ -662,11 +662,11 @@ func (a *Allocator) buildSBlock(ss *streamState, chunks []*chunk) (*block, error
 		off += c.size
 		mapped++
 	}
-	if err == nil && a.mut&MutSkipSetAccessStitched == 0 {
+	if err == nil && !a.seeded(MutSkipSetAccessStitched) {
 		err = a.setAccess(base, total, chunks[0].size)
 	}
 	if err != nil {
-		if a.mut&MutLeakOnStitchFailure == 0 {
+		if !a.seeded(MutLeakOnStitchFailure) {
 			off = 0
 			for i := 0; i < mapped; i++ {
 				a.undoMap(base.Add(off), chunks[i].size, chunks[i].h)
@@ -685,7 +685,7 @@ func (a *Allocator) buildSBlock(ss *streamState, chunks []*chunk) (*block, error
 	for _, c := range chunks {
 		c.views++
 	}
-	if a.mut&MutRefcountOffByOne != 0 {
+	if a.seeded(MutRefcountOffByOne) {
 		chunks[0].refOff++
 	}
 	sb.sIndex = len(a.sblocks)
@@ -735,14 +735,14 @@ func (a *Allocator) holdParts(sb *block) {
 			continue
 		}
 		if b.state != Free || !b.mapped {
-			if a.mut&MutMapChunkTwice != 0 {
+			if a.seeded(MutMapChunkTwice) {
 				continue
 			}
 			panicf("chunk %d to hold is not free (block %d %v)", c.h, b.id, b.state)
 		}
 		lo, hi := b.segOff(), b.segOff()+b.size
 		if c.off+c.size > hi {
-			if a.mut&MutMapChunkTwice != 0 {
+			if a.seeded(MutMapChunkTwice) {
 				continue
 			}
 			panicf("chunk %d not inside free block %d", c.h, b.id)
@@ -815,7 +815,7 @@ func (a *Allocator) freeSBlock(sb *block) {
 	for i, pb := range sb.parts {
 		sb.parts[i] = nil
 		pb.heldBy = nil
-		if pb.stream != sb.stream && a.mut&MutEarlyCrossStreamReuse == 0 {
+		if pb.stream != sb.stream && !a.seeded(MutEarlyCrossStreamReuse) {
 			pb.state = Pending
 			pb.events = 1
 			pb.xwait, pb.xseq = home, sb.freeSeq

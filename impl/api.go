@@ -23,7 +23,8 @@ const (
 var Policies = []string{PolicyGMLake, PolicyCaching, PolicyExpandable, PolicyGMLakePaper}
 
 // Mutation is a seeded bug, switched on only by tests (harness.TestMutationsCaught) to prove that every
-// checker bites. Production code never sets Config.TestOnlyMutations.
+// checker bites. The switches are compiled only with -tags gmlake_mutants (seeded_on.go; SeededBugs): without
+// the tag New refuses a non-zero Config.TestOnlyMutations with ErrBadConfig.
 type Mutation uint32
 
 // The seeded bugs. Each must be caught by at least one checker (rapid vs the contract, the spec invariants,
@@ -268,7 +269,8 @@ type Config struct {
 	// request less the stream's free large bytes, and is stitched from those and the new segment.
 	ReAlloc bool
 
-	// TestOnlyMutations switches on seeded bugs (see Mutation). Only tests set it.
+	// TestOnlyMutations switches on seeded bugs (see Mutation). Only tests set it, and only a build with
+	// -tags gmlake_mutants accepts it.
 	TestOnlyMutations Mutation
 
 	_ struct{}

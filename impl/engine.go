@@ -124,6 +124,9 @@ func New(d vmm.Driver, cfg Config) (*Allocator, error) {
 	if d == nil {
 		return nil, fmt.Errorf("%w: nil driver", ErrBadConfig)
 	}
+	if err := checkSeeded(cfg.TestOnlyMutations); err != nil {
+		return nil, err
+	}
 	a := &Allocator{d: wrap.NewCounter(d), mut: cfg.TestOnlyMutations}
 	a.gran = a.d.Granularity()
 	if a.gran == 0 || a.gran&(a.gran-1) != 0 || a.gran%minBlockSize != 0 {
@@ -461,7 +464,7 @@ func (a *Allocator) getEvent() (vmm.Event, error) {
 // safe reports whether work that used a block freed on st at seq has completed, recording a fence event on
 // st when needed. Costs at most a RecordEvent and a QueryEvent; nothing on the hot path calls it.
 func (a *Allocator) safe(st *streamState, seq uint64) bool {
-	if a.mut&MutEarlyCrossStreamReuse != 0 {
+	if a.seeded(MutEarlyCrossStreamReuse) {
 		return true
 	}
 	if a.nCapturing > 0 { // no event may be recorded or queried: only what is known already
@@ -643,7 +646,7 @@ func (a *Allocator) recordUses(b *block) error {
 }
 
 func (a *Allocator) allocCount(b *block) uint64 {
-	if b.kind == Stitched && a.mut&MutStatsDoubleCount != 0 {
+	if b.kind == Stitched && a.seeded(MutStatsDoubleCount) {
 		return 2 * b.size
 	}
 	return b.size
@@ -672,7 +675,7 @@ func (a *Allocator) freeBlock(b *block) {
 			seg.chunks[i].freeSeq = max(seg.chunks[i].freeSeq, b.freeSeq)
 		}
 	}
-	if a.mut&MutNoMerge == 0 {
+	if !a.seeded(MutNoMerge) {
 		b = a.mergeFree(b)
 	}
 	ss := b.seg.ss

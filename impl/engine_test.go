@@ -276,6 +276,7 @@ func TestCachingSplitMergeExactFit(t *testing.T) {
 
 // Without merging (MutNoMerge) the segment stays split: the mutation is observable.
 func TestMutationNoMergeObservable(t *testing.T) {
+	skipUnlessSeeded(t)
 	dev := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 	a, _ := New(dev, Config{Policy: PolicyCaching, TestOnlyMutations: MutNoMerge})
 	p1 := mustAlloc(t, a, 3*MiB, 0)
@@ -449,6 +450,7 @@ func TestCrossStreamStitchWaitsForEvent(t *testing.T) {
 
 // MutEarlyCrossStreamReuse stitches without waiting: observable.
 func TestMutationEarlyCrossStreamObservable(t *testing.T) {
+	skipUnlessSeeded(t)
 	dev := sim.NewDevice(sim.DeviceConfig{})
 	a, _ := New(dev, Config{TestOnlyMutations: MutEarlyCrossStreamReuse, ChunkSize: 256 * MiB})
 	s1, _ := dev.CreateStream()
@@ -534,6 +536,9 @@ func TestNoSpuriousOOM(t *testing.T) {
 	for _, pol := range Policies {
 		for _, mut := range []Mutation{0, MutSpuriousOOM} {
 			t.Run(fmt.Sprintf("%s/mut=%v", pol, mut != 0), func(t *testing.T) {
+				if mut != 0 {
+					skipUnlessSeeded(t)
+				}
 				dev := sim.NewDevice(sim.DeviceConfig{Capacity: capacity, SyncStreams: true})
 				a, _ := New(dev, Config{Policy: pol, TestOnlyMutations: mut})
 				rng := rand.New(rand.NewSource(7))
@@ -598,6 +603,7 @@ func TestFaultMidStitchNoLeak(t *testing.T) {
 
 // MutLeakOnStitchFailure leaks the half-built stitch: observable as a leak after Close.
 func TestMutationLeakOnStitchFailureObservable(t *testing.T) {
+	skipUnlessSeeded(t)
 	dev := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 	a, _ := New(dev, Config{TestOnlyMutations: MutLeakOnStitchFailure, ChunkSize: 256 * MiB})
 	stitchScene(t, a, 0)
@@ -795,6 +801,9 @@ func TestDeterministic(t *testing.T) {
 
 func TestBestFitAndMutation(t *testing.T) {
 	for _, mut := range []Mutation{0, MutWrongBestFit} {
+		if mut != 0 && !SeededBugs {
+			continue // the seeded bug needs -tags gmlake_mutants
+		}
 		dev := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 		a, _ := New(dev, Config{Policy: PolicyCaching, TestOnlyMutations: mut})
 		big := mustAlloc(t, a, 64*MiB, 0)
@@ -967,4 +976,13 @@ func TestStitchedFreeFencedAtFree(t *testing.T) {
 	checkState(t, a, dev)
 	dev.CompleteAll()
 	closeClean(t, a, dev)
+}
+
+// skipUnlessSeeded skips a test of a seeded bug in a build without them (they need -tags gmlake_mutants;
+// make test runs those tests with the tag).
+func skipUnlessSeeded(t *testing.T) {
+	t.Helper()
+	if !SeededBugs {
+		t.Skip("seeded bugs need -tags gmlake_mutants")
+	}
 }

@@ -41,7 +41,7 @@ func (a *Allocator) paperMiss(ss *streamState, pool poolKind, rs, size uint64) (
 	if b := a.paperStitch(ss, pool, rs, 1); b != nil {
 		return b, nil
 	}
-	if a.mut&MutSpuriousOOM == 0 {
+	if !a.seeded(MutSpuriousOOM) {
 		a.st.NumCacheFlushes++
 		_ = a.paperReleaseCached() // a failure leaves less released; the retry tells
 		b, err = a.paperGrow(ss, pool, rs)

@@ -194,7 +194,7 @@ func (a *Allocator) Close() (CloseReport, error) {
 		note(retry(func() error { return a.d.FreeAddress(sb.resv.Base, sb.resv.Size) }))
 	}
 	for _, seg := range a.segs {
-		if a.mut&MutLeakOnClose != 0 && !segInUse(seg) {
+		if a.seeded(MutLeakOnClose) && !segInUse(seg) {
 			continue
 		}
 		ok := true

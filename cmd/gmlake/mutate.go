@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gmlake/gmlake/harness/mutate"
+)
+
+func init() {
+	var (
+		dir, keysFile, saveKeys, jsonOut, only string
+		sample                                 int
+		seed                                   uint64
+		list, failOnSurvivor                   bool
+		timeout                                time.Duration
+		workers                                int
+	)
+	cmd := &cobra.Command{
+		Use:   "mutate",
+		Short: "Mutation testing: mutate the engine's source and report which checkers kill each mutant",
+		Long: `mutate generates mutants of the engine (flipped and off-by-one comparisons, dropped statements, swapped
+branches, changed constants, ...; see harness/mutate), compiles each through go test -overlay (the tree is
+not touched), runs every checker's tests against it separately and prints which checkers killed it, the
+score per checker and the survivors. It needs the Go toolchain and runs from the module root.
+
+Examples:
+  gmlake mutate --list                              # every mutant, no run
+  gmlake mutate --sample 80 --seed 12               # a seeded random sample
+  gmlake mutate --keys testdata/mutants/sample80.txt # a saved sample (before/after comparisons)
+  gmlake mutate                                     # every mutant (make verify)`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			all, err := mutate.Generate(".", dir, map[string]bool{"debug.go": true})
+			if err != nil {
+				return err
+			}
+			ms := all
+			if keysFile != "" {
+				keys, err := mutate.ReadKeys(keysFile)
+				if err != nil {
+					return err
+				}
+				var gone []string
+				ms, gone = mutate.Select(all, keys)
+				for _, g := range gone {
+					fmt.Fprintf(os.Stderr, "gone (the code it named changed): %s\n", g)
+				}
+			} else if sample > 0 {
+				ms = mutate.Sample(all, sample, seed)
+			}
+			if saveKeys != "" {
+				hdr := fmt.Sprintf("mutants of %s: gmlake mutate --sample %d --seed %d (%d of %d)", dir, sample, seed, len(ms), len(all))
+				if err := os.WriteFile(saveKeys, mutate.FormatKeys(hdr, ms), 0o644); err != nil {
+					return err
+				}
+			}
+			if list {
+				for _, m := range ms {
+					fmt.Println(m)
+				}
+				fmt.Fprintf(os.Stderr, "%d mutants (%d in %s)\n", len(ms), len(all), dir)
+				return nil
+			}
+			checkers := mutate.Checkers
+			if only != "" {
+				checkers = nil
+				for _, c := range mutate.Checkers {
+					if strings.Contains(","+only+",", ","+c.Name+",") {
+						checkers = append(checkers, c)
+					}
+				}
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			defer stop()
+			fmt.Fprintf(os.Stderr, "%d mutants of %d in %s, %d checkers\n", len(ms), len(all), dir, len(checkers))
+			rep, err := mutate.Run(ctx, ms, mutate.Options{Root: ".", Checkers: checkers, Timeout: timeout, Workers: workers, Log: os.Stderr})
+			if rep == nil {
+				return err
+			}
+			valid, killed, _ := rep.Summary(os.Stdout)
+			if jsonOut != "" {
+				b, _ := json.MarshalIndent(rep, "", " ")
+				if werr := os.WriteFile(jsonOut, b, 0o644); werr != nil {
+					return werr
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if failOnSurvivor && killed < valid {
+				return fmt.Errorf("%d of %d mutants survived", valid-killed, valid)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dir, "dir", "impl", "the package folder to mutate (relative to the module root)")
+	f.IntVar(&sample, "sample", 0, "run a seeded random sample of this many mutants (0: all)")
+	f.Uint64Var(&seed, "seed", 1, "the sample's seed")
+	f.StringVar(&keysFile, "keys", "", "run the mutants named in this sample file (one key a line)")
+	f.StringVar(&saveKeys, "save-keys", "", "write the chosen mutants' keys to this file")
+	f.StringVar(&jsonOut, "json", "", "write every outcome as JSON to this file")
+	f.StringVar(&only, "checkers", "", "comma-separated checker names to run (default: all)")
+	f.BoolVar(&list, "list", false, "list the mutants and stop")
+	f.BoolVar(&failOnSurvivor, "fail-on-survivor", false, "exit 1 if a mutant that compiles survives")
+	f.DurationVar(&timeout, "timeout", 0, "per-checker timeout (0: 3x its unmutated time + 20s)")
+	f.IntVar(&workers, "workers", 2, "checkers run at once for one mutant")
+	rootCmd.AddCommand(cmd)
+}

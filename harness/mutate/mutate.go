@@ -1,0 +1,405 @@
+// Package mutate is the project's mutation-testing tool: it generates mutants of the engine's source (impl/)
+// with go/ast, compiles each one through `go test -overlay` (no file of the tree is touched), runs every
+// checker's test set against it separately, and reports which checkers killed it. The score is the share of
+// mutants that compile which at least one checker killed; the target (issue 12) is every non-equivalent mutant
+// killed by at least two independent checkers.
+//
+// # Mutants
+//
+// One mutant is one textual replacement of one AST node, so it is exactly a diff of one line:
+//   - cmp-boundary: a comparison moved by one (< to <=, <= to <, > to >=, >= to >);
+//   - cmp-negate: a comparison negated (== to !=, != to ==, < to >=, ...);
+//   - logic: && to || and back;
+//   - arith: + to -, - to +, * to /, << to >>, & to |, | to &;
+//   - const: an integer literal plus one (0 to 1, 1 to 0, n to n+1);
+//   - bool: true to false and back;
+//   - drop: a statement removed (a call, an assignment, an increment);
+//   - cond-negate: an if condition negated;
+//   - swap-branches: the then and else blocks of an if exchanged;
+//   - return-nil: a returned error replaced by nil.
+//
+// Code that only formats messages (arguments of fmt and errors calls, panics) and the debugging dump
+// (debug.go, debugOOM) is not mutated: a checker that reads no message cannot tell, and such mutants are
+// equivalent by construction. A mutant that does not compile is counted apart (invalid), never as killed.
+//
+// # Keys and samples
+//
+// A mutant's key names it independently of line numbers: file, enclosing function, kind, the n-th such site
+// in that function, and the source text replaced (`alloc.go (*Allocator).allocLocked cmp-boundary 3 a < b`).
+// A sample is a list of keys (testdata/mutants/*.txt); measuring the same sample before and after a change to
+// the checkers compares like with like even while the engine's lines move.
+package mutate
+
+import (
+	"bytes"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Mutant is one textual replacement in one file of the mutated package.
+type Mutant struct {
+	File  string // path relative to the module root, slash-separated (impl/alloc.go)
+	Line  int    // 1-based line of the replaced text
+	Col   int
+	Func  string // enclosing function ("(*Allocator).allocLocked"; "" at file scope)
+	Kind  string // cmp-boundary, cmp-negate, logic, arith, const, bool, drop, cond-negate, swap-branches, return-nil
+	Nth   int    // this is the Nth mutant of Kind in Func (0-based), for the key
+	Orig  string // the replaced source text (one line, shortened)
+	New   string // what replaces it (shortened)
+	start int    // byte offsets of the replacement in the file
+	end   int
+	repl  string
+}
+
+// Key names the mutant stably across line moves.
+func (m Mutant) Key() string {
+	return fmt.Sprintf("%s %s %s %d %s", filepath.Base(m.File), orDash(m.Func), m.Kind, m.Nth, m.Orig)
+}
+
+// Pos is file:line:col.
+func (m Mutant) Pos() string { return fmt.Sprintf("%s:%d:%d", m.File, m.Line, m.Col) }
+
+func (m Mutant) String() string {
+	return fmt.Sprintf("%s %s `%s` -> `%s` (in %s)", m.Pos(), m.Kind, m.Orig, m.New, orDash(m.Func))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// Apply returns the file's source with the mutant applied.
+func (m Mutant) Apply(src []byte) []byte {
+	out := make([]byte, 0, len(src)+len(m.repl))
+	out = append(out, src[:m.start]...)
+	out = append(out, m.repl...)
+	return append(out, src[m.end:]...)
+}
+
+// Generate parses every non-test Go file of dir (relative to root, e.g. "impl") except the skipped base
+// names and returns every mutant, in file and source order.
+func Generate(root, dir string, skip map[string]bool) ([]Mutant, error) {
+	ents, err := os.ReadDir(filepath.Join(root, dir))
+	if err != nil {
+		return nil, err
+	}
+	var all []Mutant
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") || skip[name] {
+			continue
+		}
+		rel := filepath.ToSlash(filepath.Join(dir, name))
+		src, err := os.ReadFile(filepath.Join(root, rel))
+		if err != nil {
+			return nil, err
+		}
+		ms, err := generateFile(rel, src)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, ms...)
+	}
+	return all, nil
+}
+
+// generator walks one file.
+type generator struct {
+	fset *token.FileSet
+	file string
+	src  []byte
+	fn   string
+	nth  map[string]int // func+kind -> count
+	out  []Mutant
+}
+
+func generateFile(rel string, src []byte) ([]Mutant, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, rel, src, parser.ParseComments)
+	if err != nil {
+		return nil, err
+	}
+	if hasBuildTag(f) {
+		return nil, nil
+	}
+	g := &generator{fset: fset, file: rel, src: src, nth: map[string]int{}}
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Body == nil {
+			continue // constants and types: changing them is mostly a compile error or a message
+		}
+		g.fn = funcName(fd)
+		g.walk(fd.Body)
+	}
+	return g.out, nil
+}
+
+// hasBuildTag reports a //go:build line: files compiled only under a tag (the seeded bugs) are not the
+// production engine.
+func hasBuildTag(f *ast.File) bool {
+	for _, cg := range f.Comments {
+		if cg.Pos() > f.Package {
+			break
+		}
+		for _, c := range cg.List {
+			if strings.HasPrefix(c.Text, "//go:build") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func funcName(fd *ast.FuncDecl) string {
+	if fd.Recv == nil || len(fd.Recv.List) == 0 {
+		return fd.Name.Name
+	}
+	t := fd.Recv.List[0].Type
+	star := ""
+	if s, ok := t.(*ast.StarExpr); ok {
+		star, t = "*", s.X
+	}
+	if ix, ok := t.(*ast.IndexExpr); ok {
+		t = ix.X
+	}
+	if id, ok := t.(*ast.Ident); ok {
+		if star != "" {
+			return "(*" + id.Name + ")." + fd.Name.Name
+		}
+		return id.Name + "." + fd.Name.Name
+	}
+	return fd.Name.Name
+}
+
+func (g *generator) text(n ast.Node) string { return string(g.src[g.off(n.Pos()):g.off(n.End())]) }
+func (g *generator) off(p token.Pos) int    { return g.fset.Position(p).Offset }
+
+func (g *generator) add(kind string, at token.Pos, start, end int, repl string) {
+	pos := g.fset.Position(at)
+	k := g.fn + "\x00" + kind
+	m := Mutant{File: g.file, Line: pos.Line, Col: pos.Column, Func: g.fn, Kind: kind, Nth: g.nth[k],
+		Orig: short(string(g.src[start:end])), New: short(repl), start: start, end: end, repl: repl}
+	g.nth[k]++
+	g.out = append(g.out, m)
+}
+
+// short makes a one-line excerpt of at most 60 bytes.
+func short(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 60 {
+		s = s[:57] + "..."
+	}
+	return s
+}
+
+var (
+	boundary = map[token.Token]token.Token{token.LSS: token.LEQ, token.LEQ: token.LSS, token.GTR: token.GEQ, token.GEQ: token.GTR}
+	negate   = map[token.Token]token.Token{token.EQL: token.NEQ, token.NEQ: token.EQL, token.LSS: token.GEQ,
+		token.GEQ: token.LSS, token.GTR: token.LEQ, token.LEQ: token.GTR}
+	logic = map[token.Token]token.Token{token.LAND: token.LOR, token.LOR: token.LAND}
+	arith = map[token.Token]token.Token{token.ADD: token.SUB, token.SUB: token.ADD, token.MUL: token.QUO,
+		token.SHL: token.SHR, token.AND: token.OR, token.OR: token.AND}
+)
+
+// quiet reports a call whose arguments only format a message (or that is the debugging dump).
+func quiet(call *ast.CallExpr) bool {
+	switch fn := call.Fun.(type) {
+	case *ast.Ident:
+		return fn.Name == "panic" || fn.Name == "print" || fn.Name == "println"
+	case *ast.SelectorExpr:
+		if x, ok := fn.X.(*ast.Ident); ok && (x.Name == "fmt" || x.Name == "errors" || x.Name == "strconv" || x.Name == "strings") {
+			return true
+		}
+		return fn.Sel.Name == "dumpState" || fn.Sel.Name == "Errorf" || fn.Sel.Name == "String"
+	}
+	return false
+}
+
+func mentionsDebug(n ast.Node) bool {
+	found := false
+	ast.Inspect(n, func(n ast.Node) bool {
+		if id, ok := n.(*ast.Ident); ok && (id.Name == "debugOOM" || id.Name == "dumpState") {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+func (g *generator) walk(body ast.Node) {
+	ast.Inspect(body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.CallExpr:
+			if quiet(n) {
+				return false
+			}
+		case *ast.FuncLit:
+			// walked as part of the enclosing function
+		case *ast.BinaryExpr:
+			start, end := g.off(n.OpPos), g.off(n.OpPos)+len(n.Op.String())
+			if t, ok := boundary[n.Op]; ok {
+				g.add("cmp-boundary", n.OpPos, start, end, t.String())
+			}
+			if t, ok := negate[n.Op]; ok {
+				g.add("cmp-negate", n.OpPos, start, end, t.String())
+			}
+			if t, ok := logic[n.Op]; ok {
+				g.add("logic", n.OpPos, start, end, t.String())
+			}
+			if t, ok := arith[n.Op]; ok && !isString(n) {
+				g.add("arith", n.OpPos, start, end, t.String())
+			}
+		case *ast.BasicLit:
+			if n.Kind == token.INT {
+				v, err := strconv.ParseUint(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+				if err == nil {
+					repl := "(" + n.Value + " + 1)"
+					if v == 1 {
+						repl = "0"
+					}
+					g.add("const", n.Pos(), g.off(n.Pos()), g.off(n.End()), repl)
+				}
+			}
+		case *ast.Ident:
+			if n.Name == "true" || n.Name == "false" {
+				repl := "true"
+				if n.Name == "true" {
+					repl = "false"
+				}
+				g.add("bool", n.Pos(), g.off(n.Pos()), g.off(n.End()), repl)
+			}
+		case *ast.IfStmt:
+			if mentionsDebug(n.Cond) {
+				return false
+			}
+			if b, ok := n.Cond.(*ast.BinaryExpr); !ok || negate[b.Op] == token.ILLEGAL {
+				// (a comparison's negation is already cmp-negate)
+				g.add("cond-negate", n.Cond.Pos(), g.off(n.Cond.Pos()), g.off(n.Cond.End()), "!("+g.text(n.Cond)+")")
+			}
+			if els, ok := n.Else.(*ast.BlockStmt); ok {
+				// swap the two blocks: replace [then.Lbrace, else.End) with else + " else " + then
+				start, end := g.off(n.Body.Lbrace), g.off(els.End())
+				g.add("swap-branches", n.Body.Lbrace, start, end, g.text(els)+" else "+g.text(n.Body))
+			}
+		case *ast.ReturnStmt:
+			if len(n.Results) > 0 {
+				last := n.Results[len(n.Results)-1]
+				if id, ok := last.(*ast.Ident); ok && id.Name == "err" {
+					g.add("return-nil", id.Pos(), g.off(id.Pos()), g.off(id.End()), "nil")
+				}
+			}
+		case *ast.BlockStmt:
+			for _, st := range n.List {
+				if droppable(st) && !mentionsDebug(st) {
+					g.add("drop", st.Pos(), g.off(st.Pos()), g.off(st.End()), "")
+				}
+			}
+		case *ast.CaseClause:
+			for _, st := range n.Body {
+				if droppable(st) && !mentionsDebug(st) {
+					g.add("drop", st.Pos(), g.off(st.Pos()), g.off(st.End()), "")
+				}
+			}
+		}
+		return true
+	})
+}
+
+// isString guesses a string concatenation (a string literal on either side): + on strings only formats.
+func isString(b *ast.BinaryExpr) bool {
+	for _, e := range []ast.Expr{b.X, b.Y} {
+		if l, ok := e.(*ast.BasicLit); ok && l.Kind == token.STRING {
+			return true
+		}
+	}
+	return false
+}
+
+// droppable: a statement whose removal still compiles in most cases: a call, an assignment to existing
+// variables, an increment, a defer.
+func droppable(st ast.Stmt) bool {
+	switch s := st.(type) {
+	case *ast.ExprStmt:
+		c, ok := s.X.(*ast.CallExpr)
+		return ok && !quiet(c)
+	case *ast.AssignStmt:
+		return s.Tok != token.DEFINE
+	case *ast.IncDecStmt, *ast.DeferStmt:
+		return true
+	}
+	return false
+}
+
+// Sample returns n mutants drawn with a seeded permutation (the same seed and mutants give the same sample).
+func Sample(all []Mutant, n int, seed uint64) []Mutant {
+	idx := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)).Perm(len(all))
+	if n > len(all) || n <= 0 {
+		n = len(all)
+	}
+	out := make([]Mutant, 0, n)
+	for _, i := range idx[:n] {
+		out = append(out, all[i])
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].File != out[j].File {
+			return out[i].File < out[j].File
+		}
+		return out[i].start < out[j].start
+	})
+	return out
+}
+
+// ReadKeys reads a sample file: one key a line, '#' comments.
+func ReadKeys(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for _, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimSpace(l)
+		if l != "" && !strings.HasPrefix(l, "#") {
+			keys = append(keys, l)
+		}
+	}
+	return keys, nil
+}
+
+// FormatKeys writes a sample file.
+func FormatKeys(header string, ms []Mutant) []byte {
+	var b bytes.Buffer
+	for _, l := range strings.Split(strings.TrimRight(header, "\n"), "\n") {
+		fmt.Fprintf(&b, "# %s\n", l)
+	}
+	for _, m := range ms {
+		fmt.Fprintln(&b, m.Key())
+	}
+	return b.Bytes()
+}
+
+// Select returns the mutants of all whose keys are listed, in the keys' order, and the keys that match no
+// mutant any more (the code they named changed).
+func Select(all []Mutant, keys []string) (found []Mutant, gone []string) {
+	byKey := map[string]Mutant{}
+	for _, m := range all {
+		byKey[m.Key()] = m
+	}
+	for _, k := range keys {
+		if m, ok := byKey[k]; ok {
+			found = append(found, m)
+		} else {
+			gone = append(gone, k)
+		}
+	}
+	return found, gone
+}
