@@ -170,3 +170,20 @@ func TestContractStepIsPure(t *testing.T) {
 		t.Fatalf("a sibling branch changed a state derived earlier:\n%s\n%s", keyA, a.Key())
 	}
 }
+
+// Property (issue 14 item 7): an Alloc on an unknown stream must fail with ErrUnknownStream, except that
+// under an injected driver fault any error is legal (the stream check itself may be the faulted call); it
+// never succeeds.
+func TestContractUnknownStreamUnderFault(t *testing.T) {
+	errDriver := errors.New("driver")
+	const unknown = vmm.Stream(99)
+	runSteps(t, testContract(), []cstep{
+		{alloc(4096, unknown), ContractOutput{Err: errDriver}, false},
+		{alloc(4096, unknown), ContractOutput{Err: errStream}, true},
+		{ContractInput{Op: COpInjectFault}, ContractOutput{}, true},
+		{alloc(4096, unknown), ContractOutput{Err: errDriver}, true},
+		{alloc(4096, unknown), ContractOutput{Ptr: p1}, false},
+		{ContractInput{Op: COpClearFaults}, ContractOutput{}, true},
+		{alloc(4096, unknown), ContractOutput{Err: errDriver}, false},
+	})
+}
