@@ -15,13 +15,16 @@ import (
 
 // EnvConfig configures an Env: the device, the engine and the checkers that judge it.
 type EnvConfig struct {
-	Policy      string        // one of impl.Policies; "" is the default policy
-	Capacity    uint64        // device bytes; 0: 8 GiB
-	Granularity uint64        // 0: 2 MiB
-	Streams     int           // streams in the environment, the default stream included; 0: 2
-	SyncStreams bool          // stream work completes at once (no Launch/Complete needed)
-	Mutations   impl.Mutation // seeded bugs to switch on (TestMutationsCaught only)
-	Seed        int64         // the device's seed (FailProb)
+	Policy      string // one of impl.Policies; "" is the default policy
+	Capacity    uint64 // device bytes; 0: 8 GiB
+	Granularity uint64 // 0: 2 MiB
+	Streams     int    // streams in the environment, the default stream included; 0: 2
+	SyncStreams bool   // stream work completes at once (no Launch/Complete needed)
+	// Knobs are the engine's knobs beyond the policy (ChunkSize, StitchMin, SBlockCache, NoCrossStream):
+	// zero fields take the policy's defaults; Policy and TestOnlyMutations come from the fields here.
+	Knobs     impl.Config
+	Mutations impl.Mutation // seeded bugs to switch on (TestMutationsCaught only)
+	Seed      int64         // the device's seed (FailProb)
 	// NoChecks skips the spec predicates after each step (the contract still runs); for throughput runs.
 	NoChecks bool
 	// Ignore drops violations of these invariants (TestMutationsCaught uses it to set aside what the
@@ -97,7 +100,7 @@ func PolicyOOMRule(policy string, gran uint64) spec.OOMRule {
 		// The original GMLake grows PyTorch's segments with no smaller fallback (realloc_block), releases
 		// whole free segments only, and stitches requests of at least 512 MiB.
 		r := spec.SegmentNeed(vmm.MiB, 2*vmm.MiB, 10*vmm.MiB, 20*vmm.MiB, 2*vmm.MiB)
-		r.WholeSegments, r.StitchMin = true, 512*vmm.MiB
+		r.WholeSegments, r.StitchMin, r.GreedyStitch = true, 512*vmm.MiB, true
 		return r
 	}
 	// gmlake stitches rounded requests of at least two granules (impl: stitchMin), but only chunks of its
@@ -130,11 +133,16 @@ func NewEnv(cfg EnvConfig) (*Env, error) {
 		}
 		streams = append(streams, s)
 	}
-	a, err := impl.New(dev, impl.Config{Policy: cfg.Policy, TestOnlyMutations: cfg.Mutations})
+	kc := cfg.Knobs
+	kc.Policy, kc.TestOnlyMutations = cfg.Policy, cfg.Mutations
+	a, err := impl.New(dev, kc)
 	if err != nil {
 		return nil, fmt.Errorf("harness: opening policy %q: %w", cfg.Policy, err)
 	}
 	rule := PolicyOOMRule(cfg.Policy, cfg.Granularity)
+	if cfg.Policy == impl.PolicyGMLakePaper && cfg.Knobs.StitchMin != 0 {
+		rule.StitchMin = cfg.Knobs.StitchMin // the engine's own threshold, not the default
+	}
 	ccfg := &contract.ContractConfig{Capacity: dev.Capacity(), Granularity: cfg.Granularity, Streams: streams[1:],
 		Errors: ContractErrors, Footprint: rule.Need}
 	return &Env{Cfg: cfg, Dev: dev, A: a, Streams: streams, Contract: contract.NewContract(ccfg),
@@ -390,8 +398,12 @@ func (e *Env) Finish() []spec.Violation {
 // Describe returns the ops run so far (the reproducer) and the configuration, for failure reports.
 func (e *Env) Describe() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# policy=%s capacity=%d granularity=%d streams=%d sync=%v mutations=%v\n",
+	fmt.Fprintf(&b, "# policy=%s capacity=%d granularity=%d streams=%d sync=%v mutations=%v",
 		e.Cfg.Policy, e.Cfg.Capacity, e.Cfg.Granularity, e.Cfg.Streams, e.Cfg.SyncStreams, e.Cfg.Mutations)
+	if k := knobString(e.Cfg.Knobs); k != "" {
+		b.WriteString(" " + k)
+	}
+	b.WriteByte('\n')
 	b.WriteString(FormatOps(e.Ops))
 	return b.String()
 }

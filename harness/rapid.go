@@ -25,6 +25,7 @@ type RapidConfig struct {
 	Streams   int             // 0: 3
 	Mutations impl.Mutation   // seeded bugs (TestMutationsCaught)
 	NoFaults  bool            // no driver fault injection
+	NoSwarm   bool            // one fixed configuration (3 streams, default knobs) instead of DrawSwarm's
 	Ignore    map[string]bool // invariants whose violations are dropped (see EnvConfig.Ignore)
 	// Differential: count only violations the engine without Mutations does not show (EnvConfig).
 	Differential bool
@@ -99,21 +100,46 @@ var faultCalls = []vmm.CallKind{vmm.CallCreate, vmm.CallReserve, vmm.CallMap, vm
 
 // RunRapid runs one rapid test case: a random sequence of ops through a fresh Env, failing t at the first
 // violation with the violations and the op list (the reproducer), and checking INV-NOLEAK at the end.
+// Unless cfg.NoSwarm, the sequence first draws its own configuration and action set (DrawSwarm: streams,
+// sync, capacity, knobs, fault schedule, actions switched off).
 func RunRapid(t *rapid.T, cfg RapidConfig) {
-	streams := cfg.Streams
-	if streams == 0 {
-		streams = 3
+	var sw Swarm
+	if cfg.NoSwarm {
+		sw = Swarm{Streams: 3, Capacity: rapid.SampledFrom([]uint64{64 * vmm.MiB, 512 * vmm.MiB, 4 * vmm.GiB}).Draw(t, "capacity"),
+			Off: map[string]bool{"alloc-threshold": true, "alloc-repeat": true, "pending-pair": true}}
+		if !cfg.NoFaults {
+			sw.Faults = faultCalls
+		} else {
+			sw.Off["fail"], sw.Off["clearfaults"] = true, true
+		}
+	} else {
+		sw = DrawSwarm(t, cfg.Policy, cfg.NoFaults)
 	}
-	capacity := rapid.SampledFrom([]uint64{64 * vmm.MiB, 512 * vmm.MiB, 4 * vmm.GiB}).Draw(t, "capacity")
-	env, err := NewEnv(EnvConfig{Policy: cfg.Policy, Capacity: capacity, Streams: streams, Mutations: cfg.Mutations,
-		Ignore: cfg.Ignore, Differential: cfg.Differential})
+	if cfg.Streams != 0 {
+		sw.Streams = cfg.Streams
+	}
+	streams := sw.Streams
+	env, err := NewEnv(EnvConfig{Policy: cfg.Policy, Capacity: sw.Capacity, Streams: streams, SyncStreams: sw.Sync,
+		Knobs: sw.Knobs, Mutations: cfg.Mutations, Ignore: cfg.Ignore, Differential: cfg.Differential})
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
 	if cfg.Counters != nil {
 		cfg.Counters.Sequences.Add(1)
 	}
-	sizes := SizeGen()
+	var used []uint64 // request sizes of this sequence (rule sizes-repeat)
+	thresholds := rapid.SampledFrom(Thresholds(cfg.Policy, sw.Knobs, env.Cfg.Granularity))
+	sizes := rapid.OneOf(SizeGen(), SizeGen(), thresholds, rapid.Uint64Range(1, env.Dev.Capacity()))
+	drawSize := func(t *rapid.T) uint64 {
+		var sz uint64
+		if len(used) > 0 && !sw.Off["alloc-repeat"] && rapid.IntRange(0, 5).Draw(t, "repeat?") == 0 {
+			sz = rapid.SampledFrom(used).Draw(t, "repeat-size")
+		} else {
+			sz = sizes.Draw(t, "size")
+		}
+		used = append(used, sz)
+		return sz
+	}
 	step := func(t *rapid.T, op Op) StepResult {
 		r := env.Step(op)
 		if cfg.Counters != nil {
@@ -136,15 +162,20 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 	}
 	stream := rapid.IntRange(0, streams-1)
 	alloc := func(t *rapid.T) {
-		step(t, Op{Kind: OpAlloc, ID: env.NextID(), Size: sizes.Draw(t, "size"), Stream: stream.Draw(t, "stream")})
+		step(t, Op{Kind: OpAlloc, ID: env.NextID(), Size: drawSize(t), Stream: stream.Draw(t, "stream")})
 	}
 	free := func(t *rapid.T) { step(t, Op{Kind: OpFree, ID: pickLive(t)}) }
 	actions := map[string]func(*rapid.T){
 		"alloc":  alloc,
 		"alloc2": alloc,
 		"alloc3": alloc,
-		"free":   free,
-		"free2":  free,
+		"alloc-threshold": func(t *rapid.T) {
+			sz := thresholds.Draw(t, "threshold")
+			used = append(used, sz)
+			step(t, Op{Kind: OpAlloc, ID: env.NextID(), Size: sz, Stream: stream.Draw(t, "stream")})
+		},
+		"free":  free,
+		"free2": free,
 		"double-free": func(t *rapid.T) {
 			ids := env.FreedIDs()
 			if len(ids) == 0 {
@@ -164,7 +195,40 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 		"completeall": func(t *rapid.T) { step(t, Op{Kind: OpCompleteAll}) },
 		"emptycache":  func(t *rapid.T) { step(t, Op{Kind: OpEmptyCache}) },
 		"bad-stream": func(t *rapid.T) { // a stream the device does not know: ErrUnknownStream
-			step(t, Op{Kind: OpAlloc, ID: env.NextID(), Size: sizes.Draw(t, "size"), Stream: streams})
+			step(t, Op{Kind: OpAlloc, ID: env.NextID(), Size: drawSize(t), Stream: streams})
+		},
+		// pending-pair (a scenario template): a block and its neighbour on stream a, the block recorded on
+		// stream b, work pending on both, both freed; then maybe b completes, maybe the cache is emptied,
+		// maybe a request of the pair's size comes on b. Reaches the multi-stream pending states (an event
+		// completing after its neighbour was freed, then EmptyCache) in one action.
+		"pending-pair": func(t *rapid.T) {
+			a := stream.Draw(t, "pair-a")
+			b := stream.Draw(t, "pair-b")
+			x, y := env.NextID(), env.NextID()+1
+			sx, sy := drawSize(t), drawSize(t)
+			if r := step(t, Op{Kind: OpAlloc, ID: x, Size: sx, Stream: a}); r.Err != nil {
+				return
+			}
+			if r := step(t, Op{Kind: OpAlloc, ID: y, Size: sy, Stream: a}); r.Err != nil {
+				y = -1
+			}
+			step(t, Op{Kind: OpRecord, ID: x, Stream: b})
+			step(t, Op{Kind: OpLaunch, Stream: a})
+			step(t, Op{Kind: OpLaunch, Stream: b})
+			step(t, Op{Kind: OpFree, ID: x})
+			if y >= 0 {
+				step(t, Op{Kind: OpFree, ID: y})
+			}
+			switch rapid.IntRange(0, 3).Draw(t, "pair-then") {
+			case 0:
+				step(t, Op{Kind: OpComplete, Stream: a})
+				step(t, Op{Kind: OpEmptyCache})
+			case 1:
+				step(t, Op{Kind: OpComplete, Stream: b})
+				step(t, Op{Kind: OpEmptyCache})
+			case 2:
+				step(t, Op{Kind: OpAlloc, ID: env.NextID(), Size: sx, Stream: b})
+			}
 		},
 		"close": func(t *rapid.T) { // rarely: Close mid-sequence, then every call must fail with ErrClosed
 			if rapid.IntRange(0, 9).Draw(t, "close?") != 0 {
@@ -175,16 +239,19 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 		},
 		"": func(t *rapid.T) {}, // the invariants run inside each step
 	}
-	if !cfg.NoFaults {
+	if len(sw.Faults) > 0 {
 		actions["fail"] = func(t *rapid.T) {
 			if cfg.Counters != nil {
 				cfg.Counters.Faults.Add(1)
 			}
-			res := rapid.SampledFrom([]vmm.Result{vmm.OutOfMemory, vmm.UnknownCUDAError}).Draw(t, "result")
-			step(t, Op{Kind: OpFail, Call: rapid.SampledFrom(faultCalls).Draw(t, "call"),
-				N: rapid.IntRange(1, 3).Draw(t, "n"), Result: res})
+			res := rapid.SampledFrom([]vmm.Result{vmm.OutOfMemory, vmm.UnknownCUDAError, vmm.InvalidValue}).Draw(t, "result")
+			step(t, Op{Kind: OpFail, Call: rapid.SampledFrom(sw.Faults).Draw(t, "call"),
+				N: rapid.IntRange(1, 4).Draw(t, "n"), Result: res})
 		}
 		actions["clearfaults"] = func(t *rapid.T) { step(t, Op{Kind: OpClearFaults}) }
+	}
+	for name := range sw.Off {
+		delete(actions, name)
 	}
 	t.Repeat(actions)
 	if vs := env.Finish(); len(vs) > 0 {
@@ -249,6 +316,14 @@ func ParseOpsHeader(text string, cfg *EnvConfig) {
 				fmt.Sscan(v, &cfg.Streams)
 			case "sync":
 				cfg.SyncStreams = v == "true"
+			case "chunk":
+				fmt.Sscan(v, &cfg.Knobs.ChunkSize)
+			case "stitchmin":
+				fmt.Sscan(v, &cfg.Knobs.StitchMin)
+			case "sblockcache":
+				fmt.Sscan(v, &cfg.Knobs.SBlockCache)
+			case "nocross":
+				cfg.Knobs.NoCrossStream = v == "true"
 			}
 		}
 		return

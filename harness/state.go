@@ -28,11 +28,11 @@ func ViewOf(s impl.Snapshot, d sim.DeviceState) spec.View {
 	v.Blocks = make([]spec.Block, len(s.Blocks))
 	for i, b := range s.Blocks {
 		v.Blocks[i] = spec.Block{ID: b.ID, Stitched: b.Kind == impl.Stitched, State: spec.BlockState(b.State),
-			Range: b.Range, Stream: b.Stream, Parts: b.Parts, Events: b.Events, HeldBy: b.HeldBy}
+			Range: b.Range, Stream: b.Stream, Parts: b.Parts, Events: b.Events, HeldBy: b.HeldBy, SmallPool: b.SmallPool}
 	}
 	v.Chunks = make([]spec.Chunk, len(s.Chunks))
 	for i, c := range s.Chunks {
-		v.Chunks[i] = spec.Chunk{Handle: c.Handle, Size: c.Size, Refs: c.Refs}
+		v.Chunks[i] = spec.Chunk{Handle: c.Handle, Size: c.Size, Refs: c.Refs, SmallPool: c.SmallPool}
 	}
 	v.Mappings = make([]spec.Mapping, len(s.Mappings))
 	for i, m := range s.Mappings {

@@ -184,6 +184,8 @@ type BlockInfo struct {
 	Parts   []uint64 // for an sBlock: the IDs of the pBlocks it stitches, in address order
 	Events  int      // events still outstanding before the block is reusable
 	HeldBy  uint64   // for a pBlock: the ID of the live sBlock that holds its chunk, 0 if none
+	// SmallPool: the block lies in the small-request pool (requests of at most 1 MiB, rounded to 512 B).
+	SmallPool bool
 }
 
 // ChunkInfo describes one physical handle the allocator holds.
@@ -191,6 +193,8 @@ type ChunkInfo struct {
 	Handle vmm.Handle
 	Size   uint64
 	Refs   int // mappings of this handle the engine counts (its pBlock mapping plus each sBlock view)
+	// SmallPool: the chunk belongs to a segment of the small-request pool.
+	SmallPool bool
 }
 
 // LiveInfo describes one live allocation.

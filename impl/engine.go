@@ -680,9 +680,25 @@ func (a *Allocator) freeBlock(b *block) {
 	}
 	ss := b.seg.ss
 	ss.free[b.pool].insert(b)
-	if len(ss.fences) < maxFences && a.releasable(b) {
+	if len(ss.fences) < maxFences && (a.releasable(b) || onlyPendingBesides(b)) {
 		a.noteFree(ss)
 	}
+}
+
+// onlyPendingBesides reports whether b's fixed segment holds no live block, only free and pending ones: it
+// becomes releasable once those events complete, and a fence recorded only then would also wait for the
+// stream's later work (a spurious out-of-memory found by the swarm checker: a block freed beside a
+// pending neighbour stayed unreleasable while its stream kept working).
+func onlyPendingBesides(b *block) bool {
+	if b.seg.arena {
+		return false
+	}
+	for x := b.seg.head; x != nil; x = x.next {
+		if x.state == Live {
+			return false
+		}
+	}
+	return true
 }
 
 // releasable reports whether free block b holds a unit that could be released or stitched: a whole fixed

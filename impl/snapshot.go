@@ -19,7 +19,7 @@ func (a *Allocator) Snapshot() Snapshot {
 	for _, seg := range a.segs {
 		s.Reservations = append(s.Reservations, vmm.Range{Base: seg.base, Size: seg.size})
 		for _, c := range seg.chunks {
-			s.Chunks = append(s.Chunks, ChunkInfo{Handle: c.h, Size: c.size, Refs: c.refs()})
+			s.Chunks = append(s.Chunks, ChunkInfo{Handle: c.h, Size: c.size, Refs: c.refs(), SmallPool: seg.pool == smallPool})
 			s.Mappings = append(s.Mappings, Mapping{VA: vmm.Range{Base: seg.base.Add(c.off), Size: c.size}, Handle: c.h})
 		}
 		for b := seg.head; b != nil; b = b.next {
@@ -27,7 +27,7 @@ func (a *Allocator) Snapshot() Snapshot {
 				continue
 			}
 			bi := BlockInfo{ID: b.id, Kind: Primitive, State: b.state, Range: vmm.Range{Base: b.ptr, Size: b.size},
-				Stream: b.stream, Events: b.events}
+				Stream: b.stream, Events: b.events, SmallPool: seg.pool == smallPool}
 			if b.state == Live && b.heldBy == nil {
 				bi.Requested = b.requested
 			}
@@ -45,7 +45,7 @@ func (a *Allocator) Snapshot() Snapshot {
 	for _, sb := range a.sblocks {
 		s.Reservations = append(s.Reservations, sb.resv)
 		bi := BlockInfo{ID: sb.id, Kind: Stitched, State: sb.state, Range: vmm.Range{Base: sb.ptr, Size: sb.size},
-			Stream: sb.stream, Events: sb.events}
+			Stream: sb.stream, Events: sb.events, SmallPool: sb.pool == smallPool}
 		if sb.state == Live {
 			bi.Requested = sb.requested
 		}

@@ -22,7 +22,11 @@ const (
 	InvContract      = "INV-CONTRACT"
 	InvSelfCheck     = "INV-SELFCHECK"
 	InvBestFit       = "INV-BESTFIT"
+<<<<<<< HEAD
 	InvPool          = "INV-POOL" // spec/pool.go (PoolChecker)
+=======
+	InvPool          = "INV-POOL"
+>>>>>>> f5a0794 (rapid: swarm testing (each sequence draws streams, sync, capacity, knobs, a fault schedule over every call kind, actions off), threshold and repeated sizes, the pending-pair template; INV-POOL; F7 fixed)
 )
 
 // StateInvariants lists the invariants Check evaluates on a single View, with their predicates.
@@ -38,6 +42,41 @@ var StateInvariants = []struct {
 	{InvMirror, CheckMirror},
 	{InvBlocks, CheckBlocks},
 	{InvNoLeak, CheckNoLeak},
+	{InvPool, CheckPool},
+}
+
+// SmallRequest is the largest request, rounded up to 512 B, served from the small-request pool (PyTorch's
+// kSmallSize): every policy of the engine keeps small and large requests in separate pools.
+const SmallRequest = 1 << 20
+
+// CheckPool is INV-POOL: each live allocation lies in the pool its request belongs to: a request that
+// rounds up (to 512 B) to at most SmallRequest in a small-pool block, a larger one in a large-pool block;
+// a stitched block is never in the small pool.
+func CheckPool(v View) []Violation {
+	var out []Violation
+	blocks := map[uint64]Block{}
+	for _, b := range v.Blocks {
+		blocks[b.ID] = b
+	}
+	for _, a := range v.Live {
+		b, ok := blocks[a.Block]
+		if !ok {
+			continue // INV-BLOCKS says so
+		}
+		want := vmm.AlignUp(max(a.Requested, 1), 512) <= SmallRequest
+		if b.SmallPool != want || b.Stitched && b.SmallPool {
+			out = append(out, violation(InvPool, "live %v (request %d B, stream %d) is served by block %d in the %s pool, want the %s pool",
+				a.Range(), a.Requested, a.Stream, b.ID, poolName(b.SmallPool), poolName(want)))
+		}
+	}
+	return out
+}
+
+func poolName(small bool) string {
+	if small {
+		return "small"
+	}
+	return "large"
 }
 
 // Check evaluates every state invariant on v and returns the violations, in SPEC.md order.

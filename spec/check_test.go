@@ -21,7 +21,7 @@ func goodView() View {
 			{Ptr: base.Add(2 * mb), Requested: 2 * mb, Size: 2 * mb, Stream: 1, Block: 2},
 		},
 		Blocks: []Block{
-			{ID: 1, State: BlockLive, Range: vmm.Range{Base: base, Size: 2 * mb}},
+			{ID: 1, State: BlockLive, Range: vmm.Range{Base: base, Size: 2 * mb}, SmallPool: true},
 			{ID: 2, State: BlockLive, Range: vmm.Range{Base: base.Add(2 * mb), Size: 2 * mb}, Stream: 1},
 			{ID: 3, Stitched: true, State: BlockFree, Range: vmm.Range{Base: st, Size: 4 * mb}, Parts: []uint64{1, 2}},
 		},
@@ -266,5 +266,27 @@ func TestCheckBestFit(t *testing.T) {
 	}
 	if vs := CheckBestFit(before, View{}, base, 1, 3*mb); len(vs) != 0 {
 		t.Fatalf("blocks of stream 0 are not candidates on stream 1: %v", vs)
+	}
+}
+
+// INV-POOL: a 100 B request served from the large pool, a 2 MiB one from the small pool, and a stitched
+// block in the small pool are each caught; a request of exactly 1 MiB belongs to the small pool.
+func TestCheckPool(t *testing.T) {
+	v := goodView()
+	v.Blocks[0].SmallPool = false
+	wantOnly(t, v, InvPool)
+	v = goodView()
+	v.Blocks[1].SmallPool = true
+	wantOnly(t, v, InvPool)
+	v = goodView()
+	v.Live[0].Requested = 1 << 20
+	v.Stats.Requested += 1<<20 - 100
+	v.Stats.PeakRequested = v.Stats.Requested
+	if vs := CheckPool(v); len(vs) != 0 {
+		t.Fatalf("1 MiB is a small request: %v", vs)
+	}
+	v.Live[0].Requested = 1<<20 + 1
+	if vs := CheckPool(v); len(vs) != 1 {
+		t.Fatalf("1 MiB + 1 is a large request, served from the small pool: want one violation, got %v", vs)
 	}
 }

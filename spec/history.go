@@ -212,6 +212,18 @@ func (h *History) blockedFor(hd vmm.Handle, s vmm.Stream) bool {
 	return false
 }
 
+// blockedForeign reports whether any byte of handle hd is under a mark still waiting for some stream
+// whose block was allocated on a stream other than s: that block lies in another stream's pool, which a
+// stitch for s may take only once its work completed (a stream-ordered reuse on s needs s's own pool).
+func (h *History) blockedForeign(hd vmm.Handle, s vmm.Stream) bool {
+	for _, m := range h.marks {
+		if m.Phys.Handle == hd && m.FreedOn != s && len(h.waitingFor(m, 0, false)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // blockedAt reports whether any byte of handle hd is under a mark still waiting for any stream.
 func (h *History) blockedAt(hd vmm.Handle) bool {
 	for _, m := range h.marks {
@@ -254,6 +266,10 @@ type OOMRule struct {
 	// count as usable, for policies that release cached memory a segment at a time (the original GMLake
 	// releases whole free pBlocks only).
 	WholeSegments bool
+	// GreedyStitch: the policy stitches only when cached free chunks alone cover the request (the original
+	// GMLake: no growth mixed into a stitch). Chunks pending on the request's own stream then count only
+	// when the usable cache alone covers the need; otherwise they would have to be released, which waits.
+	GreedyStitch bool
 	// StitchMin is the smallest request the policy may serve by stitching free chunks into a new view.
 	// Chunks freed on the request's own stream with work still pending can serve only such requests
 	// (stitched, stream-ordered on that stream); any other request would need them released, which must
@@ -287,7 +303,8 @@ func SegmentNeed(smallMax, smallSeg, largeMin, largeSeg, round uint64) OOMRule {
 // injected, in the state before. It was spurious if the device's free memory plus the usable free cache
 // covered rule.Need(size): a chunk is usable for s when no live allocation is backed by any of its bytes
 // and none of its bytes waits for work on a stream other than s (INV-STREAM forbids it; INV-RELEASESAFE
-// forbids releasing it), nor, unless the request may be stitched (rule.StitchMin), on s itself.
+// forbids releasing it), nor, unless the request may be stitched (rule.StitchMin) and the block was
+// allocated on s itself (so it lies in s's pool), on s itself.
 func CheckNoSpuriousOOM(before View, h *History, rule OOMRule, size uint64, s vmm.Stream) []Violation {
 	if size > before.Device.Capacity {
 		return nil
@@ -300,9 +317,33 @@ func CheckNoSpuriousOOM(before View, h *History, rule OOMRule, size uint64, s vm
 		}
 	}
 	stitch := rule.StitchMin > 0 && size >= rule.StitchMin
+	need := rule.Need(size)
+	usable, large, which := usableCache(before, h, rule, busy, s, stitch)
+	free := before.Device.Free()
+	spurious := need <= free+usable
+	if stitch && rule.GreedyStitch && need > large {
+		// Not a pure stitch from the large pool's cache: the policy grows, and chunks pending on s must
+		// wait.
+		usable, _, which = usableCache(before, h, rule, busy, s, false)
+		spurious = need <= free+usable
+	}
+	if spurious {
+		return []Violation{violation(InvNoSpuriousOOM,
+			"Alloc(%d) on stream %d failed with out of memory, but it needs %s and the device had %s free plus %s of usable free cached chunks %v",
+			size, s, vmm.FormatBytes(need), vmm.FormatBytes(free), vmm.FormatBytes(usable), which)}
+	}
+	return nil
+}
+
+// usableCache sums the chunks usable for a request on s (see CheckNoSpuriousOOM), in all and in the large
+// pool alone; stitch says whether chunks of the large pool pending on s itself (freed from s's own pool)
+// count (small-pool chunks are never stitched).
+func usableCache(before View, h *History, rule OOMRule, busy map[vmm.Handle]bool, s vmm.Stream, stitch bool) (uint64, uint64, []string) {
 	unusable := map[vmm.Handle]bool{}
 	for _, c := range before.Chunks {
-		unusable[c.Handle] = busy[c.Handle] || h != nil && (h.blockedFor(c.Handle, s) || !stitch && h.blockedAt(c.Handle))
+		st := stitch && !c.SmallPool
+		unusable[c.Handle] = busy[c.Handle] || h != nil && (h.blockedFor(c.Handle, s) || !st && h.blockedAt(c.Handle) ||
+			st && h.blockedForeign(c.Handle, s))
 	}
 	if rule.WholeSegments {
 		// A segment is usable only as a whole: a chunk is unusable if any chunk mapped in the same
@@ -327,24 +368,20 @@ func CheckNoSpuriousOOM(before View, h *History, rule OOMRule, size uint64, s vm
 			}
 		}
 	}
-	var usable uint64
+	var usable, large uint64
 	var which []string
 	for _, c := range before.Chunks {
 		if !unusable[c.Handle] {
 			usable += c.Size
+			if !c.SmallPool {
+				large += c.Size
+			}
 			if len(which) < 8 {
 				which = append(which, fmt.Sprintf("handle %d (%s)", c.Handle, vmm.FormatBytes(c.Size)))
 			}
 		}
 	}
-	need := rule.Need(size)
-	free := before.Device.Free()
-	if need <= free+usable {
-		return []Violation{violation(InvNoSpuriousOOM,
-			"Alloc(%d) on stream %d failed with out of memory, but it needs %s and the device had %s free plus %s of usable free cached chunks %v",
-			size, s, vmm.FormatBytes(need), vmm.FormatBytes(free), vmm.FormatBytes(usable), which)}
-	}
-	return nil
+	return usable, large, which
 }
 
 // String summarizes the history for failure reports.

@@ -58,6 +58,8 @@ type Block struct {
 	Parts    []uint64
 	Events   int    // events still outstanding before the block is reusable
 	HeldBy   uint64 // for a pBlock: the sBlock whose view holds its chunks (it is then live too), 0 if none
+	// SmallPool: the engine says the block lies in its small-request pool (INV-POOL judges it).
+	SmallPool bool
 }
 
 // Chunk is one physical handle the allocator holds, with the number of mappings it counts for it.
@@ -65,6 +67,8 @@ type Chunk struct {
 	Handle vmm.Handle
 	Size   uint64
 	Refs   int
+	// SmallPool: the chunk belongs to a small-pool segment (never stitched; INV-NOSPURIOUSOOM).
+	SmallPool bool
 }
 
 // Mapping is one whole handle mapped at a virtual range.
