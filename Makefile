@@ -20,15 +20,22 @@ vet:
 
 unit:
 	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -timeout 10m -tags gmlake_mutants -run 'Mutation|Campaign|BestFit|SpuriousOOM' ./impl ./harness ./fuzz
 
 ## tla: typecheck, test and simulate the Quint spec; check ITF conformance
 tla:
 	./tla/run.sh ci
 
-## verify: the long verification profile, for nightly use
+## verify: the long verification profile, for nightly use: every checker long (figures: sequences, steps,
+## states, depth, histories), the seeded bugs, the Quint spec, then every mutant of impl/ (gmlake mutate;
+## hours: it prints one line per mutant, then the score per checker and the survivors)
 verify:
+	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 3h -v -run '^(TestRapid|TestExplore|TestLinearizable|TestFindings)$$' ./harness/
 	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 3h ./harness/... ./fuzz/...
+	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 3h -tags gmlake_mutants -run 'Mutation' ./harness ./fuzz
 	./tla/run.sh long
+	mkdir -p $(BIN)
+	$(GO) run ./cmd/gmlake mutate --json $(BIN)/mutants.json
 
 ## gpu: build the GPU test and benchmark binaries into $(BIN)/ for a machine with a GPU and no Go
 gpu:

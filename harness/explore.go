@@ -15,16 +15,23 @@ import (
 // ExploreConfig is the small universe the bounded exhaustive explorer enumerates: a device of a few chunks,
 // a few streams, a handful of sizes, every op sequence up to Depth.
 type ExploreConfig struct {
-	Policy    string
-	Capacity  uint64   // 0: 8 x 2 MiB (16 MiB)
-	Sizes     []uint64 // 0: DefaultExploreSizes(policy)
-	Streams   int      // 0: 2
-	Depth     int      // 0: 4
-	Faults    bool     // also explore allocations under an injected driver fault (map, set_access, create)
-	MaxStates int      // stop expanding after this many distinct states (0: no limit)
-	Deadline  time.Duration
-	Mutations impl.Mutation
-	Ignore    map[string]bool // see EnvConfig.Ignore
+	Policy   string
+	Capacity uint64   // 0: 8 x 2 MiB (16 MiB)
+	Sizes    []uint64 // 0: DefaultExploreSizes(policy)
+	Streams  int      // 0: 2
+	Depth    int      // 0: 4
+	Faults   bool     // also explore allocations under an injected driver fault (map, set_access, create)
+	// FaultCalls, with Faults: the call kinds a fault may hit (nil: map, set_access, create); each is tried
+	// on an allocation of the largest size, a free of the oldest live allocation and an EmptyCache.
+	FaultCalls  []vmm.CallKind
+	MaxLive     int         // no allocation while this many are live (0: no limit): a narrower, deeper universe
+	Knobs       impl.Config // the engine's knobs (EnvConfig.Knobs), e.g. a small stitch threshold
+	SyncStreams bool
+	MaxPending  int // units of work launched and not completed per stream (0: 2)
+	MaxStates   int // stop expanding after this many distinct states (0: no limit)
+	Deadline    time.Duration
+	Mutations   impl.Mutation
+	Ignore      map[string]bool // see EnvConfig.Ignore
 	// Differential: count only violations the engine without Mutations does not show (EnvConfig); the
 	// explorer then also keeps going past states whose violations the baseline shares.
 	Differential bool
@@ -67,7 +74,7 @@ func DefaultExploreCapacity(policy string) uint64 {
 func exploreOps(env *Env, cfg ExploreConfig) []Op {
 	var ops []Op
 	id := env.NextID()
-	for s := 0; s < cfg.Streams; s++ {
+	for s := 0; s < cfg.Streams && (cfg.MaxLive == 0 || len(env.LiveIDs()) < cfg.MaxLive); s++ {
 		for _, sz := range cfg.Sizes {
 			ops = append(ops, Op{Kind: OpAlloc, ID: id, Size: sz, Stream: s})
 		}
@@ -83,8 +90,12 @@ func exploreOps(env *Env, cfg ExploreConfig) []Op {
 			}
 		}
 	}
+	maxPending := cfg.MaxPending
+	if maxPending == 0 {
+		maxPending = 2
+	}
 	for s := 0; s < cfg.Streams; s++ {
-		if env.Hist.Pending(env.Streams[s]) < 2 {
+		if env.Hist.Pending(env.Streams[s]) < uint64(maxPending) {
 			ops = append(ops, Op{Kind: OpLaunch, Stream: s})
 		}
 		if env.Hist.Pending(env.Streams[s]) > 0 {
@@ -103,6 +114,23 @@ func faultOps(env *Env, cfg ExploreConfig) [][]Op {
 	}
 	var out [][]Op
 	id := env.NextID()
+	if cfg.FaultCalls != nil {
+		live := env.LiveIDs()
+		for _, k := range cfg.FaultCalls {
+			arm := Op{Kind: OpFail, Call: k, N: 1, Result: vmm.UnknownCUDAError}
+			if k == vmm.CallCreate {
+				arm.Result = vmm.OutOfMemory
+			}
+			if cfg.MaxLive == 0 || len(live) < cfg.MaxLive {
+				out = append(out, []Op{arm, {Kind: OpAlloc, ID: id, Size: cfg.Sizes[len(cfg.Sizes)-1]}, {Kind: OpClearFaults}})
+			}
+			if len(live) > 0 {
+				out = append(out, []Op{arm, {Kind: OpFree, ID: live[0]}, {Kind: OpClearFaults}})
+			}
+			out = append(out, []Op{arm, {Kind: OpEmptyCache}, {Kind: OpClearFaults}})
+		}
+		return out
+	}
 	for _, c := range []struct {
 		k vmm.CallKind
 		n int
@@ -144,7 +172,7 @@ func Explore(cfg ExploreConfig) (ExploreResult, error) {
 	}
 	start := time.Now()
 	envCfg := EnvConfig{Policy: cfg.Policy, Capacity: cfg.Capacity, Streams: cfg.Streams, Mutations: cfg.Mutations,
-		Ignore: cfg.Ignore, Differential: cfg.Differential}
+		Ignore: cfg.Ignore, Differential: cfg.Differential, Knobs: cfg.Knobs, SyncStreams: cfg.SyncStreams}
 	var res ExploreResult
 	replay := func(prefix []Op) (*Env, error) {
 		light := envCfg

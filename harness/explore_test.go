@@ -71,5 +71,68 @@ func exploreHeader(cfg ExploreConfig) string {
 	if s == 0 {
 		s = 2
 	}
-	return "# policy=" + cfg.Policy + " capacity=" + strconv.FormatUint(c, 10) + " granularity=2097152 streams=" + strconv.Itoa(s) + "\n"
+	h := "# policy=" + cfg.Policy + " capacity=" + strconv.FormatUint(c, 10) + " granularity=2097152 streams=" + strconv.Itoa(s)
+	if cfg.SyncStreams {
+		h += " sync=true"
+	}
+	if k := knobString(cfg.Knobs); k != "" {
+		h += " " + k
+	}
+	return h + "\n"
+}
+
+// TestExploreDeep enumerates narrower universes to depth 8 (make test; 10 under make verify): at most two
+// live allocations, one unit of pending work per stream, two streams, and two sizes on either side of the
+// policy's decisive threshold: a small-pool request and one at gmlake's stitching threshold (two granules;
+// gmlake-paper's knob set to it too, so its stitching runs at this scale), PyTorch's 10 MiB large-request
+// rounding for caching, a 20 MiB page for expandable. The devices hold only a few of those, so
+// out-of-memory, release, stitching and cross-stream waits meet within eight ops. The "faults" universes
+// (depth 5; 6 under make verify) arm a fault on every call kind the engine makes, before an allocation, a
+// free and an EmptyCache. Every invariant after every step, INV-NOLEAK from every distinct state:
+// INV-CONTRACT, INV-NOOVERLAP, INV-MAPPED, INV-NOALIAS, INV-REFCOUNT, INV-STATS, INV-MIRROR, INV-BLOCKS,
+// INV-POOL, INV-BESTFIT, INV-STREAM, INV-RELEASESAFE, INV-NOSPURIOUSOOM, INV-NOLEAK, INV-SELFCHECK.
+func TestExploreDeep(t *testing.T) {
+	depth, faultDepth, budget := 8, 5, 25*time.Second
+	if longProfile() {
+		depth, faultDepth, budget = 10, 6, 20*time.Minute
+	}
+	if mutationProfile() {
+		budget = 2 * time.Second
+	}
+	type universe struct {
+		policy string
+		cfg    ExploreConfig
+	}
+	var us []universe
+	for _, p := range impl.Policies {
+		c := ExploreConfig{Policy: p, Streams: 2, MaxLive: 2, MaxPending: 1, Capacity: 8 * vmm.MiB,
+			Sizes: []uint64{512, 4 * vmm.MiB}}
+		switch p {
+		case impl.PolicyGMLakePaper:
+			c.Knobs.StitchMin, c.Capacity = 4*vmm.MiB, 40*vmm.MiB
+		case impl.PolicyCaching:
+			c.Capacity, c.Sizes = 40*vmm.MiB, []uint64{512, 10*vmm.MiB + 512}
+		case impl.PolicyExpandable:
+			c.Capacity, c.Sizes = 40*vmm.MiB, []uint64{512, 20 * vmm.MiB}
+		}
+		deep, faults := c, c
+		deep.Depth, deep.Deadline = depth, budget
+		faults.Depth, faults.Deadline, faults.Faults, faults.FaultCalls = faultDepth, budget/2, true, swarmFaultCalls
+		us = append(us, universe{p + "/deep", deep}, universe{p + "/faults", faults})
+	}
+	for _, u := range us {
+		t.Run(u.policy, func(t *testing.T) {
+			r, err := Explore(u.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: depth %d explored in full (asked %d, truncated=%v): %d distinct states, %d sequences, %d steps, %v",
+				u.policy, r.Depth, u.cfg.Depth, r.Truncated, r.States, r.Sequences, r.Steps, r.Elapsed.Round(time.Millisecond))
+			if r.Violation != nil {
+				path := saveOps(exploreHeader(u.cfg) + FormatOps(r.Ops))
+				t.Fatalf("violation after %d ops: %v\nreplay: GMLAKE_OPS=%s go test ./harness -run TestOpsFile -v\n%s",
+					len(r.Ops), r.Violation, path, FormatOps(r.Ops))
+			}
+		})
+	}
 }

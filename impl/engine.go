@@ -143,7 +143,7 @@ func New(d vmm.Driver, cfg Config) (*Allocator, error) {
 	}
 	a.p = p
 	a.streams = make(map[vmm.Stream]*streamState, 8)
-	a.ptrs = make(map[vmm.DevicePtr]*block, 4096)
+	a.ptrs = make(map[vmm.DevicePtr]*block, 64) // grows with the blocks; a large hint makes every Snapshot (which ranges over it) slow
 	return a, nil
 }
 

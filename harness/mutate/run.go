@@ -32,7 +32,8 @@ var Checkers = []Checker{
 	{Name: "explore", Pkg: "./harness", Run: "^TestExplore$"},
 	{Name: "itf", Pkg: "./harness", Run: "^TestITFConformance$"},
 	{Name: "findings", Pkg: "./harness", Run: "^TestFindings$"},
-	{Name: "replay", Pkg: "./harness", Run: "^(TestBaselinesMatchTorchPeakReserved|TestBundledTracesLivePeakMatchesTorch|TestReplayEveryPolicyMultiStream|TestReplayCachingPeaksByHand|TestGMLakeTargetsOnBundledTraces)$"},
+	{Name: "integrity", Pkg: "./harness/conformance", Run: "^TestEngineIntegritySelf$"},
+	{Name: "replay", Pkg: "./harness/replay", Run: "^(TestBaselinesMatchTorchPeakReserved|TestBundledTracesLivePeakMatchesTorch|TestReplayEveryPolicyMultiStream|TestReplayCachingPeaksByHand|TestGMLakeTargetsOnBundledTraces)$"},
 	{Name: "fuzz", Pkg: "./fuzz", Run: "^(FuzzOps|TestRandomPrograms)$"},
 	{Name: "campaign", Pkg: "./fuzz", Run: "^TestCampaignClean$"},
 }
@@ -44,7 +45,10 @@ type Options struct {
 	Timeout  time.Duration
 	Workers  int       // checkers run at once for one mutant (0: 2)
 	Log      io.Writer // progress, one line per mutant
-	_        struct{}
+	// FirstKill runs the checkers one at a time and stops at the first that kills the mutant (make test's
+	// sample: only "killed or not" matters, not by whom).
+	FirstKill bool
+	_         struct{}
 }
 
 // Outcome is what happened to one mutant.
@@ -122,6 +126,17 @@ func Run(ctx context.Context, ms []Mutant, opt Options) (*Report, error) {
 		bins, err := build(ctx, root, tmp, &m, opt.Checkers)
 		if err != nil {
 			o.Invalid = firstLine(err.Error())
+		} else if opt.FirstKill {
+			for _, c := range opt.Checkers {
+				fail, timedOut := runChecker(ctx, root, bins, c, timeouts[c.Name])
+				if timedOut {
+					o.TimedOut = append(o.TimedOut, c.Name)
+				}
+				if fail || timedOut {
+					o.KilledBy = append(o.KilledBy, c.Name)
+					break
+				}
+			}
 		} else {
 			var mu sync.Mutex
 			sem := make(chan struct{}, opt.Workers)

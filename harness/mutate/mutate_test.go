@@ -1,0 +1,141 @@
+package mutate
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const sampleSrc = `package p
+
+func f(a, b int, ok bool) (int, error) {
+	var err error
+	if a < b && ok {
+		a++
+	} else {
+		b = a + 1
+	}
+	g()
+	if !ok {
+		return 0, err
+	}
+	return a * b, nil
+}
+
+func g() {}
+`
+
+// Property: the generator makes every kind of mutant it documents from a function that has each
+// construct, each a single edit that still parses, with a unique key.
+func TestGenerateEveryKind(t *testing.T) {
+	ms, err := generateFile("p/p.go", []byte(sampleSrc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	keys := map[string]bool{}
+	for _, m := range ms {
+		kinds[m.Kind]++
+		if keys[m.Key()] {
+			t.Errorf("duplicate key %q", m.Key())
+		}
+		keys[m.Key()] = true
+		out := string(m.Apply([]byte(sampleSrc)))
+		if out == sampleSrc {
+			t.Errorf("%v changes nothing", m)
+		}
+		if _, err := generateFile("p/p.go", []byte(out)); err != nil {
+			t.Errorf("%v does not parse: %v", m, err)
+		}
+	}
+	for _, k := range []string{"cmp-boundary", "cmp-negate", "logic", "arith", "const", "bool", "drop", "cond-negate", "swap-branches", "return-nil"} {
+		if kinds[k] == 0 && k != "bool" {
+			t.Errorf("no %s mutant in %v", k, kinds)
+		}
+	}
+	// The swap exchanges the two blocks.
+	for _, m := range ms {
+		if m.Kind == "swap-branches" {
+			out := string(m.Apply([]byte(sampleSrc)))
+			if !strings.Contains(out, "{\n\t\tb = a + 1\n\t} else {\n\t\ta++\n\t}") {
+				t.Errorf("swap-branches gave:\n%s", out)
+			}
+		}
+	}
+}
+
+// Property: a sample is a seeded choice: the same seed gives the same keys, another seed others, and
+// Select finds them again by key (and reports keys whose code is gone).
+func TestSampleAndSelect(t *testing.T) {
+	ms, _ := generateFile("p/p.go", []byte(sampleSrc))
+	a, b := Sample(ms, 5, 7), Sample(ms, 5, 7)
+	for i := range a {
+		if a[i].Key() != b[i].Key() {
+			t.Fatalf("seed 7 drew %v then %v", a[i], b[i])
+		}
+	}
+	keys, err := os.CreateTemp(t.TempDir(), "keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys.Write(FormatKeys("test", a))
+	keys.WriteString("p.go f drop 99 gone()\n")
+	keys.Close()
+	ks, err := ReadKeys(keys.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, gone := Select(ms, ks)
+	if len(found) != len(a) || len(gone) != 1 {
+		t.Fatalf("found %d of %d, gone %v", len(found), len(a), gone)
+	}
+}
+
+// Property (make test's fixed sample): every mutant of testdata/ci.txt is killed by at least one checker.
+// Each is compiled through an overlay and run against the checkers until one kills it; a survivor fails the
+// test and names itself. Replay one: gmlake mutate --keys harness/mutate/testdata/ci.txt.
+func TestCISampleKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a test binary per mutant")
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("needs the go command")
+	}
+	root, _ := filepath.Abs("../..")
+	keys, err := ReadKeys("testdata/ci.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := Generate(root, "impl", map[string]bool{"debug.go": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, gone := Select(all, keys)
+	for _, g := range gone {
+		t.Errorf("the sample names a mutant whose code changed (pick another with gmlake mutate --list): %s", g)
+	}
+	var cs []Checker
+	for _, c := range Checkers {
+		if c.Name == "unit" || c.Name == "rapid" || c.Name == "fuzz" {
+			cs = append(cs, c)
+		}
+	}
+	var log strings.Builder
+	rep, err := Run(context.Background(), ms, Options{Root: root, Checkers: cs, FirstKill: true, Timeout: 3 * time.Minute, Log: &log})
+	t.Log(log.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range rep.Outcomes {
+		switch {
+		case o.Invalid != "":
+			t.Errorf("%v does not compile any more: %s", o.Mutant, o.Invalid)
+		case !o.Killed():
+			t.Errorf("SURVIVED: %v (gmlake mutate --keys harness/mutate/testdata/ci.txt)", o.Mutant)
+		}
+	}
+}
