@@ -95,7 +95,7 @@ func TestSampleAndSelect(t *testing.T) {
 	}
 }
 
-// Property (make test's fixed sample): every mutant of testdata/ci.txt is killed by at least one checker.
+// Property (make test's fixed sample): every mutant of testdata/ci.txt is killed by the unit tests or rapid.
 // Each is compiled through an overlay and run against the checkers until one kills it; a survivor fails the
 // test and names itself. Replay one: gmlake mutate --keys harness/mutate/testdata/ci.txt.
 func TestCISampleKilled(t *testing.T) {
@@ -120,7 +120,7 @@ func TestCISampleKilled(t *testing.T) {
 	}
 	var cs []Checker
 	for _, c := range Checkers {
-		if c.Name == "unit" || c.Name == "rapid" || c.Name == "fuzz" {
+		if c.Name == "unit" || c.Name == "rapid" {
 			cs = append(cs, c)
 		}
 	}
