@@ -90,7 +90,7 @@ func exploreHeader(cfg ExploreConfig) string {
 // (depth 5; 6 under make verify) arm a fault on every call kind the engine makes, before an allocation, a
 // free and an EmptyCache. Every invariant after every step, INV-NOLEAK from every distinct state:
 // INV-CONTRACT, INV-NOOVERLAP, INV-MAPPED, INV-NOALIAS, INV-REFCOUNT, INV-STATS, INV-MIRROR, INV-BLOCKS,
-// INV-POOL, INV-BESTFIT, INV-STREAM, INV-RELEASESAFE, INV-NOSPURIOUSOOM, INV-NOLEAK, INV-SELFCHECK.
+// INV-SIZEPOOL, INV-BESTFIT, INV-STREAM, INV-RELEASESAFE, INV-NOSPURIOUSOOM, INV-NOLEAK, INV-SELFCHECK.
 func TestExploreDeep(t *testing.T) {
 	depth, faultDepth, budget := 8, 5, 25*time.Second
 	if longProfile() {

@@ -47,7 +47,7 @@ func setRapidDefault(name, value string) func() {
 // TestRapid runs the engine of each policy against the allocator contract with random operations (sizes
 // biased to real traces, frees, double and interior frees, RecordStream, stream work launched and
 // completed, EmptyCache, driver faults), checking after every step: INV-CONTRACT, INV-NOOVERLAP,
-// INV-MAPPED, INV-NOALIAS, INV-REFCOUNT, INV-STATS, INV-MIRROR, INV-BLOCKS, INV-POOL, INV-STREAM, INV-RELEASESAFE,
+// INV-MAPPED, INV-NOALIAS, INV-REFCOUNT, INV-STATS, INV-MIRROR, INV-BLOCKS, INV-SIZEPOOL, INV-STREAM, INV-RELEASESAFE,
 // INV-NOSPURIOUSOOM, and INV-NOLEAK at the end. Each sequence draws its own configuration (swarm.go:
 // streams, sync, capacity, knobs, a fault schedule over every call kind, actions switched off), sizes aim
 // at the policy's thresholds and repeat earlier ones, and the pending-pair template builds multi-stream

@@ -22,11 +22,8 @@ const (
 	InvContract      = "INV-CONTRACT"
 	InvSelfCheck     = "INV-SELFCHECK"
 	InvBestFit       = "INV-BESTFIT"
-<<<<<<< HEAD
 	InvPool          = "INV-POOL" // spec/pool.go (PoolChecker)
-=======
-	InvPool          = "INV-POOL"
->>>>>>> f5a0794 (rapid: swarm testing (each sequence draws streams, sync, capacity, knobs, a fault schedule over every call kind, actions off), threshold and repeated sizes, the pending-pair template; INV-POOL; F7 fixed)
+	InvSizePool      = "INV-SIZEPOOL"
 )
 
 // StateInvariants lists the invariants Check evaluates on a single View, with their predicates.
@@ -42,17 +39,17 @@ var StateInvariants = []struct {
 	{InvMirror, CheckMirror},
 	{InvBlocks, CheckBlocks},
 	{InvNoLeak, CheckNoLeak},
-	{InvPool, CheckPool},
+	{InvSizePool, CheckSizePool},
 }
 
 // SmallRequest is the largest request, rounded up to 512 B, served from the small-request pool (PyTorch's
 // kSmallSize): every policy of the engine keeps small and large requests in separate pools.
 const SmallRequest = 1 << 20
 
-// CheckPool is INV-POOL: each live allocation lies in the pool its request belongs to: a request that
+// CheckSizePool is INV-SIZEPOOL: each live allocation lies in the size pool its request belongs to: a request that
 // rounds up (to 512 B) to at most SmallRequest in a small-pool block, a larger one in a large-pool block;
 // a stitched block is never in the small pool.
-func CheckPool(v View) []Violation {
+func CheckSizePool(v View) []Violation {
 	var out []Violation
 	blocks := map[uint64]Block{}
 	for _, b := range v.Blocks {
@@ -65,7 +62,7 @@ func CheckPool(v View) []Violation {
 		}
 		want := vmm.AlignUp(max(a.Requested, 1), 512) <= SmallRequest
 		if b.SmallPool != want || b.Stitched && b.SmallPool {
-			out = append(out, violation(InvPool, "live %v (request %d B, stream %d) is served by block %d in the %s pool, want the %s pool",
+			out = append(out, violation(InvSizePool, "live %v (request %d B, stream %d) is served by block %d in the %s pool, want the %s pool",
 				a.Range(), a.Requested, a.Stream, b.ID, poolName(b.SmallPool), poolName(want)))
 		}
 	}

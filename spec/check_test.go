@@ -269,24 +269,24 @@ func TestCheckBestFit(t *testing.T) {
 	}
 }
 
-// INV-POOL: a 100 B request served from the large pool, a 2 MiB one from the small pool, and a stitched
+// INV-SIZEPOOL: a 100 B request served from the large pool, a 2 MiB one from the small pool, and a stitched
 // block in the small pool are each caught; a request of exactly 1 MiB belongs to the small pool.
-func TestCheckPool(t *testing.T) {
+func TestCheckSizePool(t *testing.T) {
 	v := goodView()
 	v.Blocks[0].SmallPool = false
-	wantOnly(t, v, InvPool)
+	wantOnly(t, v, InvSizePool)
 	v = goodView()
 	v.Blocks[1].SmallPool = true
-	wantOnly(t, v, InvPool)
+	wantOnly(t, v, InvSizePool)
 	v = goodView()
 	v.Live[0].Requested = 1 << 20
 	v.Stats.Requested += 1<<20 - 100
 	v.Stats.PeakRequested = v.Stats.Requested
-	if vs := CheckPool(v); len(vs) != 0 {
+	if vs := CheckSizePool(v); len(vs) != 0 {
 		t.Fatalf("1 MiB is a small request: %v", vs)
 	}
 	v.Live[0].Requested = 1<<20 + 1
-	if vs := CheckPool(v); len(vs) != 1 {
+	if vs := CheckSizePool(v); len(vs) != 1 {
 		t.Fatalf("1 MiB + 1 is a large request, served from the small pool: want one violation, got %v", vs)
 	}
 }
