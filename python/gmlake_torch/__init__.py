@@ -219,7 +219,7 @@ _MODES = ("auto", "cpp", "pluggable")
 # Variables read by this package or by the library itself (besides GMLAKE_<KNOB>).
 _OWN_VARS = {"GMLAKE", "GMLAKE_LIB", "GMLAKE_MODE", "GMLAKE_CACHE", "GMLAKE_POLICY", "GMLAKE_DEVICE",
              "GMLAKE_SIM_CAPACITY", "GMLAKE_MEMORY_FRACTION", "GMLAKE_MEMORY_LIMIT", "GMLAKE_TRACE", "GMLAKE_VERBOSE",
-             "GMLAKE_TEST_PANIC_SIZE"}
+             "GMLAKE_TEST_PANIC_SIZE", "GMLAKE_PROFILE"}
 _SIZE = re.compile(r"^\s*(\d+(\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 
 
@@ -258,6 +258,10 @@ def check_config(environ=None, for_torch=True):
     v = env.get("GMLAKE")
     if v is not None and v.lower() not in ("", "0", "1", "true", "false", "yes", "no", "on", "off"):
         raise GMLakeConfigError("GMLAKE=%r: must be 1 (enable gmlake when torch is imported) or 0" % v)
+    if "GMLAKE_SHIM" in env or "GMLAKE_SHIM_CACHE" in env:
+        raise GMLakeConfigError("GMLAKE_SHIM / GMLAKE_SHIM_CACHE: the OOM shim is gone; the C++ allocator raises "
+                                "torch.OutOfMemoryError itself (GMLAKE_MODE=cpp, GMLAKE_CACHE for its build cache): "
+                                "unset them")
     names = set(knobs())
     for k in env:
         if k.startswith("GMLAKE_") and k not in _OWN_VARS and k[len("GMLAKE_"):] not in names:

@@ -97,6 +97,15 @@ class TestWithoutTorch(unittest.TestCase):
         self.assertFalse(gt.enabled())
 
 
+def _fake_torch(d):
+    """A stand-in torch package in d (no real torch here): importing it records the import, and its CUDA counts
+    as started, so that gmlake's enable(), run by the import hook, must refuse with its own error."""
+    os.makedirs(os.path.join(d, "torch"))
+    with open(os.path.join(d, "torch", "__init__.py"), "w") as f:
+        f.write("import sys\nsys.stderr.write('FAKE TORCH IMPORTED\\n')\n"
+                "class cuda:\n    @staticmethod\n    def is_initialized():\n        return True\n")
+
+
 # The keys torch.cuda.memory_stats() returns under PyTorch's native allocator (torch 2.11,
 # torch/csrc/cuda/Module.cpp: every Stat array of DeviceStats for all / small_pool / large_pool, the counters,
 # the two oversize stats and max_split_size).
@@ -178,20 +187,20 @@ class TestConfigAndEntryPoints(unittest.TestCase):
                          ({"GMLAKE_MEMORY_FRACTION": "2"}, "GMLAKE_MEMORY_FRACTION"),
                          ({"GMLAKE_MEMORY_LIMIT": "lots"}, "GMLAKE_MEMORY_LIMIT"),
                          ({"GMLAKE_DEVICE": "sim"}, "GMLAKE_DEVICE"), ({"GMLAKE_CHUNKSIZE": "1"}, "GMLAKE_CHUNKSIZE"),
-                         ({"GMLAKE": "maybe"}, "GMLAKE")):
+                         ({"GMLAKE": "maybe"}, "GMLAKE"), ({"GMLAKE_SHIM": "1"}, "GMLAKE_SHIM")):
             with self.assertRaises(gt.GMLakeConfigError) as cm:
                 gt.check_config(env)
             self.assertIn(var, str(cm.exception))
         gt.check_config({"GMLAKE_POLICY": "expandable", "GMLAKE_MEMORY_LIMIT": "40GiB", "GMLAKE": "1"})
 
-    def _run(self, args, env=None, cwd=None):
+    def _run(self, args, env=None, cwd=None, pythonpath_set=False):
         import subprocess
         e = dict(os.environ)
         e.pop("GMLAKE_DEVICE", None)
         e.update(env or {})
         if e.get("GMLAKE_LIB"):
             e["GMLAKE_LIB"] = os.path.abspath(e["GMLAKE_LIB"])
-        if not os.environ.get("GMTEST_INSTALLED"):
+        if not os.environ.get("GMTEST_INSTALLED") and not pythonpath_set:
             e["PYTHONPATH"] = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
         return subprocess.run([sys.executable] + args, env=e, cwd=cwd, capture_output=True, text=True, timeout=60)
 
@@ -214,6 +223,37 @@ class TestConfigAndEntryPoints(unittest.TestCase):
             self.assertNotEqual(r.returncode, 0)
             self.assertNotIn("RAN", r.stdout)
             self.assertIn("GMLAKE_POLICY", r.stderr)
+
+    def test_python_m_enables_gmlake_when_the_script_imports_torch(self):
+        with tempfile.TemporaryDirectory() as d:
+            _fake_torch(d)
+            script = os.path.join(d, "train.py")
+            with open(script, "w") as f:
+                f.write("import torch\nprint('AFTER IMPORT')\n")
+            env = {"PYTHONPATH": d + os.pathsep + os.environ.get("PYTHONPATH", "")}
+            if not os.environ.get("GMTEST_INSTALLED"):
+                env["PYTHONPATH"] += os.pathsep + os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+            r = self._run(["-m", "gmlake_torch", script], env=env, pythonpath_set=True)
+            self.assertIn("FAKE TORCH IMPORTED", r.stderr)
+            self.assertIn("must run before CUDA is initialised", r.stderr)  # enable() ran, after torch's import
+            self.assertNotIn("AFTER IMPORT", r.stdout)
+            r = self._run(["-m", "gmlake_torch", script], env=dict(env, GMLAKE_POLICY="fast"), pythonpath_set=True)
+            self.assertIn("GMLAKE_POLICY", r.stderr)
+            self.assertNotIn("FAKE TORCH IMPORTED", r.stderr)  # refused before the script ran
+
+    @unittest.skipUnless(os.environ.get("GMTEST_INSTALLED"), "the .pth file exists only once installed")
+    def test_gmlake_1_enables_gmlake_when_any_program_imports_torch(self):
+        with tempfile.TemporaryDirectory() as d:
+            _fake_torch(d)
+            env = {"PYTHONPATH": d, "GMLAKE": "1"}
+            r = self._run(["-c", "import torch; print('AFTER IMPORT')"], env=env, pythonpath_set=True)
+            self.assertIn("FAKE TORCH IMPORTED", r.stderr)
+            self.assertIn("must run before CUDA is initialised", r.stderr)
+            r = self._run(["-c", "import torch"], env=dict(env, GMLAKE_MEMORY_FRACTION="2"), pythonpath_set=True)
+            self.assertIn("GMLakeConfigError: GMLAKE_MEMORY_FRACTION='2'", r.stderr)
+            r = self._run(["-c", "import torch; print('AFTER IMPORT')"], env=dict(env, GMLAKE="0"),
+                          pythonpath_set=True)
+            self.assertIn("AFTER IMPORT", r.stdout)
 
     @unittest.skipUnless(os.environ.get("GMTEST_INSTALLED"), "the .pth file exists only once installed")
     def test_gmlake_1_hooks_the_import_of_torch_at_interpreter_start(self):
