@@ -6,7 +6,7 @@
 Checks, each reported by name: enable() swaps the allocator before CUDA starts; tensors allocated through
 gmlake hold the right data (a matmul against the same matmul on the CPU); a block used on a side stream
 (record_stream) keeps its data; torch.cuda.empty_cache() and set_per_process_memory_fraction() reach the
-library; an impossible allocation raises torch.OutOfMemoryError (or RuntimeError in "throw" mode) and training
+library; an impossible allocation raises torch.OutOfMemoryError (or RuntimeError in the "pluggable" fallback) and training
 can go on afterwards; record() writes a trace; stats() reports peaks. Prints "SMOKE {json}" and appends it.
 """
 import argparse

@@ -68,7 +68,7 @@ def local_rank():
 
 
 def setup_allocator(alloc):
-    """Must run before anything touches CUDA. Returns gmlake's mode ("shim"/"throw") or None."""
+    """Must run before anything touches CUDA. Returns gmlake's mode ("cpp"/"pluggable") or None."""
     conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
     if alloc == "expandable" and "expandable_segments:True" not in conf:
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
