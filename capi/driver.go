@@ -19,7 +19,7 @@ const (
 // OwnStreams for the simulated device, which knows only streams it created). For driverSim, simCapacity is
 // the simulated device's memory in bytes (0: an H200's); every simulated device is independent, with
 // addresses of its own (a pointer names one device, as on GPUs).
-func openDriver(kind string, device int, simCapacity uint64, cfg *clib.CEngineConfig) (vmm.Driver, error) {
+func openDriver(kind string, device int, simCapacity uint64, cfg *clib.Config) (vmm.Driver, error) {
 	switch kind {
 	case driverCUDA, "":
 		d, err := cudavmm.New(device)

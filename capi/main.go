@@ -4,7 +4,7 @@
 //
 // Layers: abi.c holds the C functions (void*, cudaStream_t) and casts to the integer-typed Go exports below
 // (gmlakeGo*); throw.cc adds gmlake_alloc_throw for C++ callers; this package keeps one engine per device
-// (clib.CEngine, created lazily from the environment on the first allocation), per-device counters, the
+// (clib.Engine, created lazily from the environment on the first allocation), per-device counters, the
 // last error, and the allocation trace (trace.go). It imports impl/clib, and impl/cudavmm and model/sim
 // to open the device (driver.go); never an oracle or test machinery.
 //
@@ -52,7 +52,7 @@ const maxDevices = 64
 // slot is the state of one device. Created once, under createMu; read without a lock after.
 type slot struct {
 	device int
-	eng    *clib.CEngine
+	eng    *clib.Engine
 	drv    vmm.Driver // the device eng runs on (eng owns it); read for the leak report after Close
 
 	// disabled holds the reason the engine may no longer be used (a panic inside it); nil while healthy.
@@ -141,8 +141,8 @@ var warnUnknownOnce sync.Once
 // engineConfig builds device's engine configuration from the environment.
 // The device kind (GMLAKE_DEVICE) and the simulated device's capacity (GMLAKE_SIM_CAPACITY) are for
 // openDriver; the rest configures the engine.
-func engineConfig(device int) (cfg clib.CEngineConfig, kind string, simCapacity uint64, fraction float64, err error) {
-	cfg = clib.CEngineConfig{Device: device, Policy: getenv("GMLAKE_POLICY"), Knobs: map[string]string{}}
+func engineConfig(device int) (cfg clib.Config, kind string, simCapacity uint64, fraction float64, err error) {
+	cfg = clib.Config{Device: device, Policy: getenv("GMLAKE_POLICY"), Knobs: map[string]string{}}
 	kind = getenv("GMLAKE_DEVICE")
 	if v := getenv("GMLAKE_SIM_CAPACITY"); v != "" {
 		if simCapacity, err = clib.ParseBytes(v); err != nil {
@@ -232,7 +232,7 @@ func slotFor(device int) (*slot, error) {
 	if err != nil {
 		return nil, err
 	}
-	eng, err := clib.NewCEngine(drv, cfg)
+	eng, err := clib.New(drv, cfg)
 	switch {
 	case err != nil && clib.IsUnknownPolicy(err):
 		return nil, configError(device, fmt.Errorf("GMLAKE_POLICY=%q: %w", cfg.Policy, err))

@@ -19,7 +19,7 @@
 // FuzzOps decodes bytes into programs (decode.go: sizes from 1 B to 8 GiB skewed toward the policies'
 // boundaries, small devices so out-of-memory paths run) and runs each through every policy. FuzzTraceRead,
 // FuzzProgramRead and FuzzITF feed malformed input to the trace parser, the program reader and the ITF
-// decoder (itf.DecodeITF): no panic, errors that say where, round trips. The seed corpus in
+// decoder (itf.Decode): no panic, errors that say where, round trips. The seed corpus in
 // testdata/fuzz/ includes windows cut from the real traces (TestGenerateCorpus); `go test ./fuzz` runs it.
 //
 // # The campaign

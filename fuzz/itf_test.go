@@ -17,7 +17,7 @@ const itfSeed = `{"#meta":{"format":"ITF","source":"vms.qnt","status":"ok"},"par
   "mbt::nondetPicks":{"size":{"tag":"Some","value":{"#bigint":"-12345678901234567890"}},"f":{"#unserializable":"(x) => x"}}}
 ],"loop":1}`
 
-// FuzzITF feeds malformed input to the ITF decoder (itf.DecodeITF, which drives the engine from the
+// FuzzITF feeds malformed input to the ITF decoder (itf.Decode, which drives the engine from the
 // Quint spec's traces): it never panics, every error names the decoder and, where it can, the place in the
 // document; a decoded trace's values all print (String) and equal themselves (Equal).
 func FuzzITF(f *testing.F) {
@@ -31,7 +31,7 @@ func FuzzITF(f *testing.F) {
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`{"states":[{"#meta":{"index":"zero"}}]} {}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		tr, err := itf.DecodeITF(data)
+		tr, err := itf.Decode(data)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "itf") {
 				t.Fatalf("error does not say it is about the ITF input: %v", err)

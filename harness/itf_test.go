@@ -54,7 +54,7 @@ func TestITFConformance(t *testing.T) {
 	}
 	var sum itfSummary
 	for _, f := range files {
-		tr, err := itf.ReadITFFile(f)
+		tr, err := itf.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ type itfLast struct {
 	idle, clean      int64
 }
 
-func decodeLast(st itf.ITFState) (itfLast, error) {
+func decodeLast(st itf.State) (itfLast, error) {
 	v, ok := st.Get("last")
 	if !ok {
 		return itfLast{}, fmt.Errorf("state %d has no variable last", st.Index)
@@ -116,7 +116,7 @@ func decodeLast(st itf.ITFState) (itfLast, error) {
 	var err error
 	str := func(name string) string {
 		f, e := v.Field(name)
-		if e != nil || f.Kind != itf.ITFString {
+		if e != nil || f.Kind != itf.KindString {
 			err = errors.Join(err, fmt.Errorf("last.%s: %v", name, e))
 		}
 		return f.Str
@@ -131,7 +131,7 @@ func decodeLast(st itf.ITFState) (itfLast, error) {
 	}
 	boolean := func(name string) bool {
 		f, e := v.Field(name)
-		if e != nil || f.Kind != itf.ITFBool {
+		if e != nil || f.Kind != itf.KindBool {
 			err = errors.Join(err, fmt.Errorf("last.%s: %v", name, e))
 		}
 		return f.Bool
@@ -152,9 +152,9 @@ type itfView struct {
 	stitched bool
 }
 
-func decodeLive(st itf.ITFState) (map[int64]itfView, error) {
+func decodeLive(st itf.State) (map[int64]itfView, error) {
 	v, ok := st.Get("live")
-	if !ok || v.Kind != itf.ITFMap {
+	if !ok || v.Kind != itf.KindMap {
 		return nil, fmt.Errorf("state %d: live is not a map", st.Index)
 	}
 	out := make(map[int64]itfView, len(v.Entries))
@@ -189,7 +189,7 @@ func decodeLive(st itf.ITFState) (map[int64]itfView, error) {
 	return out, nil
 }
 
-func stateInt(st itf.ITFState, name string) (int64, error) {
+func stateInt(st itf.State, name string) (int64, error) {
 	v, ok := st.Get(name)
 	if !ok {
 		return 0, fmt.Errorf("state %d has no variable %s", st.Index, name)
@@ -241,7 +241,7 @@ func newITFEnv(capacity int64) (*Env, error) {
 // allocation, step by step. When the engine's outcome (success, out of memory, error) differs from the
 // spec's where the spec does not force it (the two hold different chunks, some of them waiting for events),
 // the trace leaves lockstep: its remaining steps are not driven.
-func runITF(t *testing.T, tr *itf.ITFTrace, sum *itfSummary) {
+func runITF(t *testing.T, tr *itf.Trace, sum *itfSummary) {
 	t.Helper()
 	if len(tr.States) == 0 {
 		t.Fatal("empty trace")
@@ -415,7 +415,7 @@ func itfWaived(vs []spec.Violation) string {
 }
 
 // itfQuiescent reports whether no chunk of the spec state waits for an event.
-func itfQuiescent(st itf.ITFState) bool {
+func itfQuiescent(st itf.State) bool {
 	ev, ok := st.Get("events")
 	if !ok {
 		return false
@@ -429,7 +429,7 @@ func itfQuiescent(st itf.ITFState) bool {
 }
 
 // compareITF asserts the live set and counts agreement on the policy-dependent observables.
-func compareITF(t *testing.T, i int, st itf.ITFState, e *Env, ids map[int64]int, sum *itfSummary,
+func compareITF(t *testing.T, i int, st itf.State, e *Env, ids map[int64]int, sum *itfSummary,
 	fail func(int, string, ...any)) {
 	t.Helper()
 	reserved, err1 := stateInt(st, "reserved")

@@ -61,7 +61,7 @@ for each, and the GPU rows show the wall time measured inside driver calls besid
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringSliceVar(&f.policies, "policy", replay.ReplayPolicies, "policies to replay, comma-separated (of "+strings.Join(impl.Policies, ", ")+")")
+	fl.StringSliceVar(&f.policies, "policy", replay.Policies, "policies to replay, comma-separated (of "+strings.Join(impl.Policies, ", ")+")")
 	fl.StringVar(&f.device, "device", "sim", "sim (the simulated H200) or cuda (GPU 0, with a simulated replay beside it)")
 	fl.StringVar(&f.json, "json", "", "write the results as a JSON array to `FILE`")
 	fl.StringVar(&f.plot, "plot", "", "plot reserved and allocated memory over each trace to `FILE` (.png or .svg)")
@@ -168,7 +168,7 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 	}
 
 	prog := newProgress(stderr, total)
-	var results []*replay.ReplayResult
+	var results []*replay.Result
 	for _, t := range traces {
 		sampleEvery := 0
 		if f.plot != "" {
@@ -185,9 +185,9 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 			}
 		}
 		for _, run := range runs {
-			opts := replay.ReplayOptions{Policy: run.policy, Config: impl.Config{StitchMin: run.fragLimit},
+			opts := replay.Options{Policy: run.policy, Config: impl.Config{StitchMin: run.fragLimit},
 				SampleEvery: sampleEvery, Progress: prog.update}
-			sim, err := replay.Replay(ctx, t, opts)
+			sim, err := replay.Run(ctx, t, opts)
 			if err != nil {
 				prog.clear()
 				return err
@@ -199,7 +199,7 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 			results = append(results, sim)
 			if gpu != nil {
 				opts.Driver = gpu
-				real, err := replay.Replay(ctx, t, opts)
+				real, err := replay.Run(ctx, t, opts)
 				if err != nil {
 					prog.clear()
 					return err
@@ -279,7 +279,7 @@ func (p *progress) update(done, total int) {
 	}
 }
 
-func (p *progress) finished(r *replay.ReplayResult) {
+func (p *progress) finished(r *replay.Result) {
 	p.base += r.Events
 	if p.bar != nil {
 		p.bar.Describe(r.Trace + " " + r.Policy)

@@ -21,7 +21,7 @@ import (
 // to stderr as one line per replay when stderr is not a terminal.
 func TestReplayCommandWritesTableJSONAndPlot(t *testing.T) {
 	dir := t.TempDir()
-	f := replayFlags{policies: replay.ReplayPolicies, device: "sim", json: filepath.Join(dir, "r.json"),
+	f := replayFlags{policies: replay.Policies, device: "sim", json: filepath.Join(dir, "r.json"),
 		plot: filepath.Join(dir, "r.svg"), points: 200, wide: true}
 	var out, errOut bytes.Buffer
 	if err := runReplay(context.Background(), f, []string{"../../testdata/traces/llama1b-ckpt.trace.gz"}, &out, &errOut); err != nil {
@@ -32,10 +32,10 @@ func TestReplayCommandWritesTableJSONAndPlot(t *testing.T) {
 		t.Errorf("no target line after the table:\n%s", out.String())
 	}
 	lines := strings.Split(strings.TrimSpace(table), "\n")
-	if len(lines) != 1+len(replay.ReplayPolicies) {
+	if len(lines) != 1+len(replay.Policies) {
 		t.Fatalf("table:\n%s", out.String())
 	}
-	for i, p := range replay.ReplayPolicies {
+	for i, p := range replay.Policies {
 		ref := "13.56 exp" // PyTorch's expandable segments, the one to beat
 		if p == "caching" {
 			ref = "17.51 nat" // PyTorch's native allocator
@@ -44,12 +44,12 @@ func TestReplayCommandWritesTableJSONAndPlot(t *testing.T) {
 			t.Errorf("row %d: want llama1b-ckpt %s with %s: %s", i+1, p, ref, lines[i+1])
 		}
 	}
-	if n := strings.Count(errOut.String(), "replayed llama1b-ckpt with "); n != len(replay.ReplayPolicies) {
+	if n := strings.Count(errOut.String(), "replayed llama1b-ckpt with "); n != len(replay.Policies) {
 		t.Errorf("stderr has %d progress lines:\n%s", n, errOut.String())
 	}
 	var rows []map[string]any
 	b, _ := os.ReadFile(f.json)
-	if err := json.Unmarshal(b, &rows); err != nil || len(rows) != len(replay.ReplayPolicies) {
+	if err := json.Unmarshal(b, &rows); err != nil || len(rows) != len(replay.Policies) {
 		t.Errorf("json: %v, %d rows", err, len(rows))
 	}
 	if st, err := os.Stat(f.plot); err != nil || st.Size() < 1000 {
@@ -84,16 +84,16 @@ func TestReplayCommandRejectsBadFlags(t *testing.T) {
 	trace := []string{"../../testdata/traces/llama1b-ckpt.trace.gz"}
 	for _, f := range []replayFlags{
 		{policies: []string{"nope"}, device: "sim", points: 1},
-		{policies: replay.ReplayPolicies, device: "tpu", points: 1},
-		{policies: replay.ReplayPolicies, device: "sim", plot: "x.gif", points: 1},
-		{policies: replay.ReplayPolicies, device: "sim", paperLimits: []string{"lots"}, points: 1},
-		{policies: replay.ReplayPolicies, device: "sim", paperLimits: []string{"1000"}, points: 1},
+		{policies: replay.Policies, device: "tpu", points: 1},
+		{policies: replay.Policies, device: "sim", plot: "x.gif", points: 1},
+		{policies: replay.Policies, device: "sim", paperLimits: []string{"lots"}, points: 1},
+		{policies: replay.Policies, device: "sim", paperLimits: []string{"1000"}, points: 1},
 	} {
 		if err := runReplay(context.Background(), f, trace, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
 			t.Errorf("flags %+v accepted", f)
 		}
 	}
-	err := runReplay(context.Background(), replayFlags{policies: replay.ReplayPolicies, device: "sim", points: 1}, []string{"missing.trace"}, &bytes.Buffer{}, &bytes.Buffer{})
+	err := runReplay(context.Background(), replayFlags{policies: replay.Policies, device: "sim", points: 1}, []string{"missing.trace"}, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "missing.trace") {
 		t.Errorf("missing trace: %v", err)
 	}

@@ -44,8 +44,8 @@ import (
 	"github.com/gmlake/gmlake/vmm"
 )
 
-// ConfOp is one call of a conformance sequence, with symbolic operands.
-type ConfOp struct {
+// Op is one call of a conformance sequence, with symbolic operands.
+type Op struct {
 	Kind   vmm.CallKind
 	Rule   string     // what the call exercises: "legal" or the rule it breaks
 	H      int        // handle index (Create's result is the next index)
@@ -70,7 +70,7 @@ type ConfOp struct {
 //   - cuMemSetAccess over part of one mapping is INVALID_VALUE: access is set on whole mappings only.
 
 // String prints the call with its symbolic operands.
-func (o ConfOp) String() string {
+func (o Op) String() string {
 	var a string
 	switch o.Kind {
 	case vmm.CallCreate, vmm.CallReserve:
@@ -113,8 +113,8 @@ func sz(n uint64) string {
 	return fmt.Sprintf("%dB", n)
 }
 
-// ConformanceConfig sizes a conformance run.
-type ConformanceConfig struct {
+// Config sizes a conformance run.
+type Config struct {
 	Seed            int64
 	Sequences       int    // default 20
 	Calls           int    // calls per sequence, default 300
@@ -143,10 +143,10 @@ type Difference struct {
 	Sequence int
 	Seed     int64 // the sequence's seed: ConformanceConfig{Seed: Seed, Sequences: 1} replays it
 	Index    int   // call index within the sequence
-	Op       ConfOp
+	Op       Op
 	Ref, DUT Outcome // reference device, device under test (or the rules' prediction)
 	What     string
-	Prefix   []ConfOp  // the calls before it, to reproduce
+	Prefix   []Op      // the calls before it, to reproduce
 	Labels   [2]string // names of Ref and DUT when they are not the reference and the device under test
 }
 
@@ -159,8 +159,8 @@ func (d Difference) String() string {
 		d.Sequence, d.Seed, d.Index, d.Op, d.What, l[0], d.Ref, l[1], d.DUT)
 }
 
-// ConformanceReport counts what ran and lists what differed.
-type ConformanceReport struct {
+// Report counts what ran and lists what differed.
+type Report struct {
 	Sequences, Calls, Skipped int
 	Illegal                   int            // calls the rules predicted to fail
 	ByKind                    map[string]int // calls per kind
@@ -173,7 +173,7 @@ type ConformanceReport struct {
 }
 
 // Summary prints the counts in a few lines.
-func (r *ConformanceReport) Summary() string {
+func (r *Report) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d sequences, %d calls (%d predicted illegal), %d skipped, %d differences, %d contradictions of the written rules\n",
 		r.Sequences, r.Calls, r.Illegal, r.Skipped, len(r.Differences), len(r.AgainstRules))
@@ -363,8 +363,8 @@ func (b *belief) predictRead(r int, off, n uint64) []byte {
 type gen struct {
 	rng       *rand.Rand
 	b         *belief
-	cfg       ConformanceConfig
-	pending   []ConfOp
+	cfg       Config
+	pending   []Op
 	illegalOK bool
 }
 
@@ -407,7 +407,7 @@ func (gn *gen) liveRes() []int {
 }
 
 // next returns the next call. Weights favour legal calls; about a quarter break exactly one rule.
-func (gn *gen) next() ConfOp {
+func (gn *gen) next() Op {
 	if len(gn.pending) > 0 {
 		op := gn.pending[0]
 		gn.pending = gn.pending[1:]
@@ -419,13 +419,13 @@ func (gn *gen) next() ConfOp {
 		case x < 10: // Create
 			if gn.rng.IntN(8) == 0 {
 				bad := []uint64{g + 4096, g / 2, 0}[gn.pick(3)]
-				return ConfOp{Kind: vmm.CallCreate, Rule: "create-misaligned-size", Size: bad, Expect: vmm.InvalidValue}
+				return Op{Kind: vmm.CallCreate, Rule: "create-misaligned-size", Size: bad, Expect: vmm.InvalidValue}
 			}
 			s := gn.handleSize()
 			if b.phys+s > gn.cfg.MaxPhysical {
 				continue
 			}
-			return ConfOp{Kind: vmm.CallCreate, Rule: "legal", Size: s, H: len(b.handles)}
+			return Op{Kind: vmm.CallCreate, Rule: "legal", Size: s, H: len(b.handles)}
 		case x < 15: // Release
 			hs := gn.unreleased()
 			if gn.cfg.ModelOnlyFaults && gn.rng.IntN(10) == 0 {
@@ -436,22 +436,22 @@ func (gn *gen) next() ConfOp {
 					}
 				}
 				if len(gone) > 0 {
-					return ConfOp{Kind: vmm.CallRelease, Rule: "release-after-release", H: gone[gn.pick(len(gone))], UB: true, Expect: vmm.InvalidHandle}
+					return Op{Kind: vmm.CallRelease, Rule: "release-after-release", H: gone[gn.pick(len(gone))], UB: true, Expect: vmm.InvalidHandle}
 				}
 			}
 			if len(hs) == 0 {
 				continue
 			}
-			return ConfOp{Kind: vmm.CallRelease, Rule: "legal", H: hs[gn.pick(len(hs))]}
+			return Op{Kind: vmm.CallRelease, Rule: "legal", H: hs[gn.pick(len(hs))]}
 		case x < 22: // Reserve
 			if gn.rng.IntN(8) == 0 {
 				bad := []uint64{g + 4096, 0}[gn.pick(2)]
-				return ConfOp{Kind: vmm.CallReserve, Rule: "reserve-misaligned-size", Size: bad, Expect: vmm.InvalidValue}
+				return Op{Kind: vmm.CallReserve, Rule: "reserve-misaligned-size", Size: bad, Expect: vmm.InvalidValue}
 			}
 			if len(gn.liveRes()) >= 12 {
 				continue
 			}
-			return ConfOp{Kind: vmm.CallReserve, Rule: "legal", Size: uint64(1+gn.rng.IntN(16)) * g, R: len(b.res)}
+			return Op{Kind: vmm.CallReserve, Rule: "legal", Size: uint64(1+gn.rng.IntN(16)) * g, R: len(b.res)}
 		case x < 27: // FreeAddress
 			rs := gn.liveRes()
 			if len(rs) == 0 {
@@ -463,17 +463,17 @@ func (gn *gen) next() ConfOp {
 			switch gn.rng.IntN(4) {
 			case 0:
 				if size > g {
-					return ConfOp{Kind: vmm.CallFreeAddress, Rule: "free-address-wrong-size", R: r, Size: size - g, Expect: vmm.InvalidValue}
+					return Op{Kind: vmm.CallFreeAddress, Rule: "free-address-wrong-size", R: r, Size: size - g, Expect: vmm.InvalidValue}
 				}
 			case 1:
 				if size > g {
-					return ConfOp{Kind: vmm.CallFreeAddress, Rule: "free-address-interior", R: r, Off: g, Size: size - g, Expect: vmm.InvalidValue}
+					return Op{Kind: vmm.CallFreeAddress, Rule: "free-address-interior", R: r, Off: g, Size: size - g, Expect: vmm.InvalidValue}
 				}
 			}
 			if mapped {
-				return ConfOp{Kind: vmm.CallFreeAddress, Rule: "free-address-mapped", R: r, Size: size, Expect: vmm.InvalidValue}
+				return Op{Kind: vmm.CallFreeAddress, Rule: "free-address-mapped", R: r, Size: size, Expect: vmm.InvalidValue}
 			}
-			return ConfOp{Kind: vmm.CallFreeAddress, Rule: "legal", R: r, Size: size}
+			return Op{Kind: vmm.CallFreeAddress, Rule: "legal", R: r, Size: size}
 		case x < 45: // Map
 			if op, ok := gn.genMap(); ok {
 				return op
@@ -491,7 +491,7 @@ func (gn *gen) next() ConfOp {
 			if gn.cfg.ModelOnlyFaults && gn.rng.IntN(10) == 0 {
 				for _, m := range b.maps {
 					if !m.access {
-						return ConfOp{Kind: vmm.CallMemset, Rule: "memset-without-access", R: m.r, Off: m.off, Size: m.size,
+						return Op{Kind: vmm.CallMemset, Rule: "memset-without-access", R: m.r, Off: m.off, Size: m.size,
 							Value: byte(gn.rng.IntN(256)), Expect: vmm.IllegalAddress}
 					}
 				}
@@ -502,7 +502,7 @@ func (gn *gen) next() ConfOp {
 			rn := runs[gn.pick(len(runs))]
 			off, n := gn.window(rn[1], rn[2], rn[2])
 			ss := b.liveStreams()
-			return ConfOp{Kind: vmm.CallMemset, Rule: "legal", R: int(rn[0]), Off: off, Size: n, Value: byte(1 + gn.rng.IntN(255)), S: ss[gn.pick(len(ss))]}
+			return Op{Kind: vmm.CallMemset, Rule: "legal", R: int(rn[0]), Off: off, Size: n, Value: byte(1 + gn.rng.IntN(255)), S: ss[gn.pick(len(ss))]}
 		case x < 85: // Read, preferring a handle mapped more than once (aliasing)
 			runs := b.accessibleRuns()
 			if len(runs) == 0 {
@@ -517,9 +517,9 @@ func (gn *gen) next() ConfOp {
 			}
 			off, n := gn.window(rn[1], rn[2], 64*vmm.KiB)
 			ss := b.liveStreams()
-			return ConfOp{Kind: vmm.CallRead, Rule: "legal", R: int(rn[0]), Off: off, Size: n, S: ss[gn.pick(len(ss))]}
+			return Op{Kind: vmm.CallRead, Rule: "legal", R: int(rn[0]), Off: off, Size: n, S: ss[gn.pick(len(ss))]}
 		case x < 87:
-			return ConfOp{Kind: vmm.CallMemInfo, Rule: "legal"}
+			return Op{Kind: vmm.CallMemInfo, Rule: "legal"}
 		default: // streams and events
 			if op, ok := gn.genStreamOp(); ok {
 				return op
@@ -545,11 +545,11 @@ func (gn *gen) window(lo, size, maxN uint64) (uint64, uint64) {
 	return start, n
 }
 
-func (gn *gen) genMap() (ConfOp, bool) {
+func (gn *gen) genMap() (Op, bool) {
 	b, g := gn.b, gn.b.g
 	rs := gn.liveRes()
 	if len(rs) == 0 {
-		return ConfOp{}, false
+		return Op{}, false
 	}
 	// Use after release, only once the memory is freed.
 	if gn.cfg.ModelOnlyFaults && gn.rng.IntN(20) == 0 {
@@ -557,14 +557,14 @@ func (gn *gen) genMap() (ConfOp, bool) {
 			if h.freedMem {
 				r := rs[gn.pick(len(rs))]
 				if b.res[r].size >= h.size && b.free(r, 0, h.size) {
-					return ConfOp{Kind: vmm.CallMap, Rule: "map-after-release", R: r, Size: h.size, H: i, UB: true, Expect: vmm.InvalidHandle}, true
+					return Op{Kind: vmm.CallMap, Rule: "map-after-release", R: r, Size: h.size, H: i, UB: true, Expect: vmm.InvalidHandle}, true
 				}
 			}
 		}
 	}
 	hs := gn.unreleased()
 	if len(hs) == 0 {
-		return ConfOp{}, false
+		return Op{}, false
 	}
 	// Prefer handles already mapped (aliasing) a third of the time.
 	h := hs[gn.pick(len(hs))]
@@ -580,7 +580,7 @@ func (gn *gen) genMap() (ConfOp, bool) {
 	r := rs[gn.pick(len(rs))]
 	rsz := b.res[r].size
 	if rsz < hsz {
-		return ConfOp{}, false
+		return Op{}, false
 	}
 	var freeOffs, busyOffs []uint64
 	for off := uint64(0); off+hsz <= rsz; off += g {
@@ -593,71 +593,71 @@ func (gn *gen) genMap() (ConfOp, bool) {
 	switch gn.rng.IntN(15) {
 	case 0:
 		if len(busyOffs) > 0 {
-			return ConfOp{Kind: vmm.CallMap, Rule: "map-over-mapped", R: r, Off: busyOffs[gn.pick(len(busyOffs))], Size: hsz, H: h, Expect: vmm.InvalidValue}, true
+			return Op{Kind: vmm.CallMap, Rule: "map-over-mapped", R: r, Off: busyOffs[gn.pick(len(busyOffs))], Size: hsz, H: h, Expect: vmm.InvalidValue}, true
 		}
 	case 1:
 		if len(freeOffs) > 0 && hsz > g {
-			return ConfOp{Kind: vmm.CallMap, Rule: "map-nonzero-offset", R: r, Off: freeOffs[0], Size: hsz - g, H: h, MapOff: g, Expect: vmm.NotSupported}, true
+			return Op{Kind: vmm.CallMap, Rule: "map-nonzero-offset", R: r, Off: freeOffs[0], Size: hsz - g, H: h, MapOff: g, Expect: vmm.NotSupported}, true
 		}
 		if len(freeOffs) > 0 {
-			return ConfOp{Kind: vmm.CallMap, Rule: "map-nonzero-offset", R: r, Off: freeOffs[0], Size: hsz, H: h, MapOff: g, Expect: vmm.NotSupported}, true
+			return Op{Kind: vmm.CallMap, Rule: "map-nonzero-offset", R: r, Off: freeOffs[0], Size: hsz, H: h, MapOff: g, Expect: vmm.NotSupported}, true
 		}
 	case 2:
 		if len(freeOffs) > 0 && hsz > g {
-			return ConfOp{Kind: vmm.CallMap, Rule: "map-part-of-handle", R: r, Off: freeOffs[0], Size: hsz - g, H: h, Expect: vmm.NotSupported}, true
+			return Op{Kind: vmm.CallMap, Rule: "map-part-of-handle", R: r, Off: freeOffs[0], Size: hsz - g, H: h, Expect: vmm.NotSupported}, true
 		}
 	case 3:
 		// Map more than the handle holds (the range itself is free and inside the reservation).
 		for _, off := range freeOffs {
 			if off+hsz+g <= rsz && b.free(r, off, hsz+g) {
-				return ConfOp{Kind: vmm.CallMap, Rule: "map-beyond-handle", R: r, Off: off, Size: hsz + g, H: h, Expect: vmm.NotSupported}, true
+				return Op{Kind: vmm.CallMap, Rule: "map-beyond-handle", R: r, Off: off, Size: hsz + g, H: h, Expect: vmm.NotSupported}, true
 			}
 		}
 	case 5:
 		// A pointer 64 KiB past a granule boundary, the range (rounded out) free and inside the reservation.
 		for _, off := range freeOffs {
 			if off+hsz+g <= rsz && b.free(r, off, hsz+g) {
-				return ConfOp{Kind: vmm.CallMap, Rule: "map-misaligned-ptr", R: r, Off: off + 64*vmm.KiB, Size: hsz, H: h, Expect: vmm.InvalidValue}, true
+				return Op{Kind: vmm.CallMap, Rule: "map-misaligned-ptr", R: r, Off: off + 64*vmm.KiB, Size: hsz, H: h, Expect: vmm.InvalidValue}, true
 			}
 		}
 	case 4:
 		if len(freeOffs) > 0 {
-			return ConfOp{Kind: vmm.CallMap, Rule: "map-misaligned-size", R: r, Off: freeOffs[0], Size: hsz - 4096, H: h, Expect: vmm.NotSupported}, true
+			return Op{Kind: vmm.CallMap, Rule: "map-misaligned-size", R: r, Off: freeOffs[0], Size: hsz - 4096, H: h, Expect: vmm.NotSupported}, true
 		}
 	}
 	if len(freeOffs) == 0 {
-		return ConfOp{}, false
+		return Op{}, false
 	}
-	return ConfOp{Kind: vmm.CallMap, Rule: "legal", R: r, Off: freeOffs[gn.pick(len(freeOffs))], Size: hsz, H: h}, true
+	return Op{Kind: vmm.CallMap, Rule: "legal", R: r, Off: freeOffs[gn.pick(len(freeOffs))], Size: hsz, H: h}, true
 }
 
-func (gn *gen) genUnmap() (ConfOp, bool) {
+func (gn *gen) genUnmap() (Op, bool) {
 	b, g := gn.b, gn.b.g
 	if len(b.maps) == 0 {
-		return ConfOp{}, false
+		return Op{}, false
 	}
 	m := b.maps[gn.pick(len(b.maps))]
 	switch gn.rng.IntN(8) {
 	case 0:
 		if m.size > g {
-			return ConfOp{Kind: vmm.CallUnmap, Rule: "unmap-part-of-mapping", R: m.r, Off: m.off, Size: m.size - g, Expect: vmm.InvalidValue}, true
+			return Op{Kind: vmm.CallUnmap, Rule: "unmap-part-of-mapping", R: m.r, Off: m.off, Size: m.size - g, Expect: vmm.InvalidValue}, true
 		}
 	case 1:
 		if m.size > g {
-			return ConfOp{Kind: vmm.CallUnmap, Rule: "unmap-part-of-mapping", R: m.r, Off: m.off + g, Size: m.size - g, Expect: vmm.InvalidValue}, true
+			return Op{Kind: vmm.CallUnmap, Rule: "unmap-part-of-mapping", R: m.r, Off: m.off + g, Size: m.size - g, Expect: vmm.InvalidValue}, true
 		}
 	case 2:
 		// A range with a hole: this mapping plus the unmapped granule after it.
 		end := m.off + m.size
 		if end+g <= b.res[m.r].size && b.free(m.r, end, g) {
-			return ConfOp{Kind: vmm.CallUnmap, Rule: "unmap-with-hole", R: m.r, Off: m.off, Size: m.size + g}, true
+			return Op{Kind: vmm.CallUnmap, Rule: "unmap-with-hole", R: m.r, Off: m.off, Size: m.size + g}, true
 		}
 	case 3:
 		// Nothing mapped at all.
 		rsz := b.res[m.r].size
 		for off := uint64(0); off < rsz; off += g {
 			if b.free(m.r, off, g) {
-				return ConfOp{Kind: vmm.CallUnmap, Rule: "unmap-unmapped", R: m.r, Off: off, Size: g}, true
+				return Op{Kind: vmm.CallUnmap, Rule: "unmap-unmapped", R: m.r, Off: off, Size: g}, true
 			}
 		}
 	case 4:
@@ -668,15 +668,15 @@ func (gn *gen) genUnmap() (ConfOp, bool) {
 				size += x.size
 			}
 		}
-		return ConfOp{Kind: vmm.CallUnmap, Rule: "legal", R: m.r, Off: off, Size: size}, true
+		return Op{Kind: vmm.CallUnmap, Rule: "legal", R: m.r, Off: off, Size: size}, true
 	}
-	return ConfOp{Kind: vmm.CallUnmap, Rule: "legal", R: m.r, Off: m.off, Size: m.size}, true
+	return Op{Kind: vmm.CallUnmap, Rule: "legal", R: m.r, Off: m.off, Size: m.size}, true
 }
 
-func (gn *gen) genSetAccess() (ConfOp, bool) {
+func (gn *gen) genSetAccess() (Op, bool) {
 	b, g := gn.b, gn.b.g
 	if len(b.maps) == 0 {
-		return ConfOp{}, false
+		return Op{}, false
 	}
 	m := b.maps[gn.pick(len(b.maps))]
 	for _, x := range b.maps { // prefer a mapping without access
@@ -689,21 +689,21 @@ func (gn *gen) genSetAccess() (ConfOp, bool) {
 	case 0:
 		end := m.off + m.size
 		if end+g <= b.res[m.r].size && b.free(m.r, end, g) {
-			return ConfOp{Kind: vmm.CallSetAccess, Rule: "set-access-partly-mapped", R: m.r, Off: m.off, Size: m.size + g, Expect: vmm.InvalidValue}, true
+			return Op{Kind: vmm.CallSetAccess, Rule: "set-access-partly-mapped", R: m.r, Off: m.off, Size: m.size + g, Expect: vmm.InvalidValue}, true
 		}
 	case 1:
 		rsz := b.res[m.r].size
 		for off := uint64(0); off < rsz; off += g {
 			if b.free(m.r, off, g) {
-				return ConfOp{Kind: vmm.CallSetAccess, Rule: "set-access-unmapped", R: m.r, Off: off, Size: g, Expect: vmm.InvalidValue}, true
+				return Op{Kind: vmm.CallSetAccess, Rule: "set-access-unmapped", R: m.r, Off: off, Size: g, Expect: vmm.InvalidValue}, true
 			}
 		}
 	case 2:
 		if m.size > g {
-			return ConfOp{Kind: vmm.CallSetAccess, Rule: "set-access-part-of-mapping", R: m.r, Off: m.off + g, Size: m.size - g, Expect: vmm.InvalidValue}, true
+			return Op{Kind: vmm.CallSetAccess, Rule: "set-access-part-of-mapping", R: m.r, Off: m.off + g, Size: m.size - g, Expect: vmm.InvalidValue}, true
 		}
 	case 3:
-		return ConfOp{Kind: vmm.CallSetAccess, Rule: "set-access-misaligned-size", R: m.r, Off: m.off, Size: m.size - 4096, Expect: vmm.InvalidValue}, true
+		return Op{Kind: vmm.CallSetAccess, Rule: "set-access-misaligned-size", R: m.r, Off: m.off, Size: m.size - 4096, Expect: vmm.InvalidValue}, true
 	case 4:
 		// Over several adjacent mappings at once (a stitched range).
 		off, size := m.off, m.size
@@ -712,54 +712,54 @@ func (gn *gen) genSetAccess() (ConfOp, bool) {
 				size += x.size
 			}
 		}
-		return ConfOp{Kind: vmm.CallSetAccess, Rule: "legal", R: m.r, Off: off, Size: size}, true
+		return Op{Kind: vmm.CallSetAccess, Rule: "legal", R: m.r, Off: off, Size: size}, true
 	}
-	return ConfOp{Kind: vmm.CallSetAccess, Rule: "legal", R: m.r, Off: m.off, Size: m.size}, true
+	return Op{Kind: vmm.CallSetAccess, Rule: "legal", R: m.r, Off: m.off, Size: m.size}, true
 }
 
-func (gn *gen) genStreamOp() (ConfOp, bool) {
+func (gn *gen) genStreamOp() (Op, bool) {
 	b := gn.b
 	ss, es := b.liveStreams(), b.liveEvents()
 	switch gn.rng.IntN(8) {
 	case 0:
 		if len(ss) < 4 {
-			return ConfOp{Kind: vmm.CallCreateStream, Rule: "legal", S: len(b.streams) + 1}, true
+			return Op{Kind: vmm.CallCreateStream, Rule: "legal", S: len(b.streams) + 1}, true
 		}
 	case 1:
 		if len(ss) > 1 && gn.rng.IntN(3) == 0 {
-			return ConfOp{Kind: vmm.CallDestroyStream, Rule: "legal", S: ss[1+gn.pick(len(ss)-1)]}, true
+			return Op{Kind: vmm.CallDestroyStream, Rule: "legal", S: ss[1+gn.pick(len(ss)-1)]}, true
 		}
 		if gn.cfg.ModelOnlyFaults {
-			return ConfOp{Kind: vmm.CallDestroyStream, Rule: "destroy-default-stream", S: 0, Expect: vmm.InvalidHandle}, true
+			return Op{Kind: vmm.CallDestroyStream, Rule: "destroy-default-stream", S: 0, Expect: vmm.InvalidHandle}, true
 		}
 	case 2:
-		return ConfOp{Kind: vmm.CallStreamQuery, Rule: "legal", S: ss[gn.pick(len(ss))]}, true
+		return Op{Kind: vmm.CallStreamQuery, Rule: "legal", S: ss[gn.pick(len(ss))]}, true
 	case 3:
 		if len(es) < 5 {
-			return ConfOp{Kind: vmm.CallCreateEvent, Rule: "legal", E: len(b.events)}, true
+			return Op{Kind: vmm.CallCreateEvent, Rule: "legal", E: len(b.events)}, true
 		}
 	case 4:
 		if len(es) > 0 {
-			return ConfOp{Kind: vmm.CallRecordEvent, Rule: "legal", E: es[gn.pick(len(es))], S: ss[gn.pick(len(ss))]}, true
+			return Op{Kind: vmm.CallRecordEvent, Rule: "legal", E: es[gn.pick(len(es))], S: ss[gn.pick(len(ss))]}, true
 		}
 	case 5:
 		if len(es) > 0 {
-			return ConfOp{Kind: vmm.CallQueryEvent, Rule: "legal", E: es[gn.pick(len(es))]}, true
+			return Op{Kind: vmm.CallQueryEvent, Rule: "legal", E: es[gn.pick(len(es))]}, true
 		}
 	case 6:
 		if len(es) > 0 {
-			return ConfOp{Kind: vmm.CallStreamWaitEvent, Rule: "legal", E: es[gn.pick(len(es))], S: ss[gn.pick(len(ss))]}, true
+			return Op{Kind: vmm.CallStreamWaitEvent, Rule: "legal", E: es[gn.pick(len(es))], S: ss[gn.pick(len(ss))]}, true
 		}
 	case 7:
 		if len(es) > 0 && gn.rng.IntN(3) == 0 {
-			return ConfOp{Kind: vmm.CallDestroyEvent, Rule: "legal", E: es[gn.pick(len(es))]}, true
+			return Op{Kind: vmm.CallDestroyEvent, Rule: "legal", E: es[gn.pick(len(es))]}, true
 		}
 	}
-	return ConfOp{}, false
+	return Op{}, false
 }
 
 // apply updates the belief after op succeeded on the devices.
-func (gn *gen) apply(op ConfOp, ok bool) {
+func (gn *gen) apply(op Op, ok bool) {
 	b := gn.b
 	if !ok {
 		return
@@ -810,7 +810,7 @@ func (gn *gen) apply(op ConfOp, ok bool) {
 		for _, m := range fresh {
 			if h := b.handles[m.h]; !h.initDone {
 				h.initDone = true // the initialising memset is owed next
-				gn.pending = append(gn.pending, ConfOp{Kind: vmm.CallMemset, Rule: "legal-init", R: m.r, Off: m.off, Size: m.size,
+				gn.pending = append(gn.pending, Op{Kind: vmm.CallMemset, Rule: "legal-init", R: m.r, Off: m.off, Size: m.size,
 					Value: byte(1 + gn.rng.IntN(255))})
 			}
 		}
@@ -869,7 +869,7 @@ func outcome(err error) Outcome {
 }
 
 // exec runs op on one device and records new concrete values.
-func (x *ids) exec(op ConfOp) Outcome {
+func (x *ids) exec(op Op) Outcome {
 	d := x.d
 	switch op.Kind {
 	case vmm.CallCreate:
@@ -979,11 +979,11 @@ func (x *ids) cleanup(b *belief) []string {
 	return errs
 }
 
-// RunConformance runs cfg.Sequences random sequences. Each sequence runs on a fresh reference device made
+// Run runs cfg.Sequences random sequences. Each sequence runs on a fresh reference device made
 // by newRef(granularity) and, when dut is not nil, on dut (which must be empty of what the sequences
 // create, and is left as found). Without dut, the reference is checked against the rules' predictions.
 // The error is for setup failures only; disagreements are in the report.
-func RunConformance(cfg ConformanceConfig, newRef func(granularity uint64) vmm.Driver, dut vmm.Driver) (*ConformanceReport, error) {
+func Run(cfg Config, newRef func(granularity uint64) vmm.Driver, dut vmm.Driver) (*Report, error) {
 	if cfg.Sequences <= 0 {
 		cfg.Sequences = 20
 	}
@@ -996,7 +996,7 @@ func RunConformance(cfg ConformanceConfig, newRef func(granularity uint64) vmm.D
 	if dut != nil && cfg.ModelOnlyFaults {
 		return nil, fmt.Errorf("harness: ModelOnlyFaults would fault the device under test; use it without one")
 	}
-	rep := &ConformanceReport{ByKind: map[string]int{}, ByRule: map[string]int{}, UBOutcomes: map[string]int{}, Outcomes: map[string]int{}}
+	rep := &Report{ByKind: map[string]int{}, ByRule: map[string]int{}, UBOutcomes: map[string]int{}, Outcomes: map[string]int{}}
 	var g uint64
 	if dut != nil {
 		g = dut.Granularity()
@@ -1010,7 +1010,7 @@ func RunConformance(cfg ConformanceConfig, newRef func(granularity uint64) vmm.D
 	return rep, nil
 }
 
-func runSequence(cfg ConformanceConfig, seq int, seed int64, g uint64, newRef func(uint64) vmm.Driver, dut vmm.Driver, rep *ConformanceReport) {
+func runSequence(cfg Config, seq int, seed int64, g uint64, newRef func(uint64) vmm.Driver, dut vmm.Driver, rep *Report) {
 	rep.Sequences++
 	b := &belief{g: g}
 	gn := &gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6d6c616b65)), b: b, cfg: cfg}
@@ -1019,7 +1019,7 @@ func runSequence(cfg ConformanceConfig, seq int, seed int64, g uint64, newRef fu
 	if dut != nil {
 		other = &ids{d: dut}
 	}
-	var ops []ConfOp
+	var ops []Op
 	diverged := false
 	for i := 0; i < cfg.Calls && !diverged; i++ {
 		op := gn.next()
@@ -1036,7 +1036,7 @@ func runSequence(cfg ConformanceConfig, seq int, seed int64, g uint64, newRef fu
 			want = b.predictRead(op.R, op.Off, op.Size)
 		}
 		mkDiff := func(a, c Outcome, what string) Difference {
-			return Difference{Sequence: seq, Seed: seed, Index: i, Op: op, Ref: a, DUT: c, What: what, Prefix: append([]ConfOp(nil), ops[:len(ops)-1]...)}
+			return Difference{Sequence: seq, Seed: seed, Index: i, Op: op, Ref: a, DUT: c, What: what, Prefix: append([]Op(nil), ops[:len(ops)-1]...)}
 		}
 		exp := Outcome{Result: op.Expect}
 		if other == nil {
@@ -1099,7 +1099,7 @@ func runSequence(cfg ConformanceConfig, seq int, seed int64, g uint64, newRef fu
 }
 
 // sameResult compares two results; for calls with undefined behaviour on the GPU only failure vs success.
-func sameResult(op ConfOp, a, c vmm.Result) bool {
+func sameResult(op Op, a, c vmm.Result) bool {
 	if op.UB {
 		return (a == vmm.Success) == (c == vmm.Success)
 	}

@@ -42,7 +42,7 @@ var requiredRules = []string{
 // modelOnlyRules are exercised only without a GPU: on the GPU they fault the context or crash the process.
 var modelOnlyRules = []string{"memset-without-access", "destroy-default-stream", "map-after-release", "release-after-release"}
 
-func checkCoverage(t *testing.T, rep *ConformanceReport, extra ...string) {
+func checkCoverage(t *testing.T, rep *Report, extra ...string) {
 	t.Helper()
 	for _, r := range append(requiredRules, extra...) {
 		if rep.ByRule[r] == 0 {
@@ -84,7 +84,7 @@ func TestConformanceSelf(t *testing.T) {
 	if long() {
 		seqs = 600
 	}
-	rep, err := RunConformance(ConformanceConfig{Seed: 1, Sequences: seqs, Calls: 300, ModelOnlyFaults: true}, newModel, nil)
+	rep, err := Run(Config{Seed: 1, Sequences: seqs, Calls: 300, ModelOnlyFaults: true}, newModel, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestConformanceSelf(t *testing.T) {
 // handles, pointers, streams and events must make two correct devices agree on every call.
 func TestConformanceComparesTwoDevices(t *testing.T) {
 	dut := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
-	rep, err := RunConformance(ConformanceConfig{Seed: 7, Sequences: 10, Calls: 300}, newModel, dut)
+	rep, err := Run(Config{Seed: 7, Sequences: 10, Calls: 300}, newModel, dut)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestConformanceCatchesSeededDeviations(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			dut := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
 			ref := func(g uint64) vmm.Driver { return &liar{Driver: newModel(g), kind: kind} }
-			rep, err := RunConformance(ConformanceConfig{Seed: 3, Sequences: 10, Calls: 300}, ref, dut)
+			rep, err := Run(Config{Seed: 3, Sequences: 10, Calls: 300}, ref, dut)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,7 +177,7 @@ func TestConformanceReal(t *testing.T) {
 	d := openGPU(t)
 	free0, total, _ := d.MemInfo()
 	seqs := envInt("GMLAKE_CONFORMANCE_SEQUENCES", 40)
-	rep, err := RunConformance(ConformanceConfig{Seed: int64(envInt("GMLAKE_CONFORMANCE_SEED", 1)), Sequences: seqs, Calls: 300}, newModel, d)
+	rep, err := Run(Config{Seed: int64(envInt("GMLAKE_CONFORMANCE_SEED", 1)), Sequences: seqs, Calls: 300}, newModel, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestConformanceReal(t *testing.T) {
 func TestConformanceRealRules(t *testing.T) {
 	d := openGPU(t)
 	seqs := envInt("GMLAKE_CONFORMANCE_SEQUENCES", 40)
-	rep, err := RunConformance(ConformanceConfig{Seed: int64(envInt("GMLAKE_CONFORMANCE_SEED", 1)), Sequences: seqs, Calls: 300},
+	rep, err := Run(Config{Seed: int64(envInt("GMLAKE_CONFORMANCE_SEED", 1)), Sequences: seqs, Calls: 300},
 		func(uint64) vmm.Driver { return d }, nil)
 	if err != nil {
 		t.Fatal(err)

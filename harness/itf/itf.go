@@ -28,86 +28,86 @@ import (
 	"strings"
 )
 
-// ITFKind is the kind of a decoded ITF value.
-type ITFKind uint8
+// Kind is the kind of a decoded ITF value.
+type Kind uint8
 
 // The ITF value kinds.
 const (
-	ITFBool ITFKind = iota
-	ITFInt
-	ITFString
-	ITFList
-	ITFTuple
-	ITFSet
-	ITFMap
-	ITFRecord
-	ITFVariant
-	ITFUnserializable
+	KindBool Kind = iota
+	KindInt
+	KindString
+	KindList
+	KindTuple
+	KindSet
+	KindMap
+	KindRecord
+	KindVariant
+	KindUnserializable
 )
 
 var itfKindNames = [...]string{"bool", "int", "string", "list", "tuple", "set", "map", "record", "variant", "unserializable"}
 
-func (k ITFKind) String() string {
+func (k Kind) String() string {
 	if int(k) < len(itfKindNames) {
 		return itfKindNames[k]
 	}
-	return fmt.Sprintf("ITFKind(%d)", k)
+	return fmt.Sprintf("Kind(%d)", k)
 }
 
-// ITFValue is one decoded value. Which fields are set depends on Kind: Bool (ITFBool); Int (ITFInt); Str
-// (ITFString, the tag of an ITFVariant, the text of ITFUnserializable); Elems (ITFList, ITFTuple, ITFSet,
-// in the order of the file); Entries (ITFMap, in the order of the file); Fields (ITFRecord); Payload
-// (ITFVariant).
-type ITFValue struct {
-	Kind    ITFKind
+// Value is one decoded value. Which fields are set depends on Kind: Bool (KindBool); Int (KindInt); Str
+// (KindString, the tag of an KindVariant, the text of KindUnserializable); Elems (KindList, KindTuple, KindSet,
+// in the order of the file); Entries (KindMap, in the order of the file); Fields (KindRecord); Payload
+// (KindVariant).
+type Value struct {
+	Kind    Kind
 	Bool    bool
 	Int     *big.Int
 	Str     string
-	Elems   []ITFValue
-	Entries []ITFEntry
-	Fields  map[string]ITFValue
-	Payload *ITFValue
+	Elems   []Value
+	Entries []Entry
+	Fields  map[string]Value
+	Payload *Value
 }
 
-// ITFEntry is one key-value pair of an ITF map.
-type ITFEntry struct {
-	Key, Value ITFValue
+// Entry is one key-value pair of an ITF map.
+type Entry struct {
+	Key, Value Value
 }
 
-// ITFState is one state of a trace: its index and its variables by (qualified) name.
-type ITFState struct {
+// State is one state of a trace: its index and its variables by (qualified) name.
+type State struct {
 	Index int
-	Vars  map[string]ITFValue
+	Vars  map[string]Value
 }
 
-// ITFTrace is a decoded trace.
-type ITFTrace struct {
+// Trace is a decoded trace.
+type Trace struct {
 	Meta   map[string]any // "#meta" of the trace (format, source, status, ...), as plain JSON
 	Params []string
 	Vars   []string
-	States []ITFState
+	States []State
 	Loop   int // the index the trace loops back to, or -1
 }
 
 // itfMaxDepth bounds the nesting of values, so that hostile input cannot exhaust the stack.
 const itfMaxDepth = 200
 
-// ReadITFFile reads and decodes the ITF trace in file path.
-func ReadITFFile(path string) (*ITFTrace, error) {
+// ReadFile reads and decodes the ITF trace in file path.
+func ReadFile(path string) (*Trace, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("itf: %w", err)
 	}
-	t, err := DecodeITF(data)
+	t, err := Decode(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return t, nil
 }
 
-// DecodeITF decodes one ITF trace. Errors say where in the document the problem is (a path such as
+// Decode decodes one ITF trace. Errors say where in the document the problem is (a path such as
 // states[3].live).
-func DecodeITF(data []byte) (*ITFTrace, error) {
+func Decode(data []byte) (*Trace, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var raw map[string]any
@@ -117,7 +117,7 @@ func DecodeITF(data []byte) (*ITFTrace, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("itf: trailing data after the trace object")
 	}
-	t := &ITFTrace{Loop: -1}
+	t := &Trace{Loop: -1}
 	if m, ok := raw["#meta"]; ok {
 		mm, ok := m.(map[string]any)
 		if !ok {
@@ -153,7 +153,7 @@ func DecodeITF(data []byte) (*ITFTrace, error) {
 		if !ok {
 			return nil, fmt.Errorf("itf: states[%d] is %T, want an object", i, s)
 		}
-		st := ITFState{Index: i, Vars: make(map[string]ITFValue, len(obj))}
+		st := State{Index: i, Vars: make(map[string]Value, len(obj))}
 		for name, v := range obj {
 			if name == "#meta" {
 				if mm, ok := v.(map[string]any); ok {
@@ -199,34 +199,34 @@ func itfStrings(raw map[string]any, key string) ([]string, error) {
 	return out, nil
 }
 
-func decodeITFValue(v any, depth int) (ITFValue, error) {
+func decodeITFValue(v any, depth int) (Value, error) {
 	if depth > itfMaxDepth {
-		return ITFValue{}, fmt.Errorf("values nested deeper than %d", itfMaxDepth)
+		return Value{}, fmt.Errorf("values nested deeper than %d", itfMaxDepth)
 	}
 	switch x := v.(type) {
 	case bool:
-		return ITFValue{Kind: ITFBool, Bool: x}, nil
+		return Value{Kind: KindBool, Bool: x}, nil
 	case string:
-		return ITFValue{Kind: ITFString, Str: x}, nil
+		return Value{Kind: KindString, Str: x}, nil
 	case json.Number:
 		n, ok := new(big.Int).SetString(x.String(), 10)
 		if !ok {
-			return ITFValue{}, fmt.Errorf("number %s is not an integer", x)
+			return Value{}, fmt.Errorf("number %s is not an integer", x)
 		}
-		return ITFValue{Kind: ITFInt, Int: n}, nil
+		return Value{Kind: KindInt, Int: n}, nil
 	case []any:
 		el, err := decodeITFElems(x, depth)
-		return ITFValue{Kind: ITFList, Elems: el}, err
+		return Value{Kind: KindList, Elems: el}, err
 	case map[string]any:
 		return decodeITFObject(x, depth)
 	case nil:
-		return ITFValue{}, fmt.Errorf("null is not an ITF value")
+		return Value{}, fmt.Errorf("null is not an ITF value")
 	}
-	return ITFValue{}, fmt.Errorf("unexpected JSON value %T", v)
+	return Value{}, fmt.Errorf("unexpected JSON value %T", v)
 }
 
-func decodeITFElems(arr []any, depth int) ([]ITFValue, error) {
-	out := make([]ITFValue, len(arr))
+func decodeITFElems(arr []any, depth int) ([]Value, error) {
+	out := make([]Value, len(arr))
 	for i, e := range arr {
 		val, err := decodeITFValue(e, depth+1)
 		if err != nil {
@@ -237,59 +237,59 @@ func decodeITFElems(arr []any, depth int) ([]ITFValue, error) {
 	return out, nil
 }
 
-func decodeITFObject(x map[string]any, depth int) (ITFValue, error) {
+func decodeITFObject(x map[string]any, depth int) (Value, error) {
 	if len(x) == 1 {
 		for k, v := range x {
 			switch k {
 			case "#bigint":
 				s, ok := v.(string)
 				if !ok {
-					return ITFValue{}, fmt.Errorf("#bigint is %T, want a string", v)
+					return Value{}, fmt.Errorf("#bigint is %T, want a string", v)
 				}
 				n, ok := new(big.Int).SetString(s, 10)
 				if !ok {
-					return ITFValue{}, fmt.Errorf("#bigint %q is not a decimal integer", s)
+					return Value{}, fmt.Errorf("#bigint %q is not a decimal integer", s)
 				}
-				return ITFValue{Kind: ITFInt, Int: n}, nil
+				return Value{Kind: KindInt, Int: n}, nil
 			case "#tup", "#set":
 				arr, ok := v.([]any)
 				if !ok {
-					return ITFValue{}, fmt.Errorf("%s is %T, want an array", k, v)
+					return Value{}, fmt.Errorf("%s is %T, want an array", k, v)
 				}
 				el, err := decodeITFElems(arr, depth)
 				if err != nil {
-					return ITFValue{}, fmt.Errorf("%s%w", k, err)
+					return Value{}, fmt.Errorf("%s%w", k, err)
 				}
-				kind := ITFTuple
+				kind := KindTuple
 				if k == "#set" {
-					kind = ITFSet
+					kind = KindSet
 				}
-				return ITFValue{Kind: kind, Elems: el}, nil
+				return Value{Kind: kind, Elems: el}, nil
 			case "#map":
 				arr, ok := v.([]any)
 				if !ok {
-					return ITFValue{}, fmt.Errorf("#map is %T, want an array of pairs", v)
+					return Value{}, fmt.Errorf("#map is %T, want an array of pairs", v)
 				}
-				out := ITFValue{Kind: ITFMap, Entries: make([]ITFEntry, len(arr))}
+				out := Value{Kind: KindMap, Entries: make([]Entry, len(arr))}
 				for i, p := range arr {
 					pair, ok := p.([]any)
 					if !ok || len(pair) != 2 {
-						return ITFValue{}, fmt.Errorf("#map[%d] is not a [key, value] pair", i)
+						return Value{}, fmt.Errorf("#map[%d] is not a [key, value] pair", i)
 					}
 					key, err := decodeITFValue(pair[0], depth+1)
 					if err != nil {
-						return ITFValue{}, fmt.Errorf("#map[%d] key: %w", i, err)
+						return Value{}, fmt.Errorf("#map[%d] key: %w", i, err)
 					}
 					val, err := decodeITFValue(pair[1], depth+1)
 					if err != nil {
-						return ITFValue{}, fmt.Errorf("#map[%d] value: %w", i, err)
+						return Value{}, fmt.Errorf("#map[%d] value: %w", i, err)
 					}
-					out.Entries[i] = ITFEntry{Key: key, Value: val}
+					out.Entries[i] = Entry{Key: key, Value: val}
 				}
 				return out, nil
 			case "#unserializable":
 				s, _ := v.(string)
-				return ITFValue{Kind: ITFUnserializable, Str: s}, nil
+				return Value{Kind: KindUnserializable, Str: s}, nil
 			}
 		}
 	}
@@ -299,19 +299,19 @@ func decodeITFObject(x map[string]any, depth int) (ITFValue, error) {
 		if ts, ok := tag.(string); ok && hasTag && hasVal {
 			p, err := decodeITFValue(val, depth+1)
 			if err != nil {
-				return ITFValue{}, fmt.Errorf("variant %s: %w", ts, err)
+				return Value{}, fmt.Errorf("variant %s: %w", ts, err)
 			}
-			return ITFValue{Kind: ITFVariant, Str: ts, Payload: &p}, nil
+			return Value{Kind: KindVariant, Str: ts, Payload: &p}, nil
 		}
 	}
-	out := ITFValue{Kind: ITFRecord, Fields: make(map[string]ITFValue, len(x))}
+	out := Value{Kind: KindRecord, Fields: make(map[string]Value, len(x))}
 	for k, v := range x {
 		if strings.HasPrefix(k, "#") {
-			return ITFValue{}, fmt.Errorf("unknown ITF encoding %q", k)
+			return Value{}, fmt.Errorf("unknown ITF encoding %q", k)
 		}
 		val, err := decodeITFValue(v, depth+1)
 		if err != nil {
-			return ITFValue{}, fmt.Errorf(".%s: %w", k, err)
+			return Value{}, fmt.Errorf(".%s: %w", k, err)
 		}
 		out.Fields[k] = val
 	}
@@ -320,7 +320,7 @@ func decodeITFObject(x map[string]any, depth int) (ITFValue, error) {
 
 // Get returns the variable called name: an exact match, or else the one whose qualified name ends in
 // "::name" (instances qualify their variables: "vms_ci::vms::live").
-func (s ITFState) Get(name string) (ITFValue, bool) {
+func (s State) Get(name string) (Value, bool) {
 	if v, ok := s.Vars[name]; ok {
 		return v, true
 	}
@@ -331,36 +331,36 @@ func (s ITFState) Get(name string) (ITFValue, bool) {
 		}
 	}
 	if len(found) != 1 {
-		return ITFValue{}, false
+		return Value{}, false
 	}
 	return s.Vars[found[0]], true
 }
 
 // ActionTaken returns mbt::actionTaken ("" when the trace was written without --mbt).
-func (s ITFState) ActionTaken() string {
+func (s State) ActionTaken() string {
 	v, ok := s.Vars["mbt::actionTaken"]
-	if !ok || v.Kind != ITFString {
+	if !ok || v.Kind != KindString {
 		return ""
 	}
 	return v.Str
 }
 
 // NondetPick returns the value the action picked for the nondet binding name (mbt::nondetPicks: Some(v)).
-func (s ITFState) NondetPick(name string) (ITFValue, bool) {
+func (s State) NondetPick(name string) (Value, bool) {
 	picks, ok := s.Vars["mbt::nondetPicks"]
-	if !ok || picks.Kind != ITFRecord {
-		return ITFValue{}, false
+	if !ok || picks.Kind != KindRecord {
+		return Value{}, false
 	}
 	v, ok := picks.Fields[name]
-	if !ok || v.Kind != ITFVariant || v.Str != "Some" || v.Payload == nil {
-		return ITFValue{}, false
+	if !ok || v.Kind != KindVariant || v.Str != "Some" || v.Payload == nil {
+		return Value{}, false
 	}
 	return *v.Payload, true
 }
 
 // Int64 returns an integer value that fits in 64 bits.
-func (v ITFValue) Int64() (int64, error) {
-	if v.Kind != ITFInt || v.Int == nil {
+func (v Value) Int64() (int64, error) {
+	if v.Kind != KindInt || v.Int == nil {
 		return 0, fmt.Errorf("itf: %v is a %v, not an int", v, v.Kind)
 	}
 	if !v.Int.IsInt64() {
@@ -370,18 +370,18 @@ func (v ITFValue) Int64() (int64, error) {
 }
 
 // Field returns a record's field.
-func (v ITFValue) Field(name string) (ITFValue, error) {
-	if v.Kind != ITFRecord {
-		return ITFValue{}, fmt.Errorf("itf: field %s of a %v", name, v.Kind)
+func (v Value) Field(name string) (Value, error) {
+	if v.Kind != KindRecord {
+		return Value{}, fmt.Errorf("itf: field %s of a %v", name, v.Kind)
 	}
 	f, ok := v.Fields[name]
 	if !ok {
-		return ITFValue{}, fmt.Errorf("itf: record has no field %s (has %s)", name, strings.Join(v.fieldNames(), ", "))
+		return Value{}, fmt.Errorf("itf: record has no field %s (has %s)", name, strings.Join(v.fieldNames(), ", "))
 	}
 	return f, nil
 }
 
-func (v ITFValue) fieldNames() []string {
+func (v Value) fieldNames() []string {
 	out := make([]string, 0, len(v.Fields))
 	for k := range v.Fields {
 		out = append(out, k)
@@ -391,34 +391,34 @@ func (v ITFValue) fieldNames() []string {
 }
 
 // Lookup returns the value a map holds for key (compared with Equal).
-func (v ITFValue) Lookup(key ITFValue) (ITFValue, bool) {
-	if v.Kind != ITFMap {
-		return ITFValue{}, false
+func (v Value) Lookup(key Value) (Value, bool) {
+	if v.Kind != KindMap {
+		return Value{}, false
 	}
 	for _, e := range v.Entries {
 		if e.Key.Equal(key) {
 			return e.Value, true
 		}
 	}
-	return ITFValue{}, false
+	return Value{}, false
 }
 
-// ITFInt64 makes an int value, for lookups.
-func ITFInt64(n int64) ITFValue { return ITFValue{Kind: ITFInt, Int: big.NewInt(n)} }
+// NewInt makes an int value, for lookups.
+func NewInt(n int64) Value { return Value{Kind: KindInt, Int: big.NewInt(n)} }
 
 // Equal reports whether two values are the same Quint value (sets and maps regardless of order).
-func (v ITFValue) Equal(o ITFValue) bool {
+func (v Value) Equal(o Value) bool {
 	if v.Kind != o.Kind {
 		return false
 	}
 	switch v.Kind {
-	case ITFBool:
+	case KindBool:
 		return v.Bool == o.Bool
-	case ITFInt:
+	case KindInt:
 		return v.Int != nil && o.Int != nil && v.Int.Cmp(o.Int) == 0
-	case ITFString, ITFUnserializable:
+	case KindString, KindUnserializable:
 		return v.Str == o.Str
-	case ITFList, ITFTuple:
+	case KindList, KindTuple:
 		if len(v.Elems) != len(o.Elems) {
 			return false
 		}
@@ -428,9 +428,9 @@ func (v ITFValue) Equal(o ITFValue) bool {
 			}
 		}
 		return true
-	case ITFSet:
+	case KindSet:
 		return subsetITF(v.Elems, o.Elems) && subsetITF(o.Elems, v.Elems)
-	case ITFMap:
+	case KindMap:
 		if len(v.Entries) != len(o.Entries) {
 			return false
 		}
@@ -441,7 +441,7 @@ func (v ITFValue) Equal(o ITFValue) bool {
 			}
 		}
 		return true
-	case ITFRecord:
+	case KindRecord:
 		if len(v.Fields) != len(o.Fields) {
 			return false
 		}
@@ -452,13 +452,13 @@ func (v ITFValue) Equal(o ITFValue) bool {
 			}
 		}
 		return true
-	case ITFVariant:
+	case KindVariant:
 		return v.Str == o.Str && v.Payload != nil && o.Payload != nil && v.Payload.Equal(*o.Payload)
 	}
 	return false
 }
 
-func subsetITF(a, b []ITFValue) bool {
+func subsetITF(a, b []Value) bool {
 	for _, x := range a {
 		found := false
 		for _, y := range b {
@@ -475,14 +475,14 @@ func subsetITF(a, b []ITFValue) bool {
 }
 
 // String prints the value in Quint syntax.
-func (v ITFValue) String() string {
+func (v Value) String() string {
 	var b strings.Builder
 	v.write(&b)
 	return b.String()
 }
 
-func (v ITFValue) write(b *strings.Builder) {
-	list := func(open, close string, el []ITFValue) {
+func (v Value) write(b *strings.Builder) {
+	list := func(open, close string, el []Value) {
 		b.WriteString(open)
 		for i, e := range el {
 			if i > 0 {
@@ -493,23 +493,23 @@ func (v ITFValue) write(b *strings.Builder) {
 		b.WriteString(close)
 	}
 	switch v.Kind {
-	case ITFBool:
+	case KindBool:
 		fmt.Fprint(b, v.Bool)
-	case ITFInt:
+	case KindInt:
 		if v.Int == nil {
 			b.WriteString("<nil int>")
 		} else {
 			b.WriteString(v.Int.String())
 		}
-	case ITFString:
+	case KindString:
 		fmt.Fprintf(b, "%q", v.Str)
-	case ITFList:
+	case KindList:
 		list("[", "]", v.Elems)
-	case ITFTuple:
+	case KindTuple:
 		list("(", ")", v.Elems)
-	case ITFSet:
+	case KindSet:
 		list("Set(", ")", v.Elems)
-	case ITFMap:
+	case KindMap:
 		b.WriteString("Map(")
 		for i, e := range v.Entries {
 			if i > 0 {
@@ -520,7 +520,7 @@ func (v ITFValue) write(b *strings.Builder) {
 			e.Value.write(b)
 		}
 		b.WriteString(")")
-	case ITFRecord:
+	case KindRecord:
 		b.WriteString("{ ")
 		for i, k := range v.fieldNames() {
 			if i > 0 {
@@ -530,14 +530,14 @@ func (v ITFValue) write(b *strings.Builder) {
 			v.Fields[k].write(b)
 		}
 		b.WriteString(" }")
-	case ITFVariant:
+	case KindVariant:
 		b.WriteString(v.Str)
-		if v.Payload != nil && !(v.Payload.Kind == ITFTuple && len(v.Payload.Elems) == 0) {
+		if v.Payload != nil && !(v.Payload.Kind == KindTuple && len(v.Payload.Elems) == 0) {
 			b.WriteString("(")
 			v.Payload.write(b)
 			b.WriteString(")")
 		}
-	case ITFUnserializable:
+	case KindUnserializable:
 		fmt.Fprintf(b, "<unserializable %s>", v.Str)
 	}
 }

@@ -23,7 +23,7 @@ const itfSample = `{"#meta":{"format":"ITF","source":"vms.qnt","status":"ok"},
 // TestITFDecode checks the decoder on every encoding ITF uses: big integers, sets, maps, tuples, variants,
 // records, lists, and the mbt metadata.
 func TestITFDecode(t *testing.T) {
-	tr, err := DecodeITF([]byte(itfSample))
+	tr, err := Decode([]byte(itfSample))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestITFDecode(t *testing.T) {
 		t.Fatalf("trace: %d states, vars %v, meta %v, loop %d", len(tr.States), tr.Vars, tr.Meta, tr.Loop)
 	}
 	s0, s1 := tr.States[0], tr.States[1]
-	if x, ok := s0.Get("x"); !ok || x.Kind != ITFInt || x.Int.Sign() != 0 {
+	if x, ok := s0.Get("x"); !ok || x.Kind != KindInt || x.Int.Sign() != 0 {
 		t.Errorf("x in state 0: %v %v", x, ok)
 	}
 	want, _ := new(big.Int).SetString("123456789012345678901234567890", 10)
@@ -42,30 +42,30 @@ func TestITFDecode(t *testing.T) {
 		t.Error("Int64 of a 97-bit integer did not fail")
 	}
 	s, _ := s1.Get("s")
-	if s.Kind != ITFSet || !s.Equal(ITFValue{Kind: ITFSet, Elems: []ITFValue{ITFInt64(1), ITFInt64(2)}}) {
+	if s.Kind != KindSet || !s.Equal(Value{Kind: KindSet, Elems: []Value{NewInt(1), NewInt(2)}}) {
 		t.Errorf("set = %v", s)
 	}
 	mp, _ := s1.Get("mp")
-	v, ok := mp.Lookup(ITFInt64(2))
-	if !ok || v.Kind != ITFList || len(v.Elems) != 2 || v.Elems[1].Int.Int64() != -1 {
+	v, ok := mp.Lookup(NewInt(2))
+	if !ok || v.Kind != KindList || len(v.Elems) != 2 || v.Elems[1].Int.Int64() != -1 {
 		t.Errorf("mp[2] = %v %v", v, ok)
 	}
-	if _, ok := mp.Lookup(ITFInt64(3)); ok {
+	if _, ok := mp.Lookup(NewInt(3)); ok {
 		t.Error("mp[3] found")
 	}
 	r0, _ := s0.Get("r")
 	r1, _ := s1.Get("r")
-	if r0.Kind != ITFVariant || r0.Str != "Ok" || r0.Payload.Kind != ITFTuple || r1.Str != "Err" || r1.Payload.Str != "e" {
+	if r0.Kind != KindVariant || r0.Str != "Ok" || r0.Payload.Kind != KindTuple || r1.Str != "Err" || r1.Payload.Str != "e" {
 		t.Errorf("variants: %v, %v", r0, r1)
 	}
 	rec, _ := s0.Get("t")
-	if a, err := rec.Field("a"); err != nil || a.Kind != ITFBool || !a.Bool {
+	if a, err := rec.Field("a"); err != nil || a.Kind != KindBool || !a.Bool {
 		t.Errorf("t.a = %v %v", a, err)
 	}
 	if _, err := rec.Field("zz"); err == nil {
 		t.Error("missing field did not fail")
 	}
-	if l, _ := rec.Field("l"); l.Kind != ITFList || l.Elems[0].Int.Int64() != 1 || l.Elems[1].Int.Int64() != -2 {
+	if l, _ := rec.Field("l"); l.Kind != KindList || l.Elems[0].Int.Int64() != 1 || l.Elems[1].Int.Int64() != -2 {
 		t.Errorf("t.l = %v", l)
 	}
 	if s0.ActionTaken() != "init" || s1.ActionTaken() != "inc" {
@@ -107,7 +107,7 @@ func TestITFDecodeErrors(t *testing.T) {
 		"trailing":        `{"states":[]} {}`,
 		"too deep":        deep,
 	} {
-		if _, err := DecodeITF([]byte(doc)); err == nil {
+		if _, err := Decode([]byte(doc)); err == nil {
 			t.Errorf("%s: no error", name)
 		} else if name == "bad bigint" && !strings.Contains(err.Error(), "states[0].x") {
 			t.Errorf("%s: error does not say where: %v", name, err)

@@ -15,7 +15,7 @@ import (
 
 type baselineRun struct {
 	peaks TorchPeaks
-	res   map[string]map[string]*ReplayResult // trace -> policy -> result
+	res   map[string]map[string]*Result // trace -> policy -> result
 }
 
 var (
@@ -33,16 +33,16 @@ func bundledReplays(t *testing.T) baselineRun {
 			return
 		}
 		paths, _ := filepath.Glob("../../testdata/traces/*.trace.gz")
-		baselineData.res = map[string]map[string]*ReplayResult{}
+		baselineData.res = map[string]map[string]*Result{}
 		for _, p := range paths {
 			tr, err := snapshot.LoadTrace(p)
 			if err != nil {
 				baselineErr = err
 				return
 			}
-			baselineData.res[tr.Name] = map[string]*ReplayResult{}
+			baselineData.res[tr.Name] = map[string]*Result{}
 			for _, pol := range []string{impl.PolicyCaching, impl.PolicyExpandable, impl.PolicyGMLake} {
-				r, err := Replay(context.Background(), tr, ReplayOptions{Policy: pol})
+				r, err := Run(context.Background(), tr, Options{Policy: pol})
 				if err != nil {
 					baselineErr = err
 					return

@@ -39,12 +39,12 @@ import (
 // PyTorch rounds the smallest blocks, so that live bytes are the floor no allocator can go below.
 const LiveRounding = 512
 
-// ReplayPolicies is the order policies appear in replay tables: the two PyTorch baselines, the original
+// Policies is the order policies appear in replay tables: the two PyTorch baselines, the original
 // GMLake, then ours.
-var ReplayPolicies = []string{impl.PolicyCaching, impl.PolicyExpandable, impl.PolicyGMLakePaper, impl.PolicyGMLake}
+var Policies = []string{impl.PolicyCaching, impl.PolicyExpandable, impl.PolicyGMLakePaper, impl.PolicyGMLake}
 
-// ReplayOptions configures one Replay.
-type ReplayOptions struct {
+// Options configures one Replay.
+type Options struct {
 	// Policy is the engine policy; it overrides Config.Policy. Empty means Config.Policy (and then the
 	// engine's default).
 	Policy string
@@ -71,8 +71,8 @@ type Sample struct {
 	Reserved  uint64 // the engine's ReservedBytes
 }
 
-// ReplayResult is what one replay of one trace through one policy measured.
-type ReplayResult struct {
+// Result is what one replay of one trace through one policy measured.
+type Result struct {
 	Trace  string // the trace's name
 	Policy string
 	Device string // "sim" for the simulated H200, otherwise a description of the driver
@@ -115,10 +115,10 @@ type replayAllocator interface {
 	Close() (impl.CloseReport, error)
 }
 
-// Replay drives the trace through one policy and measures it. It returns an error wrapping ErrReplay and the
+// Run drives the trace through one policy and measures it. It returns an error wrapping ErrReplay and the
 // engine's error when an engine call fails (for example out of memory), naming the trace, the policy and the
 // event; ctx cancels a long replay.
-func Replay(ctx context.Context, t *trace.Trace, opts ReplayOptions) (*ReplayResult, error) {
+func Run(ctx context.Context, t *trace.Trace, opts Options) (*Result, error) {
 	cfg := opts.Config
 	if opts.Policy != "" {
 		cfg.Policy = opts.Policy
@@ -133,7 +133,7 @@ func Replay(ctx context.Context, t *trace.Trace, opts ReplayOptions) (*ReplayRes
 	} else {
 		device = describeReplayDriver(drv)
 	}
-	res := &ReplayResult{Trace: t.Name, Policy: policy, Device: device, Events: len(t.Events)}
+	res := &Result{Trace: t.Name, Policy: policy, Device: device, Events: len(t.Events)}
 
 	ids, slots := replayDenseIDs(t.Events)
 	ptrs := make([]vmm.DevicePtr, slots)

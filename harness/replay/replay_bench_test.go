@@ -16,10 +16,10 @@ func BenchmarkReplay(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, p := range ReplayPolicies {
+	for _, p := range Policies {
 		b.Run(p, func(b *testing.B) {
 			for b.Loop() {
-				if _, err := Replay(context.Background(), tr, ReplayOptions{Policy: p}); err != nil {
+				if _, err := Run(context.Background(), tr, Options{Policy: p}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -52,7 +52,7 @@ func BenchmarkReplayHarness(b *testing.B) {
 	defer func() { newReplayAllocator = old }()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Replay(context.Background(), tr, ReplayOptions{}); err != nil {
+		if _, err := Run(context.Background(), tr, Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}

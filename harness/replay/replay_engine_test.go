@@ -29,7 +29,7 @@ a 4 20971520 0
 	// a 3: 30 MiB fits no free block (5, 3): a new 30 MiB segment. allocated 42M+1K   reserved 52M
 	// f 2: 12 MiB merges with 5 before and 3 after: 20 MiB free.   allocated 30M+1K
 	// a 4: 20 MiB takes the merged block whole, nothing new.      allocated 50M+1K    reserved 52M
-	r, err := Replay(context.Background(), tr, ReplayOptions{Policy: impl.PolicyCaching})
+	r, err := Run(context.Background(), tr, Options{Policy: impl.PolicyCaching})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,9 +61,9 @@ f 2
 a 4 33554432 0
 f 1
 `)
-	for _, p := range ReplayPolicies {
+	for _, p := range Policies {
 		d := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
-		r, err := Replay(context.Background(), tr, ReplayOptions{Policy: p, SampleEvery: 1, Driver: d})
+		r, err := Run(context.Background(), tr, Options{Policy: p, SampleEvery: 1, Driver: d})
 		if err != nil {
 			t.Errorf("%s: %v", p, err)
 			continue

@@ -117,7 +117,7 @@ type ReportRow struct {
 }
 
 // Row builds the JSON row of a result, with PyTorch's reference when peaks knows the trace (peaks may be nil).
-func Row(r *ReplayResult, peaks TorchPeaks) ReportRow {
+func Row(r *Result, peaks TorchPeaks) ReportRow {
 	row := ReportRow{
 		Trace: r.Trace, Policy: r.Policy, Device: r.Device, Events: r.Events,
 		PeakLiveBytes: r.PeakLiveBytes, PeakAllocatedBytes: r.PeakAllocatedBytes,
@@ -151,7 +151,7 @@ func Row(r *ReplayResult, peaks TorchPeaks) ReportRow {
 }
 
 // WriteJSON writes the results as a JSON array of ReportRow, one per (trace, policy).
-func WriteJSON(w io.Writer, results []*ReplayResult, peaks TorchPeaks) error {
+func WriteJSON(w io.Writer, results []*Result, peaks TorchPeaks) error {
 	rows := make([]ReportRow, len(results))
 	for i, r := range results {
 		rows[i] = Row(r, peaks)
@@ -174,10 +174,10 @@ func fmtPct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 // reserved) and frag/live (1 - peak live / peak reserved), "vs exp" (peak reserved over the expandable
 // policy's on the same trace and device, "-" when it was not replayed) and the modeled driver time (the
 // measured one too, on a GPU). WriteWideTable has every column.
-func WriteTable(w io.Writer, results []*ReplayResult, peaks TorchPeaks) error {
+func WriteTable(w io.Writer, results []*Result, peaks TorchPeaks) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	measured := false
-	exp := map[[2]string]*ReplayResult{}
+	exp := map[[2]string]*Result{}
 	for _, r := range results {
 		measured = measured || r.MeasuredDriverTime > 0
 		if r.Policy == impl.PolicyExpandable {
@@ -213,7 +213,7 @@ func WriteTable(w io.Writer, results []*ReplayResult, peaks TorchPeaks) error {
 // is PyTorch's measured peak reserved for the reference run (Reference) and "Δ" our difference to it;
 // driver calls by kind; "%train" is the modeled driver time as a share of the recorded training time
 // (TrainingSeconds).
-func WriteWideTable(w io.Writer, results []*ReplayResult, peaks TorchPeaks) error {
+func WriteWideTable(w io.Writer, results []*Result, peaks TorchPeaks) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"trace", "policy", "events", "live GiB", "alloc GiB", "resv GiB", "frag", "frag/live",
 		"torch GiB", "Δ torch"}
@@ -286,13 +286,13 @@ var replayPolicyColors = map[string]color.RGBA{
 // WritePlot draws reserved (solid) and allocated (dashed) memory over each trace for each policy, with the
 // live bytes (thin black), one panel per trace, to path: PNG or SVG by its extension. Results need a
 // Timeline (ReplayOptions.SampleEvery > 0).
-func WritePlot(path string, results []*ReplayResult) error {
+func WritePlot(path string, results []*Result) error {
 	ext := strings.ToLower(filepath.Ext(path))
 	if ext != ".png" && ext != ".svg" {
 		return fmt.Errorf("plot %s: unsupported format %q (want .png or .svg)", path, ext)
 	}
 	var order []string
-	byTrace := map[string][]*ReplayResult{}
+	byTrace := map[string][]*Result{}
 	for _, r := range results {
 		if len(r.Timeline) == 0 {
 			return fmt.Errorf("plot %s: result %s/%s has no timeline (set SampleEvery)", path, r.Trace, r.Policy)
@@ -338,7 +338,7 @@ func WritePlot(path string, results []*ReplayResult) error {
 	return f.Close()
 }
 
-func tracePlot(name string, rs []*ReplayResult) (*plot.Plot, error) {
+func tracePlot(name string, rs []*Result) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = name + "   (solid: reserved, dashed: allocated, black: live)"
 	p.X.Label.Text = "trace event"
@@ -346,7 +346,7 @@ func tracePlot(name string, rs []*ReplayResult) (*plot.Plot, error) {
 	p.Legend.Top = true
 	p.Legend.Left = true
 	g := float64(vmm.GiB)
-	line := func(r *ReplayResult, val func(Sample) uint64) (*plotter.Line, error) {
+	line := func(r *Result, val func(Sample) uint64) (*plotter.Line, error) {
 		pts := make(plotter.XYs, len(r.Timeline))
 		for i, s := range r.Timeline {
 			pts[i].X, pts[i].Y = float64(s.Event), float64(val(s))/g
@@ -395,8 +395,8 @@ const (
 
 // WriteTargets prints, for each trace replayed with both gmlake and expandable, whether gmlake meets the
 // targets, one line per trace. It prints nothing when no trace has both.
-func WriteTargets(w io.Writer, results []*ReplayResult, peaks TorchPeaks) error {
-	type pair struct{ ours, exp *ReplayResult }
+func WriteTargets(w io.Writer, results []*Result, peaks TorchPeaks) error {
+	type pair struct{ ours, exp *Result }
 	var order []string
 	pairs := map[string]*pair{}
 	for _, r := range results {
@@ -469,7 +469,7 @@ func secondsByKind(t [vmm.NumCallKinds]time.Duration) map[string]float64 {
 // WriteDriverTimeByKind prints, for each replay measured on a real GPU, the measured and modeled driver
 // time of each call kind that costs at least 1% of the total, so a disagreement between the cost model and
 // the GPU points at the calls responsible.
-func WriteDriverTimeByKind(w io.Writer, results []*ReplayResult) error {
+func WriteDriverTimeByKind(w io.Writer, results []*Result) error {
 	var b strings.Builder
 	for _, r := range results {
 		if r.MeasuredDriverTime <= 0 || r.ModeledDriverTime <= 0 {

@@ -99,7 +99,7 @@ a 3 1 1
 		t.Fatal(err)
 	}
 	var calls []int
-	r, err := Replay(context.Background(), tr, ReplayOptions{Policy: "p", Driver: d, SampleEvery: 2,
+	r, err := Run(context.Background(), tr, Options{Policy: "p", Driver: d, SampleEvery: 2,
 		Progress: func(done, total int) { calls = append(calls, done) }})
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +149,7 @@ a 3 1 1
 func TestReplaySparseIDs(t *testing.T) {
 	withBumpAllocator(t, 0)
 	tr := parseTrace(t, "a 18446744073709551615 4096 0\na 77 10 0\nf 18446744073709551615\n")
-	r, err := Replay(context.Background(), tr, ReplayOptions{})
+	r, err := Run(context.Background(), tr, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestReplaySparseIDs(t *testing.T) {
 func TestReplayErrorNamesEvent(t *testing.T) {
 	withBumpAllocator(t, 4*vmm.MiB)
 	tr := parseTrace(t, "a 0 2097152 0\na 1 2097152 0\na 2 1 0\n")
-	_, err := Replay(context.Background(), tr, ReplayOptions{Policy: "caching"})
+	_, err := Run(context.Background(), tr, Options{Policy: "caching"})
 	if !errors.Is(err, vmm.ErrOutOfMemory) || !errors.Is(err, ErrReplay) {
 		t.Fatalf("err = %v, want out of memory wrapped in ErrReplay", err)
 	}
@@ -182,7 +182,7 @@ func TestReplayStopsOnCancel(t *testing.T) {
 	tr := parseTrace(t, sb.String())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Replay(ctx, tr, ReplayOptions{}); !errors.Is(err, context.Canceled) {
+	if _, err := Run(ctx, tr, Options{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
 }
@@ -204,7 +204,7 @@ func TestBundledTracesLivePeakMatchesTorch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := Replay(context.Background(), tr, ReplayOptions{})
+		r, err := Run(context.Background(), tr, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,10 +221,10 @@ func TestBundledTracesLivePeakMatchesTorch(t *testing.T) {
 	}
 }
 
-func sampleReplayResults() []*ReplayResult {
+func sampleReplayResults() []*Result {
 	var calls vmm.CallCounts
 	calls[vmm.CallCreate], calls[vmm.CallMap], calls[vmm.CallSetAccess] = 3, 3, 2
-	return []*ReplayResult{{
+	return []*Result{{
 		Trace: "llama1b-ckpt", Policy: impl.PolicyCaching, Device: "sim", Events: 74251,
 		PeakLiveBytes: 12 << 30, PeakAllocatedBytes: 12<<30 + 1<<20, PeakReservedBytes: 17 << 30,
 		Fragmentation: 0.29, LiveFragmentation: 0.3, DriverCalls: calls, ModeledDriverTime: 60 * time.Millisecond,
@@ -332,12 +332,12 @@ func TestWritePlotPNGAndSVG(t *testing.T) {
 	}
 }
 
-// Replay through a Meter reports measured time and the inner device's modeled time.
+// Run through a Meter reports measured time and the inner device's modeled time.
 func TestReplayOnMeter(t *testing.T) {
 	withBumpAllocator(t, 0)
 	tr := parseTrace(t, "a 0 10 0\na 1 10 0\n")
 	td := wrap.NewTimer(sim.NewDevice(sim.DeviceConfig{SyncStreams: true}))
-	r, err := Replay(context.Background(), tr, ReplayOptions{Driver: td})
+	r, err := Run(context.Background(), tr, Options{Driver: td})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +379,7 @@ func TestReplayDriverTimeByKindSumsToTotal(t *testing.T) {
 		{Op: trace.OpAlloc, ID: 0, Size: 64 << 20}, {Op: trace.OpAlloc, ID: 1, Size: 3 << 20},
 		{Op: trace.OpFree, ID: 0}, {Op: trace.OpAlloc, ID: 2, Size: 200 << 20}, {Op: trace.OpFree, ID: 1},
 	}}
-	res, err := Replay(context.Background(), tr, ReplayOptions{Policy: "gmlake"})
+	res, err := Run(context.Background(), tr, Options{Policy: "gmlake"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +393,7 @@ func TestReplayDriverTimeByKindSumsToTotal(t *testing.T) {
 	res.Device, res.MeasuredDriverTime, res.MeasuredByKind = "cuda:0", 2*sum, res.ModeledByKind
 	res.MeasuredByKind[vmm.CallCreate] += sum
 	var out strings.Builder
-	if err := WriteDriverTimeByKind(&out, []*ReplayResult{res}); err != nil {
+	if err := WriteDriverTimeByKind(&out, []*Result{res}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "bykind gmlake on cuda:0") || !strings.Contains(out.String(), " create ") {
@@ -408,7 +408,7 @@ func TestReplaySnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Replay(context.Background(), tr, ReplayOptions{})
+	r, err := Run(context.Background(), tr, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,12 +41,12 @@ import (
 	"github.com/gmlake/gmlake/harness/trace"
 )
 
-// ErrSnapshot is wrapped by every error about a malformed or unusable snapshot.
-var ErrSnapshot = errors.New("bad PyTorch memory snapshot")
+// ErrInvalid is wrapped by every error about a malformed or unusable snapshot.
+var ErrInvalid = errors.New("bad PyTorch memory snapshot")
 
-// SnapshotError says where a snapshot is bad: the byte offset for a pickle that does not decode, or the
+// Error says where a snapshot is bad: the byte offset for a pickle that does not decode, or the
 // entry (device_traces[Device][Entry]) for one that decodes to something unexpected.
-type SnapshotError struct {
+type Error struct {
 	File   string
 	Offset int64 // byte offset reached when decoding failed; -1 when the pickle decoded
 	Device int   // device index in device_traces; -1 when not about an entry
@@ -55,7 +55,7 @@ type SnapshotError struct {
 	Err    error // the decoder's error, if any
 }
 
-func (e *SnapshotError) Error() string {
+func (e *Error) Error() string {
 	var where string
 	switch {
 	case e.Offset >= 0:
@@ -71,11 +71,11 @@ func (e *SnapshotError) Error() string {
 	return where + ": " + e.Msg
 }
 
-func (e *SnapshotError) Unwrap() []error {
+func (e *Error) Unwrap() []error {
 	if e.Err != nil {
-		return []error{ErrSnapshot, e.Err}
+		return []error{ErrInvalid, e.Err}
 	}
-	return []error{ErrSnapshot}
+	return []error{ErrInvalid}
 }
 
 // IsPickle reports whether the bytes start like a pickle of protocol 2 or later (what torch writes).
@@ -94,7 +94,7 @@ func LoadTrace(path string) (*trace.Trace, error) {
 	br := bufio.NewReaderSize(f, 1<<16)
 	head, _ := br.Peek(2)
 	if IsPickle(head) {
-		return ReadSnapshot(br, path, -1)
+		return Read(br, path, -1)
 	}
 	t, err := trace.Read(br, path)
 	if err != nil {
@@ -104,8 +104,8 @@ func LoadTrace(path string) (*trace.Trace, error) {
 	return t, nil
 }
 
-// SnapshotName derives a trace name from a snapshot path: the base name without .pickle / .pkl.
-func SnapshotName(path string) string {
+// Name derives a trace name from a snapshot path: the base name without .pickle / .pkl.
+func Name(path string) string {
 	n := filepath.Base(path)
 	for _, suf := range []string{".pickle", ".pkl"} {
 		n = strings.TrimSuffix(n, suf)
@@ -133,17 +133,17 @@ func (c *snapCountingReader) ReadByte() (byte, error) {
 	return b, err
 }
 
-// ReadSnapshot decodes a PyTorch memory snapshot pickle from r and converts one device's trace (device < 0:
+// Read decodes a PyTorch memory snapshot pickle from r and converts one device's trace (device < 0:
 // the device with the most allocations) to a trace.Trace. file names the input in errors and the trace.
 // The input is read whole and its opcodes checked (scanPickle) before it is decoded, so a truncated or
 // corrupt file is an error at the offset where it goes wrong, never a huge allocation.
-func ReadSnapshot(r io.Reader, file string, device int) (t *trace.Trace, err error) {
+func Read(r io.Reader, file string, device int) (t *trace.Trace, err error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return nil, &SnapshotError{File: file, Offset: int64(len(data)), Device: -1, Entry: -1, Msg: "read", Err: err}
+		return nil, &Error{File: file, Offset: int64(len(data)), Device: -1, Entry: -1, Msg: "read", Err: err}
 	}
 	if off, msg := scanPickle(data); msg != "" {
-		return nil, &SnapshotError{File: file, Offset: int64(off), Device: -1, Entry: -1, Msg: msg}
+		return nil, &Error{File: file, Offset: int64(off), Device: -1, Entry: -1, Msg: msg}
 	}
 	cr := &snapCountingReader{r: bufio.NewReader(bytes.NewReader(data))}
 	u := pickle.NewUnpickler(cr)
@@ -151,20 +151,20 @@ func ReadSnapshot(r io.Reader, file string, device int) (t *trace.Trace, err err
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
-				err = &SnapshotError{File: file, Offset: cr.n, Device: -1, Entry: -1, Msg: "pickle does not decode",
+				err = &Error{File: file, Offset: cr.n, Device: -1, Entry: -1, Msg: "pickle does not decode",
 					Err: fmt.Errorf("%v", p)}
 			}
 		}()
 		root, err = u.Load()
 	}()
 	if err != nil {
-		if _, ok := err.(*SnapshotError); ok {
+		if _, ok := err.(*Error); ok {
 			return nil, err
 		}
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, &SnapshotError{File: file, Offset: cr.n, Device: -1, Entry: -1,
+		return nil, &Error{File: file, Offset: cr.n, Device: -1, Entry: -1,
 			Msg: "pickle does not decode (truncated or not a snapshot?)", Err: err}
 	}
 	return snapshotToTrace(root, file, device)
@@ -252,7 +252,7 @@ func scanPickle(data []byte) (int, string) {
 }
 
 func snapErr(file string, dev, entry int, format string, args ...any) error {
-	return &SnapshotError{File: file, Offset: -1, Device: dev, Entry: entry, Msg: fmt.Sprintf(format, args...)}
+	return &Error{File: file, Offset: -1, Device: dev, Entry: entry, Msg: fmt.Sprintf(format, args...)}
 }
 
 // pyDictGet looks a string key up in a decoded dict.
@@ -451,7 +451,7 @@ func snapshotToTrace(root any, file string, device int) (*trace.Trace, error) {
 		}
 	}
 
-	t := &trace.Trace{Name: SnapshotName(file), Events: make([]trace.Event, 0, len(prelude)+len(body))}
+	t := &trace.Trace{Name: Name(file), Events: make([]trace.Event, 0, len(prelude)+len(body))}
 	streamNum := make(map[int64]int)
 	for _, evs := range [][]snapEvent{prelude, body} {
 		for _, r := range evs {

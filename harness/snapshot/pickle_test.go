@@ -64,7 +64,7 @@ func TestReadSnapshotChoosesDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	tr, err := ReadSnapshot(f, "snapshot.pickle", 1)
+	tr, err := Read(f, "snapshot.pickle", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +72,8 @@ func TestReadSnapshotChoosesDevice(t *testing.T) {
 		t.Errorf("device 1: %v", tr.Events)
 	}
 	f.Seek(0, 0)
-	if _, err := ReadSnapshot(f, "snapshot.pickle", 2); !errors.Is(err, ErrSnapshot) {
-		t.Errorf("device 2 of 2: err = %v, want ErrSnapshot", err)
+	if _, err := Read(f, "snapshot.pickle", 2); !errors.Is(err, ErrInvalid) {
+		t.Errorf("device 2 of 2: err = %v, want ErrInvalid", err)
 	}
 }
 
@@ -83,10 +83,10 @@ func TestReadSnapshotTruncatedSaysOffset(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []int{2, len(b) / 3, len(b) - 1} {
-		_, err := ReadSnapshot(bytes.NewReader(b[:n]), "cut.pickle", -1)
-		var se *SnapshotError
-		if !errors.As(err, &se) || !errors.Is(err, ErrSnapshot) {
-			t.Fatalf("cut at %d: err = %v, want a *SnapshotError", n, err)
+		_, err := Read(bytes.NewReader(b[:n]), "cut.pickle", -1)
+		var se *Error
+		if !errors.As(err, &se) || !errors.Is(err, ErrInvalid) {
+			t.Fatalf("cut at %d: err = %v, want a *Error", n, err)
 		}
 		if se.Offset <= 0 || se.Offset > int64(n) || !strings.HasPrefix(err.Error(), "cut.pickle: offset ") {
 			t.Errorf("cut at %d: %q: want the file and an offset in (0, %d]", n, err, n)
@@ -96,7 +96,7 @@ func TestReadSnapshotTruncatedSaysOffset(t *testing.T) {
 
 func TestReadSnapshotBadEntrySaysWhich(t *testing.T) {
 	_, err := LoadTrace("testdata/snapshot_bad_entry.pickle")
-	if !errors.Is(err, ErrSnapshot) || !strings.Contains(err.Error(), "snapshot_bad_entry.pickle: device_traces[0][2]: entry has no \"size\"") {
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "snapshot_bad_entry.pickle: device_traces[0][2]: entry has no \"size\"") {
 		t.Errorf("err = %v", err)
 	}
 }
@@ -105,13 +105,13 @@ func TestReadSnapshotBadEntrySaysWhich(t *testing.T) {
 // with a message naming the file.
 func TestReadSnapshotNotASnapshot(t *testing.T) {
 	// protocol 2: PROTO 2, EMPTY_LIST, STOP: a valid pickle of [].
-	_, err := ReadSnapshot(bytes.NewReader([]byte{0x80, 2, ']', '.'}), "list.pickle", -1)
-	if !errors.Is(err, ErrSnapshot) || !strings.Contains(err.Error(), "list.pickle") || !strings.Contains(err.Error(), "device_traces") {
+	_, err := Read(bytes.NewReader([]byte{0x80, 2, ']', '.'}), "list.pickle", -1)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "list.pickle") || !strings.Contains(err.Error(), "device_traces") {
 		t.Errorf("err = %v", err)
 	}
 	// garbage after a pickle header
-	_, err = ReadSnapshot(bytes.NewReader([]byte{0x80, 2, 0xff, 0xfe}), "junk.pickle", -1)
-	if !errors.Is(err, ErrSnapshot) || !strings.HasPrefix(err.Error(), "junk.pickle: offset 2: unknown pickle opcode 0xff") {
+	_, err = Read(bytes.NewReader([]byte{0x80, 2, 0xff, 0xfe}), "junk.pickle", -1)
+	if !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), "junk.pickle: offset 2: unknown pickle opcode 0xff") {
 		t.Errorf("err = %v", err)
 	}
 }
@@ -136,7 +136,7 @@ func TestLoadTraceTextAndErrors(t *testing.T) {
 	}
 }
 
-// FuzzReadSnapshot: any bytes give a trace or an error wrapping ErrSnapshot, never a panic, and a trace that
+// FuzzReadSnapshot: any bytes give a trace or an error wrapping ErrInvalid, never a panic, and a trace that
 // comes back is legal (it writes and reads back through the text parser).
 func FuzzReadSnapshot(f *testing.F) {
 	for _, p := range []string{"testdata/snapshot.pickle", "testdata/snapshot_bad_entry.pickle"} {
@@ -147,10 +147,10 @@ func FuzzReadSnapshot(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		tr, err := ReadSnapshot(bytes.NewReader(b), "fuzz.pickle", -1)
+		tr, err := Read(bytes.NewReader(b), "fuzz.pickle", -1)
 		if err != nil {
-			if !errors.Is(err, ErrSnapshot) {
-				t.Fatalf("error %v does not wrap ErrSnapshot", err)
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v does not wrap ErrInvalid", err)
 			}
 			return
 		}

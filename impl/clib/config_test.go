@@ -27,7 +27,7 @@ func TestParseBytesRefusesUnrepresentable(t *testing.T) {
 func TestApplyKnobsRefusesNonFinite(t *testing.T) {
 	for _, knobs := range []map[string]string{{"CHUNK_SIZE": "NaN"}, {"CHUNK_SIZE": "1e300"},
 		{"SBLOCK_CACHE": "99999999999999999999"}, {"GMLAKE_CHUNK_SIZE": "Inf"}} {
-		e, err := NewCEngine(newSim(0 /* capacity: an H200 */), simConfig(CEngineConfig{Knobs: knobs}))
+		e, err := New(newSim(0 /* capacity: an H200 */), simConfig(Config{Knobs: knobs}))
 		if !errors.Is(err, ErrBadKnob) {
 			if e != nil {
 				e.Close()
@@ -41,7 +41,7 @@ func TestApplyKnobsRefusesNonFinite(t *testing.T) {
 			}
 		}
 	}
-	if _, err := NewCEngine(newSim(0), simConfig(CEngineConfig{Knobs: map[string]string{"GMLAKE_CHUNK_SIZE": "64MiB"}})); err != nil {
+	if _, err := New(newSim(0), simConfig(Config{Knobs: map[string]string{"GMLAKE_CHUNK_SIZE": "64MiB"}})); err != nil {
 		t.Errorf("a knob spelled with its GMLAKE_ prefix: %v", err)
 	}
 }
@@ -57,7 +57,7 @@ func TestMemoryFractionTooSmallIsAnError(t *testing.T) {
 	if f, err := ParseFraction("0.25"); err != nil || f != 0.25 {
 		t.Errorf("ParseFraction(0.25) = %g, %v", f, err)
 	}
-	e, err := NewCEngine(newSim(1*vmm.GiB), simConfig(CEngineConfig{}))
+	e, err := New(newSim(1*vmm.GiB), simConfig(Config{}))
 	if err != nil {
 		t.Fatal(err)
 	}

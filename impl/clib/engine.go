@@ -24,8 +24,8 @@ import (
 // ErrBadKnob is wrapped by every error about a knob: unknown name, or a value that does not parse.
 var ErrBadKnob = errors.New("gmlake: bad knob")
 
-// CEngineConfig configures one engine of the C library.
-type CEngineConfig struct {
+// Config configures one engine of the C library.
+type Config struct {
 	Driver string // the driver's name, for the statistics ("cuda", "sim")
 	Device int    // device ordinal, for the statistics and errors
 	Policy string // one of impl.Policies; "" is the default policy
@@ -210,11 +210,11 @@ func ApplyKnobs(cfg *impl.Config, knobs map[string]string) error {
 	return nil
 }
 
-// CEngine is one engine of the C library: an impl.Allocator on one device, addressed with plain integers
+// Engine is one engine of the C library: an impl.Allocator on one device, addressed with plain integers
 // (pointers and CUDA streams as uintptr). Safe for concurrent use (the engine is; the stream table of the
 // simulated device has its own lock).
-type CEngine struct {
-	cfg   CEngineConfig
+type Engine struct {
+	cfg   Config
 	a     *impl.Allocator
 	drv   *wrap.Limit // the driver given to NewCEngine, with the memory-fraction cap
 	total uint64      // the device's total memory at open
@@ -242,7 +242,7 @@ type CEngine struct {
 // the engine releases a cached block only once the event recorded after its free has completed, so without
 // waiting, memory still in use by queued kernels could not be released and a request would fail that PyTorch
 // would serve.
-func (e *CEngine) syncStreams() {
+func (e *Engine) syncStreams() {
 	if e.a.Capturing() {
 		return // synchronising a capturing stream is illegal (and waits for nothing)
 	}
@@ -263,9 +263,9 @@ func (e *CEngine) syncStreams() {
 	})
 }
 
-// NewCEngine starts an engine on d, which it owns from then on: Close closes d, and so does a failed
-// NewCEngine (when d has a Close method). Bad knobs are an error wrapping ErrBadKnob.
-func NewCEngine(d vmm.Driver, cfg CEngineConfig) (*CEngine, error) {
+// New starts an engine on d, which it owns from then on: Close closes d, and so does a failed
+// New (when d has a Close method). Bad knobs are an error wrapping ErrBadKnob.
+func New(d vmm.Driver, cfg Config) (*Engine, error) {
 	closeDriver := func() {
 		if c, ok := d.(interface{ Close() error }); ok {
 			_ = c.Close()
@@ -276,7 +276,7 @@ func NewCEngine(d vmm.Driver, cfg CEngineConfig) (*CEngine, error) {
 		closeDriver()
 		return nil, err
 	}
-	e := &CEngine{cfg: cfg, drv: wrap.NewLimit(d, cfg.MemoryLimit)}
+	e := &Engine{cfg: cfg, drv: wrap.NewLimit(d, cfg.MemoryLimit)}
 	if cfg.OwnStreams {
 		e.ownStreams = map[uintptr]vmm.Stream{0: vmm.DefaultStream}
 	}
@@ -296,7 +296,7 @@ func NewCEngine(d vmm.Driver, cfg CEngineConfig) (*CEngine, error) {
 }
 
 // stream turns a C stream into the driver's stream. On the real GPU a cudaStream_t is the CUstream itself.
-func (e *CEngine) stream(s uintptr) (vmm.Stream, error) {
+func (e *Engine) stream(s uintptr) (vmm.Stream, error) {
 	if e.ownStreams == nil {
 		return vmm.Stream(s), nil
 	}
@@ -315,12 +315,12 @@ func (e *CEngine) stream(s uintptr) (vmm.Stream, error) {
 
 // Alloc allocates size bytes for use on stream and returns the device address. On the real GPU, a request
 // that fails for lack of memory is retried once after the streams' work has completed (see syncStreams).
-func (e *CEngine) Alloc(size uint64, stream uintptr) (uintptr, error) {
+func (e *Engine) Alloc(size uint64, stream uintptr) (uintptr, error) {
 	return e.AllocPool(size, stream, impl.PoolID{})
 }
 
 // AllocPool is Alloc from memory pool pool (impl.AllocPool; the zero id is the default pool).
-func (e *CEngine) AllocPool(size uint64, stream uintptr, pool impl.PoolID) (uintptr, error) {
+func (e *Engine) AllocPool(size uint64, stream uintptr, pool impl.PoolID) (uintptr, error) {
 	s, err := e.stream(stream)
 	if err != nil {
 		return 0, err
@@ -358,11 +358,11 @@ func (e *CEngine) AllocPool(size uint64, stream uintptr, pool impl.PoolID) (uint
 }
 
 // Free frees ptr, stream-ordered on its allocation stream.
-func (e *CEngine) Free(ptr uintptr) error { return e.a.Free(vmm.DevicePtr(ptr)) }
+func (e *Engine) Free(ptr uintptr) error { return e.a.Free(vmm.DevicePtr(ptr)) }
 
 // RecordStream marks ptr as used on stream too: its memory is reused only after that stream's work
 // submitted before the free has completed.
-func (e *CEngine) RecordStream(ptr, stream uintptr) error {
+func (e *Engine) RecordStream(ptr, stream uintptr) error {
 	s, err := e.stream(stream)
 	if err != nil {
 		return err
@@ -372,7 +372,7 @@ func (e *CEngine) RecordStream(ptr, stream uintptr) error {
 
 // EmptyCache returns every cached (free) byte to the device, after the streams' work has completed (as
 // torch.cuda.empty_cache, which synchronises the device).
-func (e *CEngine) EmptyCache() error {
+func (e *Engine) EmptyCache() error {
 	e.syncStreams()
 	err := e.a.EmptyCache()
 	e.afterCall(0, 0)
@@ -380,19 +380,19 @@ func (e *CEngine) EmptyCache() error {
 }
 
 // Policy returns the engine's policy name.
-func (e *CEngine) Policy() string { return e.a.Policy() }
+func (e *Engine) Policy() string { return e.a.Policy() }
 
 // TotalMemory returns the device's total memory in bytes, as the driver reported it at open.
-func (e *CEngine) TotalMemory() uint64 { return e.total }
+func (e *Engine) TotalMemory() uint64 { return e.total }
 
 // SetMemoryLimit caps the physical bytes the engine may hold (0 removes the cap). Memory already held
 // beyond a new cap stays until it is freed and released (EmptyCache).
-func (e *CEngine) SetMemoryLimit(bytes uint64) { e.drv.SetLimit(bytes) }
+func (e *Engine) SetMemoryLimit(bytes uint64) { e.drv.SetLimit(bytes) }
 
 // SetMemoryFraction caps the engine at fraction f of the device's total memory, as PyTorch's
 // set_per_process_memory_fraction: f must be a finite number in (0, 1] (1: no cap) whose cap is at least
 // one byte; a tiny fraction is not "no cap". Errors wrap ErrBadKnob and change nothing.
-func (e *CEngine) SetMemoryFraction(f float64) error {
+func (e *Engine) SetMemoryFraction(f float64) error {
 	if !(f > 0 && f <= 1) {
 		return fmt.Errorf("%w: memory fraction %g: want a number in (0, 1]", ErrBadKnob, f)
 	}
@@ -410,7 +410,7 @@ func (e *CEngine) SetMemoryFraction(f float64) error {
 }
 
 // MemoryLimit returns the cap set by SetMemoryLimit (0: none).
-func (e *CEngine) MemoryLimit() uint64 { return e.drv.Limit() }
+func (e *Engine) MemoryLimit() uint64 { return e.drv.Limit() }
 
 // IsConfigError reports whether err is about the configuration (a knob, the policy, a limit), not the
 // device: the C library says those once, naming the variable.
@@ -430,7 +430,7 @@ func IsOutOfMemory(err error) bool { return errors.Is(err, vmm.ErrOutOfMemory) }
 // Stats returns the engine's statistics as a JSON-ready map: byte counters and their peaks, fragmentation
 // (1 - peak allocated / peak reserved, and the same against peak requested bytes), counters, and driver
 // calls by kind. extra entries are merged in (the C library adds its own counters).
-func (e *CEngine) Stats(extra map[string]any) map[string]any {
+func (e *Engine) Stats(extra map[string]any) map[string]any {
 	s := e.a.Stats()
 	frag := func(used, reserved uint64) float64 {
 		if reserved == 0 {
@@ -463,7 +463,7 @@ func (e *CEngine) Stats(extra map[string]any) map[string]any {
 }
 
 // StatsJSON is Stats as JSON.
-func (e *CEngine) StatsJSON(extra map[string]any) []byte {
+func (e *Engine) StatsJSON(extra map[string]any) []byte {
 	b, err := json.Marshal(e.Stats(extra))
 	if err != nil { // only plain numbers and strings above: cannot happen
 		return []byte(fmt.Sprintf(`{"error":%q}`, err.Error()))
@@ -473,7 +473,7 @@ func (e *CEngine) StatsJSON(extra map[string]any) []byte {
 
 // Close releases everything the engine holds and closes the driver. It returns how many allocations were
 // still live (released anyway) and how many physical bytes went back to the device.
-func (e *CEngine) Close() (live int, released uint64, err error) {
+func (e *Engine) Close() (live int, released uint64, err error) {
 	rep, err := e.a.Close()
 	live, released = len(rep.Live), rep.ReleasedBytes
 	if c, ok := e.drv.Driver.(interface{ Close() error }); ok {

@@ -15,7 +15,7 @@ func newSim(capacity uint64) *sim.Device {
 }
 
 // simConfig marks cfg as running on the simulated device, which knows only the streams it created.
-func simConfig(cfg CEngineConfig) CEngineConfig {
+func simConfig(cfg Config) Config {
 	cfg.Driver, cfg.OwnStreams = "sim", true
 	return cfg
 }
@@ -56,7 +56,7 @@ func TestCEngineKnobs(t *testing.T) {
 	if len(KnobNames()) == 0 {
 		t.Skip("impl.Config has no knobs")
 	}
-	e, err := NewCEngine(newSim(0 /* capacity: an H200 */), simConfig(CEngineConfig{Knobs: map[string]string{KnobNames()[0]: "0"}}))
+	e, err := New(newSim(0 /* capacity: an H200 */), simConfig(Config{Knobs: map[string]string{KnobNames()[0]: "0"}}))
 	if err != nil {
 		t.Fatalf("a valid knob: %v", err)
 	}
@@ -64,7 +64,7 @@ func TestCEngineKnobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, knobs := range []map[string]string{{"NO_SUCH_KNOB": "1"}, {"CHUNK_SIZE": "lots"}} {
-		if _, err := NewCEngine(newSim(0 /* capacity: an H200 */), simConfig(CEngineConfig{Knobs: knobs})); !errors.Is(err, ErrBadKnob) {
+		if _, err := New(newSim(0 /* capacity: an H200 */), simConfig(Config{Knobs: knobs})); !errors.Is(err, ErrBadKnob) {
 			t.Errorf("knobs %v: err %v, want ErrBadKnob", knobs, err)
 		}
 	}
@@ -74,7 +74,7 @@ func TestCEngineKnobs(t *testing.T) {
 // errors.Is ErrOutOfMemory), lifting it lets the request through, and nothing leaks after Close.
 func TestCEngineMemoryLimit(t *testing.T) {
 	dev := newSim(256 * vmm.MiB)
-	e, err := NewCEngine(dev, simConfig(CEngineConfig{MemoryLimit: 64 * vmm.MiB}))
+	e, err := New(dev, simConfig(Config{MemoryLimit: 64 * vmm.MiB}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestCEngineMemoryLimit(t *testing.T) {
 // Property: arbitrary C stream values work on the simulated device (each gets a simulated stream), and the
 // statistics JSON carries the peaks, fragmentation and driver calls with the expected relations.
 func TestCEngineStreamsAndStats(t *testing.T) {
-	e, err := NewCEngine(newSim(1*vmm.GiB), simConfig(CEngineConfig{}))
+	e, err := New(newSim(1*vmm.GiB), simConfig(Config{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestCEngineStreamsAndStats(t *testing.T) {
 // The C library's hot path below the C ABI: one alloc+free pair through CEngine (warm cache, default stream,
 // simulated device). capi adds about 100 ns per call into Go on top (see capi/testdata/abi_test.cc).
 func BenchmarkCEngineAllocFree(b *testing.B) {
-	e, err := NewCEngine(newSim(0 /* capacity: an H200 */), simConfig(CEngineConfig{}))
+	e, err := New(newSim(0 /* capacity: an H200 */), simConfig(Config{}))
 	if err != nil {
 		b.Fatal(err)
 	}

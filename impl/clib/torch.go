@@ -32,7 +32,7 @@ type torchCounters struct {
 // num_ooms counting the allocations that failed with out of memory after every retry (including requests
 // larger than the device) and num_sync_all_streams the synchronisations of every stream (empty_cache and the
 // out-of-memory path; counted on the simulated device too, where they complete at once).
-func (e *CEngine) TorchStats() impl.DeviceStats {
+func (e *Engine) TorchStats() impl.DeviceStats {
 	s := e.a.TorchStats()
 	s.NumOOMs = e.torch.ooms.Load() - e.torch.oomsBase.Load()
 	s.NumSyncAllStreams = e.torch.syncs.Load() - e.torch.syncsBase.Load()
@@ -40,17 +40,17 @@ func (e *CEngine) TorchStats() impl.DeviceStats {
 }
 
 // ResetPeakStats sets every peak to its current value.
-func (e *CEngine) ResetPeakStats() { e.a.ResetPeakStats() }
+func (e *Engine) ResetPeakStats() { e.a.ResetPeakStats() }
 
 // ResetAccumulatedStats zeroes the accumulated totals and the num_* counters.
-func (e *CEngine) ResetAccumulatedStats() {
+func (e *Engine) ResetAccumulatedStats() {
 	e.a.ResetAccumulatedStats()
 	e.torch.oomsBase.Store(e.torch.ooms.Load())
 	e.torch.syncsBase.Store(e.torch.syncs.Load())
 }
 
 // oversize is the out-of-memory error of a request larger than the device (counted in num_ooms).
-func (e *CEngine) oversize(size uint64, s vmm.Stream) error {
+func (e *Engine) oversize(size uint64, s vmm.Stream) error {
 	e.torch.ooms.Add(1)
 	st := e.a.Stats()
 	free, _, _ := e.drv.MemInfo()
@@ -75,7 +75,7 @@ type AllocFailure struct {
 }
 
 // Failure describes the failure err of an allocation of size bytes.
-func (e *CEngine) Failure(size uint64, err error) AllocFailure {
+func (e *Engine) Failure(size uint64, err error) AllocFailure {
 	f := AllocFailure{Kind: FailOther, Requested: size, DeviceTotal: e.total, Limit: e.drv.Limit()}
 	var oom *impl.OOMError
 	switch {
@@ -95,16 +95,16 @@ func (e *CEngine) Failure(size uint64, err error) AllocFailure {
 }
 
 // CacheInfo returns the largest block an allocation of the default pool could get without new memory.
-func (e *CEngine) CacheInfo() uint64 { return e.a.LargestCachedBlock() }
+func (e *Engine) CacheInfo() uint64 { return e.a.LargestCachedBlock() }
 
 // BaseAllocation returns the live allocation holding ptr: its start and block size.
-func (e *CEngine) BaseAllocation(ptr uintptr) (uintptr, uint64, error) {
+func (e *Engine) BaseAllocation(ptr uintptr) (uintptr, uint64, error) {
 	r, err := e.a.AllocationAt(vmm.DevicePtr(ptr))
 	return uintptr(r.Base), r.Size, err
 }
 
 // MemoryFraction returns the cap on the physical memory as a fraction of the device (1: no cap).
-func (e *CEngine) MemoryFraction() float64 {
+func (e *Engine) MemoryFraction() float64 {
 	lim := e.drv.Limit()
 	if lim == 0 || e.total == 0 || lim >= e.total {
 		return 1
@@ -113,7 +113,7 @@ func (e *CEngine) MemoryFraction() float64 {
 }
 
 // cStream turns a driver stream back into the C stream it stands for.
-func (e *CEngine) cStream(s vmm.Stream) uintptr {
+func (e *Engine) cStream(s vmm.Stream) uintptr {
 	if e.ownStreams == nil {
 		return uintptr(s)
 	}
@@ -140,7 +140,7 @@ type EventHook func(action int, addr uintptr, size uint64, stream uintptr)
 
 // SetEventHook sets (nil: clears) the hook that receives segment map/unmap and out-of-memory events. It is
 // called outside the engine's lock, on the thread of the call that caused the event.
-func (e *CEngine) SetEventHook(h EventHook) {
+func (e *Engine) SetEventHook(h EventHook) {
 	if h == nil {
 		e.hook.Store(nil)
 	} else {
@@ -150,7 +150,7 @@ func (e *CEngine) SetEventHook(h EventHook) {
 }
 
 // deliverEvents hands the engine's recorded segment events to the hook.
-func (e *CEngine) deliverEvents() {
+func (e *Engine) deliverEvents() {
 	evs := e.a.TakeSegmentEvents()
 	h := e.hook.Load()
 	if h == nil {
@@ -167,7 +167,7 @@ func (e *CEngine) deliverEvents() {
 
 // afterCall delivers pending segment events and, for a failed allocation of size bytes on stream that ran
 // out of memory, the out-of-memory event.
-func (e *CEngine) afterCall(oomSize uint64, stream uintptr) {
+func (e *Engine) afterCall(oomSize uint64, stream uintptr) {
 	if e.a.SegmentEventsPending() {
 		e.deliverEvents()
 	}
@@ -212,7 +212,7 @@ type jsonStitched struct {
 }
 
 // SnapshotJSON returns the segments and blocks as the JSON of gmlake.h's gmlake_snapshot_json.
-func (e *CEngine) SnapshotJSON() []byte {
+func (e *Engine) SnapshotJSON() []byte {
 	snap := e.a.TorchSnapshot()
 	out := struct {
 		Device   int            `json:"device"`
@@ -263,21 +263,21 @@ type PoolID = impl.PoolID
 var ErrUnknownPool = impl.ErrUnknownPool
 
 // CreateOrIncrefPool creates pool id or increments its use count; it returns the new count.
-func (e *CEngine) CreateOrIncrefPool(id PoolID) (int, error) { return e.a.CreateOrIncrefPool(id) }
+func (e *Engine) CreateOrIncrefPool(id PoolID) (int, error) { return e.a.CreateOrIncrefPool(id) }
 
 // ReleasePool decrements pool id's use count; at 0 the pool's free memory goes back to the device (and the
 // memory of its live allocations as they are freed). It returns the new count.
-func (e *CEngine) ReleasePool(id PoolID) (int, error) {
+func (e *Engine) ReleasePool(id PoolID) (int, error) {
 	n, err := e.a.ReleasePool(id)
 	e.afterCall(0, 0)
 	return n, err
 }
 
 // PoolUseCount returns pool id's use count (0: none).
-func (e *CEngine) PoolUseCount(id PoolID) int { return e.a.PoolUseCount(id) }
+func (e *Engine) PoolUseCount(id PoolID) int { return e.a.PoolUseCount(id) }
 
 // PoolLive returns the addresses of pool id's live allocations, in address order.
-func (e *CEngine) PoolLive(id PoolID) []uintptr {
+func (e *Engine) PoolLive(id PoolID) []uintptr {
 	ps := e.a.PoolLive(id)
 	out := make([]uintptr, len(ps))
 	for i, p := range ps {
@@ -287,7 +287,7 @@ func (e *CEngine) PoolLive(id PoolID) []uintptr {
 }
 
 // SetCapturing says that stream begins (on) or ends (off) a CUDA graph capture (impl.SetCapturing).
-func (e *CEngine) SetCapturing(stream uintptr, on bool) error {
+func (e *Engine) SetCapturing(stream uintptr, on bool) error {
 	s, err := e.stream(stream)
 	if err != nil {
 		return err
