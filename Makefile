@@ -43,6 +43,7 @@ gpu:
 	$(GO) build -o $(BIN)/gmlake ./cmd/gmlake
 	$(GO) test -c -o $(BIN)/cudavmm.test ./impl/cudavmm
 	$(GO) test -c -o $(BIN)/conformance.test ./harness/conformance
+	$(GO) test -c -o $(BIN)/probe.test ./harness/probe
 	$(GO) test -c -o $(BIN)/impl.test ./impl
 
 ## capi: the PyTorch pluggable allocator library
