@@ -803,11 +803,7 @@ func (a *Allocator) freeSBlock(sb *block) {
 	sb.size = sb.resv.Size // a partly held sBlock (paperReuse) is cached whole
 	sb.uses = sb.uses[:0]
 	sb.events = 0
-	if !sb.stamped {
-		a.freeSeq++
-		sb.freeSeq = a.freeSeq
-	}
-	sb.stamped = false
+	a.stampFree(sb)
 	a.clock++
 	sb.lastUse = a.clock
 	home := sb.home

@@ -196,9 +196,9 @@ func (a *Allocator) Free(p vmm.DevicePtr) error {
 	if a.closed {
 		return ErrClosed
 	}
-	b := a.ptrs[p]
-	if b == nil || b.ptr != p || b.state != Live || b.heldBy != nil {
-		return a.badPtr(p, b)
+	b := a.liveAt(p)
+	if b == nil {
+		return a.badPtr(p, a.ptrs[p])
 	}
 	return a.freeLocked(b)
 }
@@ -211,9 +211,9 @@ func (a *Allocator) RecordStream(p vmm.DevicePtr, s vmm.Stream) error {
 	if a.closed {
 		return ErrClosed
 	}
-	b := a.ptrs[p]
-	if b == nil || b.ptr != p || b.state != Live || b.heldBy != nil {
-		return a.badPtr(p, b)
+	b := a.liveAt(p)
+	if b == nil {
+		return a.badPtr(p, a.ptrs[p])
 	}
 	if _, err := a.streamLocked(s); err != nil {
 		return err
@@ -645,6 +645,29 @@ func (a *Allocator) recordUses(b *block) error {
 	return nil
 }
 
+// liveAt returns the block of the live allocation that starts at p, as Alloc handed it out; nil when p is no
+// such start (unknown, interior, freed, or a pBlock held by a live sBlock).
+func (a *Allocator) liveAt(p vmm.DevicePtr) *block {
+	if b := a.ptrs[p]; b != nil && b.ptr == p && b.handedOut() {
+		return b
+	}
+	return nil
+}
+
+// handedOut reports whether b is a live allocation as Alloc returned it: Live, and not a pBlock held by a
+// live sBlock.
+func (b *block) handedOut() bool { return b.state == Live && b.heldBy == nil }
+
+// stampFree gives b, whose last use completed, the next free stamp, unless Free already stamped it (a
+// Pending block: the allocation stream's last use came before Free, so the stamp of that moment holds).
+func (a *Allocator) stampFree(b *block) {
+	if !b.stamped {
+		a.freeSeq++
+		b.freeSeq = a.freeSeq
+	}
+	b.stamped = false
+}
+
 func (a *Allocator) allocCount(b *block) uint64 {
 	if b.kind == Stitched && a.seeded(MutStatsDoubleCount) {
 		return 2 * b.size
@@ -664,11 +687,7 @@ func (a *Allocator) freeBlock(b *block) {
 	b.heldBy = nil
 	b.uses = b.uses[:0]
 	b.events = 0
-	if !b.stamped {
-		a.freeSeq++
-		b.freeSeq = a.freeSeq
-	}
-	b.stamped = false
+	a.stampFree(b)
 	if b.seg.arena {
 		seg, lo := b.seg, b.segOff()
 		for i := seg.chunkIndex(lo); i < len(seg.chunks) && seg.chunks[i].off < lo+b.size; i++ {

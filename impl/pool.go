@@ -121,7 +121,7 @@ func (a *Allocator) PoolLive(id PoolID) []vmm.DevicePtr {
 	defer a.mu.Unlock()
 	var out []vmm.DevicePtr
 	for p, b := range a.ptrs {
-		if b.ptr != p || b.state != Live || b.heldBy != nil {
+		if b.ptr != p || !b.handedOut() {
 			continue
 		}
 		if blockHome(b).poolID() == id {

@@ -90,7 +90,7 @@ func (a *Allocator) Snapshot() Snapshot {
 func (a *Allocator) liveInfos() []LiveInfo {
 	var out []LiveInfo
 	for p, b := range a.ptrs {
-		if b.ptr != p || b.state != Live || b.heldBy != nil {
+		if b.ptr != p || !b.handedOut() {
 			continue
 		}
 		out = append(out, LiveInfo{Ptr: p, Requested: b.requested, Size: b.size, Stream: b.stream,

@@ -51,8 +51,8 @@ func (a *Allocator) AllocationAt(p vmm.DevicePtr) (vmm.Range, error) {
 	if a.closed {
 		return vmm.Range{}, ErrClosed
 	}
-	b := a.ptrs[p]
-	if b == nil || b.ptr != p || b.state != Live || b.heldBy != nil {
+	b := a.liveAt(p)
+	if b == nil {
 		if b = a.liveContaining(p); b == nil {
 			return vmm.Range{}, fmt.Errorf("%w: %v is in no live allocation", ErrUnknownPointer, p)
 		}

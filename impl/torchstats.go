@@ -235,7 +235,7 @@ func (a *Allocator) torchStatsCounted() DeviceStats {
 		arr[1+p].Current += n
 	}
 	for p, b := range a.ptrs {
-		if b.ptr != p || b.state != Live || b.heldBy != nil {
+		if b.ptr != p || !b.handedOut() {
 			continue
 		}
 		add(&s.Allocation, b.pool, 1)
