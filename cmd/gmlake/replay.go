@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -138,14 +139,14 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 		}
 	}
 
-	traces := make([]*trace.Trace, 0, len(paths))
+	traces := make([]*traceInput, 0, len(paths))
 	total := 0
 	for _, p := range paths {
-		t, err := snapshot.LoadTrace(p)
+		t, err := checkTrace(p)
 		if err != nil {
 			return err
 		}
-		if len(t.Events) == 0 {
+		if t.events == 0 {
 			return fmt.Errorf("%s: %w: nothing to replay", p, trace.ErrEmpty)
 		}
 		traces = append(traces, t)
@@ -153,7 +154,7 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 		if len(limits) > 0 && slices.Contains(f.policies, impl.PolicyGMLakePaper) {
 			runs += len(limits) - 1
 		}
-		total += len(t.Events) * runs
+		total += t.events * runs
 	}
 
 	var gpu *wrap.Meter
@@ -172,7 +173,7 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 	for _, t := range traces {
 		sampleEvery := 0
 		if f.plot != "" {
-			sampleEvery = max(1, len(t.Events)/f.points)
+			sampleEvery = max(1, t.events/f.points)
 		}
 		var runs []replayRun
 		for _, pol := range f.policies {
@@ -187,7 +188,7 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 		for _, run := range runs {
 			opts := replay.Options{Policy: run.policy, Config: impl.Config{StitchMin: run.fragLimit},
 				SampleEvery: sampleEvery, Progress: prog.update}
-			sim, err := replay.Run(ctx, t, opts)
+			sim, err := t.replay(ctx, opts)
 			if err != nil {
 				prog.clear()
 				return err
@@ -199,7 +200,7 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 			results = append(results, sim)
 			if gpu != nil {
 				opts.Driver = gpu
-				real, err := replay.Run(ctx, t, opts)
+				real, err := t.replay(ctx, opts)
 				if err != nil {
 					prog.clear()
 					return err
@@ -254,6 +255,64 @@ type replayRun struct {
 	policy    string
 	fragLimit uint64
 	label     string
+}
+
+// traceInput is one trace to replay: a text trace, streamed from its file by every replay so that memory
+// does not grow with its length, or a PyTorch snapshot, held in memory (a pickle is decoded whole).
+type traceInput struct {
+	path, name string
+	events     int
+	mem        *trace.Trace // snapshots only
+}
+
+// checkTrace reads the trace at path once through (a text trace in constant memory), checking it and
+// counting its events, so that a bad trace fails before any replay runs.
+func checkTrace(path string) (*traceInput, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<16)
+	if head, _ := br.Peek(2); snapshot.IsPickle(head) {
+		t, err := snapshot.Read(br, path, -1)
+		if err != nil {
+			return nil, err
+		}
+		return &traceInput{path: path, name: t.Name, events: len(t.Events), mem: t}, nil
+	}
+	rd, err := trace.NewReader(br, path)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	for {
+		_, ok, err := rd.Next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return &traceInput{path: path, name: trace.Name(path), events: rd.Events()}, nil
+		}
+	}
+}
+
+// replay runs one replay of the trace, streaming a text trace from its file again.
+func (t *traceInput) replay(ctx context.Context, opts replay.Options) (*replay.Result, error) {
+	if t.mem != nil {
+		return replay.Run(ctx, t.mem, opts)
+	}
+	f, err := os.Open(t.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	rd, err := trace.NewReader(f, t.path)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	return replay.RunStream(ctx, t.name, t.events, rd, opts)
 }
 
 // progress shows a bar on a terminal; elsewhere (CI, pipes) one line per finished (trace, policy).

@@ -18,8 +18,10 @@ package replay
 // Blocks still live at the end of the trace are released by Close after the measurements are taken: the
 // driver calls counted and the modeled time are those of the trace itself, not of the teardown.
 //
-// The loop does no per-event allocation: pointers and sizes live in slices indexed by trace ID (IDs are
-// renumbered densely first when a trace's IDs are sparse), and statistics are read from the engine only
+// A replay reads its events one at a time from a Source (RunStream: a trace.Reader streams a file; Run
+// walks a Trace in memory) and keeps only the live allocations (a map from trace ID to pointer and size), so
+// its memory does not grow with the trace's length: a 20M-event trace replays in the memory of its live set.
+// The loop does no per-event allocation in the steady state, and statistics are read from the engine only
 // every SampleEvery events.
 
 import (
@@ -115,10 +117,46 @@ type replayAllocator interface {
 	Close() (impl.CloseReport, error)
 }
 
+// Source yields a trace's events in order; ok is false at the end. *trace.Reader is one (a file streamed
+// in constant memory).
+type Source interface {
+	Next() (ev trace.Event, ok bool, err error)
+}
+
+// TraceSource returns a Source of the events of t, a Trace held in memory.
+func TraceSource(t *trace.Trace) Source { return &eventSlice{evs: t.Events} }
+
+// eventSlice is the Source of a Trace held in memory.
+type eventSlice struct {
+	evs []trace.Event
+	i   int
+}
+
+func (s *eventSlice) Next() (trace.Event, bool, error) {
+	if s.i >= len(s.evs) {
+		return trace.Event{}, false, nil
+	}
+	s.i++
+	return s.evs[s.i-1], true, nil
+}
+
 // Run drives the trace through one policy and measures it. It returns an error wrapping ErrReplay and the
 // engine's error when an engine call fails (for example out of memory), naming the trace, the policy and the
 // event; ctx cancels a long replay.
 func Run(ctx context.Context, t *trace.Trace, opts Options) (*Result, error) {
+	return RunStream(ctx, t.Name, len(t.Events), &eventSlice{evs: t.Events}, opts)
+}
+
+// liveAlloc is a live allocation of the trace: its pointer and its size rounded to LiveRounding.
+type liveAlloc struct {
+	ptr  vmm.DevicePtr
+	size uint64
+}
+
+// RunStream is Run over the events of src, a trace named name of total events (total < 0: unknown;
+// Progress then gets -1 as the total). Only the live allocations are kept in memory. A src error ends the
+// replay with that error.
+func RunStream(ctx context.Context, name string, total int, src Source, opts Options) (*Result, error) {
 	cfg := opts.Config
 	if opts.Policy != "" {
 		cfg.Policy = opts.Policy
@@ -133,18 +171,16 @@ func Run(ctx context.Context, t *trace.Trace, opts Options) (*Result, error) {
 	} else {
 		device = describeReplayDriver(drv)
 	}
-	res := &Result{Trace: t.Name, Policy: policy, Device: device, Events: len(t.Events)}
+	res := &Result{Trace: name, Policy: policy, Device: device}
 
-	ids, slots := replayDenseIDs(t.Events)
-	ptrs := make([]vmm.DevicePtr, slots)
-	sizes := make([]uint64, slots) // rounded live size; 0 when not live
+	live := make(map[uint64]liveAlloc, 1024) // by trace ID
 	streams := make([]vmm.Stream, 0, 4)
 	haveStream := make([]bool, 0, 4)
 
 	before := readReplayCounters(drv)
 	a, err := newReplayAllocator(drv, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("replay %s with policy %s: %w", t.Name, policy, err)
+		return nil, fmt.Errorf("replay %s with policy %s: %w", name, policy, err)
 	}
 	closed := false
 	defer func() {
@@ -153,26 +189,29 @@ func Run(ctx context.Context, t *trace.Trace, opts Options) (*Result, error) {
 		}
 	}()
 
-	total := len(t.Events)
-	if opts.SampleEvery > 0 {
+	if opts.SampleEvery > 0 && total > 0 {
 		res.Timeline = make([]Sample, 0, total/opts.SampleEvery+2)
 	}
 	const tick = 1 << 14 // events between checks of ctx and progress reports
-	var live, peakLive uint64
+	var liveBytes, peakLive uint64
 	start := time.Now()
-	for i := range t.Events {
-		ev := &t.Events[i]
+	i := 0
+	for ; ; i++ {
+		e, ok, err := src.Next()
+		if err != nil {
+			return nil, fmt.Errorf("replay %s with policy %s: %w", name, policy, err)
+		}
+		if !ok {
+			break
+		}
+		ev := &e
 		if i&(tick-1) == 0 && i > 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("replay %s with policy %s: stopped at event %d of %d: %w", t.Name, policy, i, total, err)
+				return nil, fmt.Errorf("replay %s with policy %s: stopped at event %d of %s: %w", name, policy, i, totalText(total), err)
 			}
 			if opts.Progress != nil {
 				opts.Progress(i, total)
 			}
-		}
-		id := ev.ID
-		if ids != nil {
-			id = ids[i]
 		}
 		switch ev.Op {
 		case trace.OpAlloc:
@@ -184,45 +223,49 @@ func Run(ctx context.Context, t *trace.Trace, opts Options) (*Result, error) {
 				if ev.Stream != 0 {
 					s, err := drv.CreateStream()
 					if err != nil {
-						return nil, replayErr(t, policy, i, ev, fmt.Errorf("create stream %d: %w", ev.Stream, err))
+						return nil, replayErr(name, total, policy, i, ev, fmt.Errorf("create stream %d: %w", ev.Stream, err))
 					}
 					streams[ev.Stream] = s
 				}
 				haveStream[ev.Stream] = true
 			}
+			if _, dup := live[ev.ID]; dup {
+				return nil, replayErr(name, total, policy, i, ev, errors.New("alloc of an id that is live (the trace was not checked by trace.Reader?)"))
+			}
 			p, err := a.Alloc(ev.Size, streams[ev.Stream])
 			if err != nil {
-				return nil, replayErr(t, policy, i, ev, err)
+				return nil, replayErr(name, total, policy, i, ev, err)
 			}
-			ptrs[id] = p
 			sz := vmm.AlignUp(ev.Size, LiveRounding)
-			sizes[id] = sz
-			live += sz
-			if live > peakLive {
-				peakLive = live
+			live[ev.ID] = liveAlloc{ptr: p, size: sz}
+			liveBytes += sz
+			if liveBytes > peakLive {
+				peakLive = liveBytes
 			}
 		case trace.OpFreeRequest:
 			// Kept allocated until its f: see the file comment.
 		case trace.OpFree:
-			if sizes[id] == 0 {
-				return nil, replayErr(t, policy, i, ev, errors.New("free of an id that is not live (the trace was not checked by trace.Read?)"))
+			l, ok := live[ev.ID]
+			if !ok {
+				return nil, replayErr(name, total, policy, i, ev, errors.New("free of an id that is not live (the trace was not checked by trace.Reader?)"))
 			}
-			if err := a.Free(ptrs[id]); err != nil {
-				return nil, replayErr(t, policy, i, ev, err)
+			if err := a.Free(l.ptr); err != nil {
+				return nil, replayErr(name, total, policy, i, ev, err)
 			}
-			live -= sizes[id]
-			sizes[id] = 0
+			liveBytes -= l.size
+			delete(live, ev.ID)
 		}
 		if opts.SampleEvery > 0 && (i+1)%opts.SampleEvery == 0 {
-			res.Timeline = append(res.Timeline, takeSample(a, i, live))
+			res.Timeline = append(res.Timeline, takeSample(a, i, liveBytes))
 		}
 	}
 	res.ReplaySeconds = time.Since(start).Seconds()
-	if opts.SampleEvery > 0 && total%opts.SampleEvery != 0 {
-		res.Timeline = append(res.Timeline, takeSample(a, total-1, live))
+	res.Events = i
+	if opts.SampleEvery > 0 && i > 0 && i%opts.SampleEvery != 0 {
+		res.Timeline = append(res.Timeline, takeSample(a, i-1, liveBytes))
 	}
 	if opts.Progress != nil {
-		opts.Progress(total, total)
+		opts.Progress(i, max(total, i))
 	}
 
 	res.Stats = a.Stats()
@@ -244,15 +287,11 @@ func Run(ctx context.Context, t *trace.Trace, opts Options) (*Result, error) {
 		res.Fragmentation = 1 - float64(res.PeakAllocatedBytes)/r
 		res.LiveFragmentation = 1 - float64(res.PeakLiveBytes)/r
 	}
-	for _, s := range sizes {
-		if s != 0 {
-			res.Unfreed++
-		}
-	}
+	res.Unfreed = len(live)
 
 	closed = true
 	if _, err := a.Close(); err != nil {
-		return res, fmt.Errorf("replay %s with policy %s: close: %w: %w", t.Name, policy, ErrReplay, err)
+		return res, fmt.Errorf("replay %s with policy %s: close: %w: %w", name, policy, ErrReplay, err)
 	}
 	for s, ok := range haveStream {
 		if ok && s != 0 {
@@ -262,8 +301,15 @@ func Run(ctx context.Context, t *trace.Trace, opts Options) (*Result, error) {
 	return res, nil
 }
 
-func replayErr(t *trace.Trace, policy string, i int, ev *trace.Event, err error) error {
-	return fmt.Errorf("replay %s with policy %s: event %d of %d (%v): %w: %w", t.Name, policy, i+1, len(t.Events), *ev, ErrReplay, err)
+func replayErr(name string, total int, policy string, i int, ev *trace.Event, err error) error {
+	return fmt.Errorf("replay %s with policy %s: event %d of %s (%v): %w: %w", name, policy, i+1, totalText(total), *ev, ErrReplay, err)
+}
+
+func totalText(total int) string {
+	if total < 0 {
+		return "?"
+	}
+	return fmt.Sprint(total)
 }
 
 func takeSample(a replayAllocator, i int, live uint64) Sample {
@@ -305,33 +351,4 @@ func describeReplayDriver(d vmm.Driver) string {
 		return s.String()
 	}
 	return fmt.Sprintf("%T", d)
-}
-
-// denseIDs returns, when the trace's IDs are sparse, a dense renumbering (ids[i] is event i's new ID) and
-// the number of slots; when the IDs are already small (the bundled traces number them 0, 1, 2, ...) it
-// returns nil and max ID + 1, and events are indexed by their own ID.
-func replayDenseIDs(evs []trace.Event) (ids []uint64, slots int) {
-	var maxID uint64
-	for i := range evs {
-		if evs[i].ID > maxID {
-			maxID = evs[i].ID
-		}
-	}
-	if len(evs) == 0 {
-		return nil, 0
-	}
-	if maxID < uint64(2*len(evs)+1024) {
-		return nil, int(maxID) + 1
-	}
-	ids = make([]uint64, len(evs))
-	m := make(map[uint64]uint64, len(evs)/2+1)
-	for i := range evs {
-		n, ok := m[evs[i].ID]
-		if !ok {
-			n = uint64(len(m))
-			m[evs[i].ID] = n
-		}
-		ids[i] = n
-	}
-	return ids, len(m)
 }

@@ -25,6 +25,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -107,104 +108,185 @@ func ReadFile(path string) (*Trace, error) {
 
 // Read parses a trace from r (gzip or plain); file names the input in errors. It checks that every ID is
 // allocated once and freed at most once after its allocation. A gzip stream that ends early is an error
-// naming the line where it ended, never a shorter trace.
+// naming the line where it ended, never a shorter trace. It holds every event: to replay a long trace in
+// constant memory, read it with a Reader instead.
 func Read(r io.Reader, file string) (*Trace, error) {
+	rd, err := NewReader(r, file)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	t := &Trace{Name: Name(file)}
+	for {
+		ev, ok, err := rd.Next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			t.Streams = rd.Streams()
+			return t, nil
+		}
+		t.Events = append(t.Events, ev)
+	}
+}
+
+// Reader reads a trace one event at a time, checking each as Read does, in memory that does not grow with
+// the trace's length: it keeps the live IDs and the set of IDs ever allocated as runs of consecutive IDs
+// (one run for the usual 0, 1, 2, ... numbering). Not safe for concurrent use.
+type Reader struct {
+	file    string
+	br      *bufio.Reader
+	zr      *gzip.Reader // nil for plain text
+	line    int
+	events  int
+	streams int
+	// live holds the state of every allocated, not yet freed ID: 'a' live, 'r' free requested.
+	live map[uint64]byte
+	seen idRuns // every ID allocated so far
+}
+
+// NewReader returns a Reader of r (gzip or plain, detected by content); file names the input in errors.
+func NewReader(r io.Reader, file string) (*Reader, error) {
 	br, ok := r.(*bufio.Reader)
 	if !ok || br.Size() < 1<<16 {
 		br = bufio.NewReaderSize(r, 1<<16)
 	}
+	rd := &Reader{file: file, br: br, live: make(map[uint64]byte)}
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			return nil, fmt.Errorf("%s: gzip: %w", file, err)
 		}
-		defer zr.Close()
-		br = bufio.NewReaderSize(zr, 1<<16)
+		rd.zr = zr
+		rd.br = bufio.NewReaderSize(zr, 1<<16)
 	}
-	t := &Trace{Name: Name(file)}
-	var st idStates
-	line := 0
+	return rd, nil
+}
+
+// Next returns the next event; ok is false at the end of the trace. An error (a *ParseError, or a read
+// error naming the line) ends the trace.
+func (rd *Reader) Next() (ev Event, ok bool, err error) {
 	for {
-		text, rerr := br.ReadSlice('\n')
+		text, rerr := rd.br.ReadSlice('\n')
 		if rerr == bufio.ErrBufferFull {
-			return nil, &ParseError{File: file, Line: line + 1, Text: string(text[:64]) + "...", Msg: "line longer than 64 KiB"}
+			return ev, false, &ParseError{File: rd.file, Line: rd.line + 1, Text: string(text[:64]) + "...", Msg: "line longer than 64 KiB"}
 		}
 		if rerr != nil && rerr != io.EOF {
-			return nil, fmt.Errorf("%s:%d: %w (truncated or corrupt input)", file, line+1, rerr)
+			return ev, false, fmt.Errorf("%s:%d: %w (truncated or corrupt input)", rd.file, rd.line+1, rerr)
 		}
 		if len(text) > 0 {
-			line++
-			if ev, ok, msg := parseLine(text); msg != "" {
-				return nil, &ParseError{File: file, Line: line, Text: string(bytes.TrimRight(text, "\r\n")), Msg: msg}
-			} else if ok {
-				if msg := st.apply(ev); msg != "" {
-					return nil, &ParseError{File: file, Line: line, Text: string(bytes.TrimRight(text, "\r\n")), Msg: msg}
+			rd.line++
+			ev, ok, msg := parseLine(text)
+			if msg == "" && ok {
+				msg = rd.apply(ev)
+			}
+			if msg != "" {
+				return ev, false, &ParseError{File: rd.file, Line: rd.line, Text: string(bytes.TrimRight(text, "\r\n")), Msg: msg}
+			}
+			if ok {
+				if ev.Op == OpAlloc && ev.Stream+1 > rd.streams {
+					rd.streams = ev.Stream + 1
 				}
-				if ev.Op == OpAlloc && ev.Stream+1 > t.Streams {
-					t.Streams = ev.Stream + 1
-				}
-				t.Events = append(t.Events, ev)
+				rd.events++
+				return ev, true, nil
 			}
 		}
 		if rerr == io.EOF {
-			return t, nil
+			return ev, false, nil
 		}
 	}
 }
 
-// idStates tracks each ID's state while reading: a slice for the small dense IDs traces use, a map beyond.
-type idStates struct {
-	dense  []byte // indexed by ID < denseIDs: 0 never seen, 'a' live, 'r' free requested, 'f' freed
-	sparse map[uint64]byte
-}
+// Events returns the number of events read so far; Streams the number of distinct streams so far (the
+// largest stream number + 1); Live the IDs allocated and not freed so far.
+func (rd *Reader) Events() int  { return rd.events }
+func (rd *Reader) Streams() int { return rd.streams }
+func (rd *Reader) Live() int    { return len(rd.live) }
 
-const denseIDs = 1 << 26
-
-func (s *idStates) get(id uint64) byte {
-	if id < denseIDs {
-		if id < uint64(len(s.dense)) {
-			return s.dense[id]
-		}
-		return 0
+// Close releases the decompressor (not the underlying reader).
+func (rd *Reader) Close() error {
+	if rd.zr != nil {
+		return rd.zr.Close()
 	}
-	return s.sparse[id]
-}
-
-func (s *idStates) set(id uint64, v byte) {
-	if id < denseIDs {
-		if id >= uint64(len(s.dense)) {
-			s.dense = append(s.dense, make([]byte, int(id)+1-len(s.dense)+len(s.dense)/2)...)
-		}
-		s.dense[id] = v
-		return
-	}
-	if s.sparse == nil {
-		s.sparse = make(map[uint64]byte)
-	}
-	s.sparse[id] = v
+	return nil
 }
 
 // apply checks ev against the ID's state and records it; it returns a message when ev is illegal.
-func (s *idStates) apply(ev Event) string {
-	st := s.get(ev.ID)
+func (rd *Reader) apply(ev Event) string {
 	switch ev.Op {
 	case OpAlloc:
-		if st != 0 {
+		if !rd.seen.add(ev.ID) {
 			return "id allocated twice"
 		}
-		s.set(ev.ID, 'a')
+		rd.live[ev.ID] = 'a'
 	case OpFreeRequest:
-		if st != 'a' {
+		if rd.live[ev.ID] != 'a' {
 			return "free requested of an id that is not live"
 		}
-		s.set(ev.ID, 'r')
+		rd.live[ev.ID] = 'r'
 	case OpFree:
-		if st != 'a' && st != 'r' {
+		if st := rd.live[ev.ID]; st != 'a' && st != 'r' {
 			return "free of an id that is not live"
 		}
-		s.set(ev.ID, 'f')
+		delete(rd.live, ev.ID)
 	}
 	return ""
+}
+
+// idRuns is a set of IDs as sorted, disjoint, non-adjacent runs [lo, hi]: O(1) memory for IDs that come
+// in order, O(runs) in general. Past maxIDRuns runs (IDs scattered at random) the runs freeze and new IDs
+// go to a map, an entry per ID, so that adding stays O(log runs) rather than O(runs).
+type idRuns struct {
+	runs  []idRun // sorted by lo
+	extra map[uint64]struct{}
+}
+
+type idRun struct{ lo, hi uint64 }
+
+const maxIDRuns = 1 << 12
+
+// add inserts id and reports whether it was new.
+func (s *idRuns) add(id uint64) bool {
+	n := len(s.runs)
+	if s.extra == nil && n > 0 && s.runs[n-1].hi != math.MaxUint64 && id == s.runs[n-1].hi+1 { // the next ID
+		s.runs[n-1].hi = id
+		return true
+	}
+	// i: the first run with lo > id.
+	i, _ := slices.BinarySearchFunc(s.runs, id, func(r idRun, id uint64) int {
+		if r.lo <= id {
+			return -1
+		}
+		return 1
+	})
+	if i > 0 && id <= s.runs[i-1].hi {
+		return false
+	}
+	if s.extra != nil {
+		if _, dup := s.extra[id]; dup {
+			return false
+		}
+		s.extra[id] = struct{}{}
+		return true
+	}
+	if n >= maxIDRuns {
+		s.extra = map[uint64]struct{}{id: {}}
+		return true
+	}
+	joinLeft := i > 0 && s.runs[i-1].hi+1 == id
+	joinRight := i < n && id+1 == s.runs[i].lo
+	switch {
+	case joinLeft && joinRight:
+		s.runs[i-1].hi = s.runs[i].hi
+		s.runs = slices.Delete(s.runs, i, i+1)
+	case joinLeft:
+		s.runs[i-1].hi = id
+	case joinRight:
+		s.runs[i].lo = id
+	default:
+		s.runs = slices.Insert(s.runs, i, idRun{id, id})
+	}
+	return true
 }
 
 // parseLine parses one line. ok is false for blank lines and comments; msg says what is wrong, if anything.
