@@ -280,6 +280,14 @@ func (s ContractState) Explain(in ContractInput, out ContractOutput) (ok bool, n
 	case COpFree:
 		i := s.liveIndex(in.Ptr)
 		if i < 0 {
+			// C-FREE-KIND: a pointer strictly inside a live allocation is an interior free, exactly; any
+			// other pointer is unknown or freed before (the engine may have forgotten which).
+			if l, ok := s.liveContaining(in.Ptr); ok {
+				if !errors.Is(out.Err, e.InteriorPtr) {
+					return fail("C-FREE: %v lies inside live %v (stream %d): want %v, got %v", in.Ptr, l.rng(), l.Stream, e.InteriorPtr, out.Err)
+				}
+				return true, s, ""
+			}
 			if out.Err == nil || !(errors.Is(out.Err, e.UnknownPointer) || errors.Is(out.Err, e.InteriorPtr) || errors.Is(out.Err, e.DoubleFree)) {
 				return fail("C-FREE: %v is not live: want %v, %v or %v", in.Ptr, e.UnknownPointer, e.InteriorPtr, e.DoubleFree)
 			}
@@ -373,6 +381,16 @@ func (s ContractState) knownStream(st vmm.Stream) bool {
 		}
 	}
 	return false
+}
+
+// liveContaining returns the live allocation whose bytes [Ptr, Ptr+max(Size,1)) contain p, if any.
+func (s ContractState) liveContaining(p vmm.DevicePtr) (ContractLive, bool) {
+	for _, l := range s.Live {
+		if l.rng().Contains(p) {
+			return l, true
+		}
+	}
+	return ContractLive{}, false
 }
 
 func (s ContractState) liveIndex(p vmm.DevicePtr) int {

@@ -187,3 +187,17 @@ func TestContractUnknownStreamUnderFault(t *testing.T) {
 		{alloc(4096, unknown), ContractOutput{Err: errDriver}, false},
 	})
 }
+
+// Property (C-FREE-KIND): a Free of a pointer strictly inside a live allocation must fail with exactly
+// ErrInteriorPtr; a pointer outside every live allocation may be unknown, interior or a double free.
+func TestContractFreeKinds(t *testing.T) {
+	runSteps(t, testContract(), []cstep{
+		{alloc(0x1000, 0), ContractOutput{Ptr: p1}, true},
+		{free(p1 + 0x10), ContractOutput{Err: errUnknown}, false},
+		{free(p1 + 0x10), ContractOutput{Err: errDouble}, false},
+		{free(p1 + 0x10), ContractOutput{Err: errInter}, true},
+		{free(p2), ContractOutput{Err: errUnknown}, true},
+		{free(p2), ContractOutput{Err: errDouble}, true},
+		{free(p2), ContractOutput{}, false},
+	})
+}
