@@ -29,7 +29,7 @@ var Checkers = []Checker{
 	{Name: "unit", Pkg: "./impl", Run: "."},
 	{Name: "rapid", Pkg: "./harness", Run: "^TestRapid$"},
 	{Name: "porcupine", Pkg: "./harness", Run: "^TestLinearizable$"},
-	{Name: "explore", Pkg: "./harness", Run: "^TestExplore$"},
+	{Name: "explore", Pkg: "./harness", Run: "^(TestExplore|TestExploreDeep)$"},
 	{Name: "itf", Pkg: "./harness", Run: "^TestITFConformance$"},
 	{Name: "findings", Pkg: "./harness", Run: "^TestFindings$"},
 	{Name: "integrity", Pkg: "./harness/conformance", Run: "^TestEngineIntegritySelf$"},
