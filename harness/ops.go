@@ -174,6 +174,25 @@ func ParseOp(line string) (Op, error) {
 	return o, nil
 }
 
+// IsOpList reports whether text is an op list of this format (rather than a fuzz program or a trace): its
+// first line that is not blank is the "# policy=" header, or parses as an op.
+func IsOpList(text string) bool {
+	for _, l := range strings.Split(text, "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case l == "":
+			continue
+		case strings.HasPrefix(l, "# policy="):
+			return true
+		case strings.HasPrefix(l, "#"):
+			continue
+		}
+		_, err := ParseOp(l)
+		return err == nil
+	}
+	return false
+}
+
 // ParseOps parses a whole op list (one op a line, blank lines and '#' comments skipped).
 func ParseOps(text string) ([]Op, error) {
 	var ops []Op

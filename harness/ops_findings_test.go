@@ -83,6 +83,22 @@ alloc a6 1048577 s1
 alloc a7 2097151 s0
 alloc a8 511 s0
 `},
+		{"F7-expandable-free-beside-pending", false, `# policy=expandable capacity=67108864 granularity=2097152 streams=4
+alloc a0 1 s2
+alloc a1 511 s2
+record a0 s3
+launch s3
+free a0
+free a1
+alloc a2 511 s1
+alloc a4 1048577 s3
+record a4 s2
+launch s2
+complete s3
+alloc a6 1048577 s1
+alloc a7 2097151 s0
+alloc a8 511 s0
+`},
 		{"F6-gmlake-fence-cap", true, `# policy=gmlake capacity=20971520 granularity=2097152 streams=2
 alloc a0 2097152 s0
 alloc a1 2097152 s0

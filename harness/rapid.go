@@ -270,8 +270,8 @@ func failRapid(t *rapid.T, env *Env, vs []spec.Violation) {
 	ops := env.Describe()
 	// One file per configuration, overwritten by each failing attempt: rapid replays the shrunk case last.
 	path := saveOpsAs(fmt.Sprintf("gmlake-rapid-%s-%#x.ops", env.Cfg.Policy, uint32(env.Cfg.Mutations)), ops)
-	t.Fatalf("invariant violated after %d steps:\n%sops (replay: GMLAKE_OPS=%s go test ./harness -run TestOpsFile -v):\n%s",
-		env.Steps, b.String(), path, ops)
+	t.Fatalf("invariant violated after %d steps:\n%sops (replay: gmlake fuzz --replay %s, or GMLAKE_OPS=%s go test ./harness -run TestOpsFile -v):\n%s",
+		env.Steps, b.String(), path, path, ops)
 }
 
 // saveOpsAs writes an op list to the named file in the temporary folder and returns its path ("" if it

@@ -704,16 +704,26 @@ func (a *Allocator) freeBlock(b *block) {
 	}
 }
 
-// onlyPendingBesides reports whether b's fixed segment holds no live block, only free and pending ones: it
-// becomes releasable once those events complete, and a fence recorded only then would also wait for the
+// onlyPendingBesides reports whether b's fixed segment (in an arena: the chunks under b) holds no live
+// block, only free and pending ones: it becomes releasable once those events complete, and a fence recorded only then would also wait for the
 // stream's later work (a spurious out-of-memory found by the swarm checker: a block freed beside a
 // pending neighbour stayed unreleasable while its stream kept working).
 func onlyPendingBesides(b *block) bool {
-	if b.seg.arena {
-		return false
+	seg := b.seg
+	lo, hi := uint64(0), seg.size
+	if seg.arena {
+		// In an arena the unit is a chunk: look at the blocks that share b's chunks.
+		i := seg.chunkIndex(b.segOff())
+		if i >= len(seg.chunks) {
+			return false
+		}
+		lo, hi = seg.chunks[i].off, seg.chunks[i].off+seg.chunks[i].size
+		for j := i + 1; j < len(seg.chunks) && seg.chunks[j].off < b.segOff()+b.size; j++ {
+			hi = seg.chunks[j].off + seg.chunks[j].size
+		}
 	}
-	for x := b.seg.head; x != nil; x = x.next {
-		if x.state == Live {
+	for x := seg.head; x != nil; x = x.next {
+		if x.state == Live && x.segOff() < hi && x.segOff()+x.size > lo {
 			return false
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gmlake/gmlake/fuzz"
+	"github.com/gmlake/gmlake/harness"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/vmm"
 )
@@ -139,6 +140,9 @@ Examples:
 
 // runReplayProgram runs a saved program through its policy (or the given one, or all).
 func runReplayProgram(cmd *cobra.Command, path, policy string, minimize bool, minimizeFor time.Duration) error {
+	if text, err := os.ReadFile(path); err == nil && harness.IsOpList(string(text)) {
+		return runReplayOps(cmd, path, string(text), policy, minimize)
+	}
 	p, err := fuzz.ReadProgramFile(path)
 	if err != nil {
 		return err
@@ -182,6 +186,40 @@ func runReplayProgram(cmd *cobra.Command, path, policy string, minimize bool, mi
 		return fmt.Errorf("%s fails under %d of %d policies", path, failed, len(policies))
 	}
 	return nil
+}
+
+// runReplayOps replays an op list saved by rapid, the explorer, porcupine or the findings (harness/ops.go)
+// through harness.Env, every invariant after every step; --policy overrides the header's policy, and
+// --minimize shrinks a failure to PATH.min.ops.
+func runReplayOps(cmd *cobra.Command, path, text, policy string, minimize bool) error {
+	ops, err := harness.ParseOps(text)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	var cfg harness.EnvConfig
+	harness.ParseOpsHeader(text, &cfg)
+	if cmd.Flags().Changed("policy") {
+		cfg.Policy = policy
+	}
+	i, vs, env, err := harness.RunOps(cfg, ops)
+	if err != nil {
+		return err
+	}
+	if i < 0 {
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: ok: %d ops ran clean under %s\n", path, len(ops), env.Cfg.Policy)
+		return nil
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s: FAIL at op %d under %s: %v\n", path, i, env.Cfg.Policy, vs)
+	if minimize {
+		small, svs := harness.ShrinkOps(cfg, ops)
+		mpath := strings.TrimSuffix(path, ".ops") + ".min.ops"
+		env.Ops = small
+		if werr := os.WriteFile(mpath, []byte(env.Describe()), 0o644); werr != nil {
+			return werr
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "minimized to %d ops (%v): %s\n", len(small), svs, mpath)
+	}
+	return fmt.Errorf("%s fails", path)
 }
 
 // parseBytes reads a size: a number of bytes, or with a unit (KiB, MiB, GiB, TiB; K, M, G, T mean the same;
