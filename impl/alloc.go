@@ -3,6 +3,7 @@ package impl
 // The allocation path. See doc.go ("The allocation path") for the order of the steps.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -261,7 +262,7 @@ func (a *Allocator) newArena(ss *streamState, pool poolKind) (*segment, error) {
 	seg.head = u
 	seg.addUnmapped(u)
 	as := ss.arenas[pool]
-	i, _ := slices.BinarySearchFunc(as, base, func(s *segment, p vmm.DevicePtr) int { return cmpPtr(s.base, p) })
+	i, _ := slices.BinarySearchFunc(as, base, func(s *segment, p vmm.DevicePtr) int { return cmp.Compare(s.base, p) })
 	ss.arenas[pool] = slices.Insert(as, i, seg)
 	a.addSegment(seg)
 	return seg, nil
@@ -280,16 +281,6 @@ func (a *Allocator) dropEmptyArena(seg *segment) {
 	seg.dropUnmapped(h)
 	a.dropSegment(seg)
 	a.recycle(h)
-}
-
-func cmpPtr(x, y vmm.DevicePtr) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 // arenaRun is PyTorch's find_expandable_block over the stream's arenas of a pool, in address order: the

@@ -3,6 +3,7 @@ package impl
 // The Allocator: a thin lock over a single-threaded, deterministic core. See doc.go for the design.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -358,15 +359,7 @@ func (a *Allocator) addStream(ss *streamState) {
 	a.streams[ss.s] = ss
 	i := len(a.order) // streams usually come in increasing id order: append
 	if i > 0 && a.order[i-1].s > ss.s {
-		i, _ = slices.BinarySearchFunc(a.order, ss.s, func(x *streamState, s vmm.Stream) int {
-			switch {
-			case x.s < s:
-				return -1
-			case x.s > s:
-				return 1
-			}
-			return 0
-		})
+		i, _ = slices.BinarySearchFunc(a.order, ss.s, func(x *streamState, s vmm.Stream) int { return cmp.Compare(x.s, s) })
 	}
 	a.order = slices.Insert(a.order, i, ss)
 }
@@ -883,15 +876,7 @@ func (a *Allocator) addReserved(p poolKind, n uint64) {
 
 // addSegment registers seg in address order.
 func (a *Allocator) addSegment(seg *segment) {
-	i, _ := slices.BinarySearchFunc(a.segs, seg.base, func(s *segment, p vmm.DevicePtr) int {
-		switch {
-		case s.base < p:
-			return -1
-		case s.base > p:
-			return 1
-		}
-		return 0
-	})
+	i, _ := slices.BinarySearchFunc(a.segs, seg.base, func(s *segment, p vmm.DevicePtr) int { return cmp.Compare(s.base, p) })
 	a.segs = slices.Insert(a.segs, i, seg)
 }
 

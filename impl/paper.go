@@ -6,6 +6,7 @@ package impl
 // per rule. See doc.go ("gmlake-paper") for the summary and for where this code departs from GLake and why.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -235,7 +236,7 @@ func (a *Allocator) paperGC(time int, require uint64, keep *block) uint64 {
 					set = append(set, sb)
 				}
 			}
-			slices.SortFunc(set, func(x, y *block) int { return cmpU64(x.lastUse, y.lastUse) })
+			slices.SortFunc(set, func(x, y *block) int { return cmp.Compare(x.lastUse, y.lastUse) })
 			for _, sb := range set {
 				if !a.paperDone(sb, st) {
 					break
@@ -253,16 +254,6 @@ func (a *Allocator) paperGC(time int, require uint64, keep *block) uint64 {
 	}
 	a.fused -= min(a.fused, garbage)
 	return garbage
-}
-
-func cmpU64(x, y uint64) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 // paperDone reports whether the last use of cached sBlock sb completed: its event (cudaEventQuery on

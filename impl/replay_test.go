@@ -1,6 +1,6 @@
 package impl
 
-// A minimal trace replay for the engine's own tuning and the baseline check (harness.Replay is the
+// A minimal trace replay for the engine's own tuning and the baseline check (harness/replay is the
 // project's full replay; this one keeps impl's tests independent of it).
 
 import (
