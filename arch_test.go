@@ -44,12 +44,12 @@ var allowedImports = map[string][]string{
 	"harness/replay": {"harness/trace", "impl", "model/sim", "vmm", "vmm/wrap"},
 	"harness/probe":  {"vmm"},
 	"cmd/gmlake": {"fuzz", "harness", "harness/conformance", "harness/probe", "harness/replay", "harness/snapshot",
-		"harness/trace", "impl", "impl/cudavmm", "model/sim", "vmm", "vmm/wrap", "harness/mutate"},
+		"harness/trace", "harness/mutate", "impl", "impl/cudavmm", "model/sim", "vmm", "vmm/wrap"},
 }
 
 // judges are the packages the product must not link: the oracle, the invariants, the checkers and the
 // fuzzers. harness/trace is a pure format package (libgmlake writes traces with it), not a judge.
-var judges = []string{"model/contract", "spec", "harness", "fuzz", "cmd/gmlake"}
+var judges = []string{"model/contract", "spec", "harness", "harness/conformance", "harness/mutate", "fuzz", "cmd/gmlake"}
 
 // projectImports parses the non-test Go files of the module and returns, for each folder, the project
 // packages it imports (module-relative, "." for the root) and the files that import "C" or unsafe.
