@@ -179,6 +179,7 @@ func TestConfigErrorsSaidOnceAtStart(t *testing.T) {
 		{"GMLAKE_MEMORY_LIMIT=99999999999999999999", "GMLAKE_MEMORY_LIMIT"},
 		{"GMLAKE_CHUNK_SIZE=1e300", "GMLAKE_CHUNK_SIZE"},
 		{"GMLAKE_POLICY=nope", "GMLAKE_POLICY"},
+		{"GMLAKE_TIME_DRIVER=yes", "GMLAKE_TIME_DRIVER"},
 	} {
 		run := exec.Command(bin)
 		run.Env = append(simEnv(), c.env)

@@ -129,7 +129,7 @@ func getenv(name string) string {
 // reserved lists the GMLAKE_ variables that are not engine knobs.
 var reserved = map[string]bool{"POLICY": true, "DEVICE": true, "SIM_CAPACITY": true, "MEMORY_FRACTION": true,
 	"MEMORY_LIMIT": true, "TRACE": true, "VERBOSE": true, "PROFILE": true, "LIB": true, "SHIM": true,
-	"TEST_PANIC_SIZE": true, "SHIM_CACHE": true}
+	"TEST_PANIC_SIZE": true, "SHIM_CACHE": true, "TIME_DRIVER": true}
 
 // testPanicSize, when nonzero, makes an allocation of exactly that many bytes panic inside the library
 // (GMLAKE_TEST_PANIC_SIZE), so that tests can check that a panic never crosses into C. Set when an engine
@@ -162,6 +162,13 @@ func engineConfig(device int) (cfg clib.Config, kind string, simCapacity uint64,
 		if fraction, err = clib.ParseFraction(v); err != nil {
 			return cfg, kind, 0, 0, fmt.Errorf("GMLAKE_MEMORY_FRACTION=%q: %w", v, err)
 		}
+	}
+	switch v := getenv("GMLAKE_TIME_DRIVER"); v {
+	case "", "0":
+	case "1":
+		cfg.TimeDriver = true // stats' driver_seconds: time in driver calls by kind
+	default:
+		return cfg, kind, 0, 0, fmt.Errorf("GMLAKE_TIME_DRIVER=%q: %w: want 0 or 1", v, clib.ErrBadKnob)
 	}
 	knobs := map[string]bool{}
 	for _, k := range clib.KnobNames() {

@@ -38,6 +38,9 @@ type Config struct {
 	Knobs map[string]string
 	// MemoryLimit caps the physical bytes the engine may hold (0: no cap). See SetMemoryLimit.
 	MemoryLimit uint64
+	// TimeDriver measures the wall time of every driver call by kind (Stats' driver_seconds): two clock
+	// reads a call, for profiling where an allocator's time goes (bench/e2e fsdp-profile). Off: counts only.
+	TimeDriver bool
 
 	_ struct{}
 }
@@ -216,7 +219,9 @@ func ApplyKnobs(cfg *impl.Config, knobs map[string]string) error {
 type Engine struct {
 	cfg   Config
 	a     *impl.Allocator
-	drv   *wrap.Limit // the driver given to NewCEngine, with the memory-fraction cap
+	drv   *wrap.Limit // the driver given to NewCEngine, with the memory-fraction cap (over timer, if any)
+	inner vmm.Driver  // the driver given to New, under every wrapper: its Close and modeled time
+	timer *wrap.Meter // times every driver call by kind (Config.TimeDriver); nil: not timed
 	total uint64      // the device's total memory at open
 
 	// ownStreams maps a C stream value to a stream of the driver's (cfg.OwnStreams only; nil otherwise):
@@ -276,7 +281,13 @@ func New(d vmm.Driver, cfg Config) (*Engine, error) {
 		closeDriver()
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, drv: wrap.NewLimit(d, cfg.MemoryLimit)}
+	e := &Engine{cfg: cfg, inner: d}
+	under := d
+	if cfg.TimeDriver {
+		e.timer = wrap.NewTimer(d)
+		under = e.timer
+	}
+	e.drv = wrap.NewLimit(under, cfg.MemoryLimit)
 	if cfg.OwnStreams {
 		e.ownStreams = map[uintptr]vmm.Stream{0: vmm.DefaultStream}
 	}
@@ -453,8 +464,18 @@ func (e *Engine) Stats(extra map[string]any) map[string]any {
 		"memory_limit_bytes": e.drv.Limit(), "device_total_bytes": e.total,
 		"oom_sync_retries": e.syncRetry.Load(), "sync_errors": e.syncErrors.Load(),
 	}
-	if c, ok := e.drv.Driver.(vmm.CallCounter); ok {
+	if c, ok := e.inner.(vmm.CallCounter); ok {
 		m["modeled_driver_seconds"] = c.ModeledTime().Seconds()
+	}
+	if e.timer != nil {
+		secs, total := map[string]float64{}, 0.0
+		for k, t := range e.timer.MeasuredByKind() {
+			if t != 0 {
+				secs[vmm.CallKind(k).Short()] = t.Seconds()
+				total += t.Seconds()
+			}
+		}
+		m["driver_seconds"], m["driver_seconds_total"] = secs, total
 	}
 	for k, v := range extra {
 		m[k] = v
@@ -476,7 +497,7 @@ func (e *Engine) StatsJSON(extra map[string]any) []byte {
 func (e *Engine) Close() (live int, released uint64, err error) {
 	rep, err := e.a.Close()
 	live, released = len(rep.Live), rep.ReleasedBytes
-	if c, ok := e.drv.Driver.(interface{ Close() error }); ok {
+	if c, ok := e.inner.(interface{ Close() error }); ok {
 		err = errors.Join(err, c.Close())
 	}
 	return live, released, err

@@ -3,6 +3,7 @@ package clib
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/gmlake/gmlake/model/sim"
@@ -150,6 +151,57 @@ func TestCEngineStreamsAndStats(t *testing.T) {
 	}
 	if _, _, err := e.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Property: with TimeDriver the statistics give the wall time of each kind of driver call made (a kind made
+// has a time, the total is their sum), the modeled time of the simulated device still shows through the
+// timer, and Close still closes the device; without it there is no driver_seconds.
+func TestCEngineTimeDriverTimesEachKindMade(t *testing.T) {
+	for _, timed := range []bool{false, true} {
+		e, err := New(newSim(1*vmm.GiB), simConfig(Config{TimeDriver: timed}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := e.Alloc(3*vmm.MiB, 0 /* stream */)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s map[string]any
+		if err := json.Unmarshal(e.StatsJSON(nil), &s); err != nil {
+			t.Fatal(err)
+		}
+		secs, ok := s["driver_seconds"].(map[string]any)
+		if ok != timed {
+			t.Fatalf("TimeDriver=%v: driver_seconds %v", timed, s["driver_seconds"])
+		}
+		if _, ok := s["modeled_driver_seconds"]; !ok {
+			t.Errorf("TimeDriver=%v: the simulated device's modeled time is gone: %v", timed, s)
+		}
+		if timed {
+			calls := s["driver_calls"].(map[string]any)
+			sum := 0.0
+			for _, kind := range []string{"create", "map", "set_access"} {
+				if calls[kind] == nil {
+					t.Errorf("no %s call counted: %v", kind, calls)
+				}
+			}
+			for kind, v := range secs {
+				if calls[kind] == nil {
+					t.Errorf("time for %s, which was never called: %v", kind, calls)
+				}
+				sum += v.(float64)
+			}
+			if total := s["driver_seconds_total"].(float64); math.Abs(total-sum) > 1e-12 || total <= 0 {
+				t.Errorf("driver_seconds_total %v, want the sum %v of %v (> 0)", total, sum, secs)
+			}
+		}
+		if err := e.Free(p); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

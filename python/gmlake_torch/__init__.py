@@ -219,7 +219,7 @@ _MODES = ("auto", "cpp", "pluggable")
 # Variables read by this package or by the library itself (besides GMLAKE_<KNOB>).
 _OWN_VARS = {"GMLAKE", "GMLAKE_LIB", "GMLAKE_MODE", "GMLAKE_CACHE", "GMLAKE_POLICY", "GMLAKE_DEVICE",
              "GMLAKE_SIM_CAPACITY", "GMLAKE_MEMORY_FRACTION", "GMLAKE_MEMORY_LIMIT", "GMLAKE_TRACE", "GMLAKE_VERBOSE",
-             "GMLAKE_TEST_PANIC_SIZE", "GMLAKE_PROFILE"}
+             "GMLAKE_TEST_PANIC_SIZE", "GMLAKE_PROFILE", "GMLAKE_TIME_DRIVER"}
 _SIZE = re.compile(r"^\s*(\d+(\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 
 
@@ -255,6 +255,9 @@ def check_config(environ=None, for_torch=True):
         v = env.get(name)
         if v is not None and not _size_ok(v):
             raise GMLakeConfigError("%s=%r: must be a positive size in bytes, e.g. 40GiB" % (name, v))
+    v = env.get("GMLAKE_TIME_DRIVER")
+    if v is not None and v not in ("", "0", "1"):
+        raise GMLakeConfigError("GMLAKE_TIME_DRIVER=%r: must be 1 (stats() gives driver_seconds by kind) or 0" % v)
     v = env.get("GMLAKE")
     if v is not None and v.lower() not in ("", "0", "1", "true", "false", "yes", "no", "on", "off"):
         raise GMLakeConfigError("GMLAKE=%r: must be 1 (enable gmlake when torch is imported) or 0" % v)

@@ -187,11 +187,13 @@ class TestConfigAndEntryPoints(unittest.TestCase):
                          ({"GMLAKE_MEMORY_FRACTION": "2"}, "GMLAKE_MEMORY_FRACTION"),
                          ({"GMLAKE_MEMORY_LIMIT": "lots"}, "GMLAKE_MEMORY_LIMIT"),
                          ({"GMLAKE_DEVICE": "sim"}, "GMLAKE_DEVICE"), ({"GMLAKE_CHUNKSIZE": "1"}, "GMLAKE_CHUNKSIZE"),
-                         ({"GMLAKE": "maybe"}, "GMLAKE"), ({"GMLAKE_SHIM": "1"}, "GMLAKE_SHIM")):
+                         ({"GMLAKE": "maybe"}, "GMLAKE"), ({"GMLAKE_SHIM": "1"}, "GMLAKE_SHIM"),
+                         ({"GMLAKE_TIME_DRIVER": "yes"}, "GMLAKE_TIME_DRIVER")):
             with self.assertRaises(gt.GMLakeConfigError) as cm:
                 gt.check_config(env)
             self.assertIn(var, str(cm.exception))
-        gt.check_config({"GMLAKE_POLICY": "expandable", "GMLAKE_MEMORY_LIMIT": "40GiB", "GMLAKE": "1"})
+        gt.check_config({"GMLAKE_POLICY": "expandable", "GMLAKE_MEMORY_LIMIT": "40GiB", "GMLAKE": "1",
+                         "GMLAKE_TIME_DRIVER": "1"})
 
     def _run(self, args, env=None, cwd=None, pythonpath_set=False):
         import subprocess
