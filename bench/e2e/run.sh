@@ -5,15 +5,20 @@
 #   bench/e2e/run.sh                                   # every single-GPU phase (about 8 minutes on an H200)
 #                                                      # (stops starting runs after DEADLINE_S=570 s)
 #   PHASES="check micro ckpt lora" bench/e2e/run.sh    # a subset; phases run in the order given
-#   PHASES="check fsdp" bench/e2e/run.sh               # FSDP2 on 2 GPUs (torchrun)
+#   PHASES="check fsdp ddp" bench/e2e/run.sh           # FSDP2, DDP on NPROC=2 GPUs (torchrun; any NPROC works)
+#   NPROC=1 PROFILE=2 PHASES=fsdp bench/e2e/run.sh     # FSDP2 over a world of one, profiled (issue 16):
+#                                                      # $OUT/fsdp-profile.md, about 4 minutes on an H200
 #
 # Phases: check (the library loads into torch; smoke test on the GPU), micro (hot path in C++, PyTorch's
 # allocator native and with expandable_segments), ckpt / lora / fsdp (the timed training job under each
-# allocator, one process per run), maxbatch (largest batch per allocator, config $MAXBATCH_CONFIG), record
+# allocator, one process per run; fsdp and ddp: one torchrun of NPROC processes per run), maxbatch (largest batch per allocator, config $MAXBATCH_CONFIG), record
 # (a gmlake run of the ckpt job that writes its allocation trace with gmlake_torch.record()).
 # Results: $OUT/e2e.jsonl (one JSON object per run, written as each run ends), $OUT/summary.md (tables and
 # targets, also printed), $OUT/run.log (everything printed). Knobs (environment): OUT, PHASES, ALLOCS, STEPS,
-# WARMUP, RUN_TIMEOUT (s per run), MAXBATCH_CONFIG, BUDGET_GIB, NPROC, GMLAKE_POLICY, GMLAKE_LIB.
+# WARMUP, RUN_TIMEOUT (s per run), MAXBATCH_CONFIG, BUDGET_GIB, NPROC, GMLAKE_POLICY, GMLAKE_LIB, PROFILE (fsdp:
+# profile that many extra steps, count calls per step, time gmlake's driver calls; fsdp_profile_table.py).
+# Multi-node: run the fsdp phase's torchrun line on every node with --nnodes/--node-rank/--rdzv-* instead of
+# --standalone (docs/pytorch.md).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -33,6 +38,7 @@ DEADLINE_S=${DEADLINE_S:-570}
 MAXBATCH_CONFIG=${MAXBATCH_CONFIG:-ckpt}
 BUDGET_GIB=${BUDGET_GIB:-20}
 NPROC=${NPROC:-2}
+PROFILE=${PROFILE:-0}
 PY=${PYTHON:-python3}
 
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
@@ -108,15 +114,24 @@ for phase in $PHASES; do
 				--steps "$STEPS" --warmup "$WARMUP" --out "$RESULTS"
 		done
 		;;
-	fsdp)
-		if [ "$ngpu" -lt "$NPROC" ]; then
-			say "skip fsdp: $ngpu GPU(s), $NPROC needed (use the nvidia-h200-x2 machine)"
+	fsdp | ddp)
+		if [ "$NPROC" -lt 1 ] || [ "$ngpu" -lt "$NPROC" ]; then
+			say "skip $phase: $ngpu GPU(s), NPROC=$NPROC needed (NPROC=1 runs over a world of one)"
 			continue
 		fi
+		prof=()
+		if [ "$PROFILE" -gt 0 ]; then
+			prof=(--profile "$PROFILE")
+			export GMLAKE_TIME_DRIVER=1 # gmlake_torch.stats()' driver_seconds by kind
+		fi
 		for alloc in $ALLOCS; do
-			run_one train fsdp "$alloc" torchrun --standalone --nproc_per_node "$NPROC" "$HERE/train.py" \
-				--config fsdp --alloc "$alloc" --steps "$STEPS" --warmup "$WARMUP" --out "$RESULTS"
+			[ "$PROFILE" -gt 0 ] && prof=(--profile "$PROFILE" --profile-trace "$OUT/$phase-$alloc.trace.json.gz")
+			run_one train "$phase" "$alloc" torchrun --standalone --nproc_per_node "$NPROC" "$HERE/train.py" \
+				--config "$phase" --alloc "$alloc" --steps "$STEPS" --warmup "$WARMUP" "${prof[@]}" --out "$RESULTS"
 		done
+		if [ "$PROFILE" -gt 0 ]; then
+			"$PY" "$HERE/fsdp_profile_table.py" "$RESULTS" --config "$phase" | tee "$OUT/$phase-profile.md" | tee -a "$LOG" || true
+		fi
 		;;
 	maxbatch)
 		for alloc in $ALLOCS; do
@@ -134,7 +149,7 @@ for phase in $PHASES; do
 			--trace "$OUT/ckpt-gmlake.trace.gz" --out "$RESULTS"
 		;;
 	*)
-		say "unknown phase $phase (phases: check micro ckpt lora fsdp maxbatch record)"
+		say "unknown phase $phase (phases: check micro ckpt lora fsdp ddp maxbatch record)"
 		;;
 	esac
 	"$PY" "$HERE/summarize.py" "$RESULTS" --md "$OUT/summary.md" >/dev/null 2>>"$LOG" || true

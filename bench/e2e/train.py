@@ -6,6 +6,8 @@ docs/pytorch.md.
   python3 train.py --config ckpt --alloc gmlake --out results.jsonl          # one timed run
   torchrun --standalone --nproc_per_node 2 train.py --config fsdp --alloc gmlake --out results.jsonl
   python3 train.py --config ckpt --alloc gmlake --maxbatch --budget-gib 20 --out results.jsonl
+  torchrun --standalone --nproc_per_node 1 train.py --config fsdp --alloc gmlake --profile 2 --out r.jsonl
+  torchrun --standalone --nproc_per_node 2 train.py --config ddp --alloc gmlake --profile 2 --out r.jsonl
 
 The job (as ../../../shared/tools/record_trace.py): a randomly initialised Llama-architecture model
 (transformers LlamaConfig), bf16, AdamW, a random sequence length per step drawn from a fixed seed, so every
@@ -13,6 +15,7 @@ allocator sees the same sequence of requests and must produce the same losses. C
   ckpt  0.93 B params, full fine-tune with gradient checkpointing, batch 8, seq 256-2048
   lora  2.9 B params, LoRA r=16 (peft) on the attention projections, batch 4, seq 256-2048
   fsdp  0.93 B params, FSDP2 (fully_shard per decoder layer, bf16 params / fp32 reduce) on every rank of torchrun
+  ddp   0.93 B params, bf16, DistributedDataParallel on every rank of torchrun (gradient all-reduce in buckets)
 Allocators: native (no PYTORCH_CUDA_ALLOC_CONF), expandable (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True),
 gmlake (gmlake_torch.enable(); GMLAKE_POLICY picks the policy, default gmlake).
 
@@ -21,6 +24,15 @@ bytes (PyTorch's memory_stats for native and expandable, gmlake_torch.stats() fo
 statistics do not work under a plugged allocator), fragmentation = 1 - peak allocated / peak reserved and
 frag_requested = 1 - peak requested / peak reserved (the same yardstick for all three), per-step times and their
 median after the warm-up steps, the loss of every step, and for gmlake its driver calls.
+
+--profile N (the FSDP2 profile of issue 16; bench/e2e/run.sh PROFILE=N) adds, per step: PyTorch's allocator
+counters over the timed steps after the warm-up (device allocs/frees, sync-all-streams, retries) and for gmlake
+its driver calls and their wall time by kind (GMLAKE_TIME_DRIVER=1); then N more steps, not timed, under
+torch.profiler (CPU + CUDA activity: the CUDA runtime calls by name, e.g. cudaStreamWaitEvent, cudaEventRecord,
+cudaStreamSynchronize, cudaEventSynchronize, with their count and CPU time) and PyTorch's memory history
+(torch.cuda.memory._record_memory_history, which gmlake's C++ allocator keeps too: allocations and frees by
+stream, the streams named after FSDP2's all-gather / reduce-scatter streams). The whole run's counts are divided
+by the steps they cover. --profile-trace PATH also writes the profiled steps' Chrome trace (gzipped).
 
 --maxbatch searches the largest batch that trains without out-of-memory (doubling, then bisection) inside a
 memory budget: the GPU is first filled with a ballast allocation made outside every allocator (cuMemAlloc), so
@@ -47,10 +59,14 @@ REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "python"))
 
 CONFIGS = {
-    "ckpt": dict(hidden=2048, layers=16, batch=8, seq=(256, 2048), ckpt=True, lora=False, fsdp=False),
-    "lora": dict(hidden=3072, layers=24, batch=4, seq=(256, 2048), ckpt=False, lora=True, fsdp=False),
-    "fsdp": dict(hidden=2048, layers=16, batch=4, seq=(256, 2048), ckpt=False, lora=False, fsdp=True),
+    "ckpt": dict(hidden=2048, layers=16, batch=8, seq=(256, 2048), ckpt=True, lora=False, fsdp=False, ddp=False),
+    "lora": dict(hidden=3072, layers=24, batch=4, seq=(256, 2048), ckpt=False, lora=True, fsdp=False, ddp=False),
+    "fsdp": dict(hidden=2048, layers=16, batch=4, seq=(256, 2048), ckpt=False, lora=False, fsdp=True, ddp=False),
+    "ddp": dict(hidden=2048, layers=16, batch=4, seq=(256, 2048), ckpt=False, lora=False, fsdp=False, ddp=True),
 }
+# The CUDA runtime (and, where the profiler sees them, driver) calls the FSDP2 profile reports by name.
+SYNC_CALLS = ("cudaStreamWaitEvent", "cudaEventRecord", "cudaEventRecordWithFlags", "cudaStreamSynchronize",
+              "cudaEventSynchronize", "cudaDeviceSynchronize", "cudaEventQuery", "cudaStreamQuery")
 ALLOCATORS = ("native", "expandable", "gmlake")
 GiB = 1 << 30
 
@@ -136,6 +152,9 @@ def build_model(cfg, seed):
         for layer in model.model.layers:
             fully_shard(layer, mp_policy=mp)
         fully_shard(model, mp_policy=mp)
+    if cfg["ddp"]:
+        from torch.nn.parallel import DistributedDataParallel
+        model = DistributedDataParallel(model, device_ids=[local_rank()])
     model.train()
     return model
 
@@ -158,7 +177,7 @@ def train_step(model, opt, ids):
 def run_train(a, cfg):
     import torch
     t_start = time.time()
-    distributed = cfg["fsdp"]
+    distributed = cfg["fsdp"] or cfg["ddp"]
     if distributed:
         import torch.distributed as dist
         torch.cuda.set_device(local_rank())
@@ -177,13 +196,15 @@ def run_train(a, cfg):
         import gmlake_torch
         recording = gmlake_torch.record(a.trace)
     with recording:
-        model, opt, lengths, losses, times = train_loop(a, cfg, batch, distributed)
+        model, opt, lengths, losses, times, prof = train_loop(a, cfg, batch, distributed)
     params = sum(p.numel() for p in model.parameters())
     res = dict(kind="record" if a.trace else "train", config=a.config, alloc=a.alloc, params=params, batch=batch,
                steps=a.steps, warmup=a.warmup, seq_lengths=lengths, losses=losses,
                step_times=[round(t, 5) for t in times],
                median_step_s=round(statistics.median(times[a.warmup:]), 5),
                mean_step_s=round(statistics.mean(times[a.warmup:]), 5))
+    if prof is not None:
+        res["profile"] = prof
     if a.trace:
         import gzip
         opener = gzip.open if a.trace.endswith(".gz") else open
@@ -216,12 +237,16 @@ def train_loop(a, cfg, batch, distributed):
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
     rng = random.Random(a.seed)
-    lengths = [rng.randint(*cfg["seq"]) for _ in range(a.steps)]
+    lengths = [rng.randint(*cfg["seq"]) for _ in range(a.steps)]  # rng goes on for the profiled steps
     losses, times = [], []
     log("config %s alloc %s: %.2f B params, batch %d, %d steps, seq %s" %
         (a.config, a.alloc, params / 1e9, batch, a.steps, lengths))
     torch.cuda.synchronize()
+    counters0 = None
     for step, L in enumerate(lengths):
+        if a.profile and step == a.warmup:
+            torch.cuda.synchronize()
+            counters0 = alloc_counters(a.alloc)
         ids = make_batch(a.seed * 100003 + step * 101 + rank(), batch, L)
         t0 = time.perf_counter()
         loss = train_step(model, opt, ids)
@@ -237,7 +262,137 @@ def train_loop(a, cfg, batch, distributed):
         if rank() == 0:
             log("step %d seq %d loss %.6f %.3f s" % (step, L, lv, times[-1]))
     torch.cuda.synchronize()
-    return model, opt, lengths, losses, times
+    prof = None
+    if a.profile:
+        timed = len(lengths) - a.warmup
+        prof = dict(timed_steps=timed,
+                    per_step=per_step_delta(counters0, alloc_counters(a.alloc), timed) if counters0 else None)
+        prof.update(profile_steps(a, model, opt, batch, rng, distributed))
+    return model, opt, lengths, losses, times, prof
+
+
+def alloc_counters(alloc):
+    """The allocator's cumulative counters: PyTorch's memory_stats (gmlake's C++ allocator fills them too) and,
+    for gmlake, its driver calls and their time by kind. Flat dict of numbers."""
+    import torch
+    c = {}
+    try:
+        ms = torch.cuda.memory_stats()
+        for k in ("num_device_alloc", "num_device_free", "num_sync_all_streams", "num_alloc_retries",
+                  "allocation.all.allocated", "segment.all.allocated"):
+            if k in ms:
+                c["torch." + k] = ms[k]
+    except Exception as e:  # noqa: BLE001 - the pluggable fallback has no memory_stats
+        log("memory_stats: %s" % e)
+    if alloc == "gmlake":
+        import gmlake_torch
+        s = gmlake_torch.stats()
+        for k, v in (s.get("driver_calls") or {}).items():
+            c["calls." + k] = v
+        for k, v in (s.get("driver_seconds") or {}).items():
+            c["seconds." + k] = v
+        c["seconds.total"] = s.get("driver_seconds_total", 0.0)
+        c["calls.total"] = s.get("driver_calls_total", 0)
+    return c
+
+
+def per_step_delta(before, after, steps):
+    out = {}
+    for k in sorted(set(before) | set(after)):
+        d = after.get(k, 0) - before.get(k, 0)
+        out[k] = round(d / max(steps, 1), 9 if k.startswith("seconds.") else 3)
+    return out
+
+
+def stream_names(model):
+    """cudaStream_t value -> name: the default stream and FSDP2's communication streams (all_gather_copy_in,
+    all_gather, reduce_scatter, all_reduce) where the model is an FSDP2 module."""
+    import torch
+    names = {torch.cuda.default_stream().cuda_stream: "default"}
+    names.setdefault(torch.cuda.current_stream().cuda_stream, "current")
+    try:
+        try:
+            from torch.distributed.fsdp import fully_shard
+        except ImportError:
+            from torch.distributed._composable.fsdp import fully_shard
+        ctx = fully_shard.state(model)._comm_ctx
+        for attr in ("all_gather_copy_in_stream", "all_gather_stream", "reduce_scatter_stream", "all_reduce_stream"):
+            st = getattr(ctx, attr, None)
+            if st is not None:
+                names.setdefault(st.cuda_stream, attr[:-len("_stream")])
+    except Exception as e:  # noqa: BLE001 - not an FSDP2 model, or a torch without these fields
+        log("stream names: %s" % e)
+    return names
+
+
+def profile_steps(a, model, opt, batch, rng, distributed):
+    """a.profile more steps under torch.profiler and the memory history; returns per-step counts."""
+    import re
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    lo, hi = CONFIGS[a.config]["seq"]
+    lengths = [rng.randint(lo, hi) for _ in range(a.profile)]
+    names = stream_names(model)
+    history = True
+    try:
+        torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=2_000_000,
+                                                 clear_history=True)
+    except Exception as e:  # noqa: BLE001
+        history = False
+        log("memory history unavailable: %s" % e)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for i, L in enumerate(lengths):
+            ids = make_batch(a.seed * 100003 + (a.steps + i) * 101 + rank(), batch, L)
+            loss = train_step(model, opt, ids)
+            if distributed:
+                import torch.distributed as dist
+                loss = loss.detach().clone()
+                dist.all_reduce(loss, op=dist.ReduceOp.AVG)
+            loss.item()
+            del loss, ids
+        torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    n = max(a.profile, 1)
+    out = dict(profiled_steps=a.profile, profiled_seq_lengths=lengths, profiled_step_s=round(wall / n, 5))
+    if history:
+        try:
+            snap = torch.cuda.memory._snapshot()
+            traces = snap.get("device_traces") or []
+            entries = traces[torch.cuda.current_device()] if len(traces) > torch.cuda.current_device() else []
+            by = {}
+            for e in entries:
+                sname = names.get(e.get("stream"), "stream:%#x" % (e.get("stream") or 0))
+                d = by.setdefault(sname, {})
+                act = e.get("action", "?")
+                d[act] = d.get(act, 0) + 1
+                if act == "alloc":
+                    d["alloc_bytes"] = d.get("alloc_bytes", 0) + int(e.get("size", 0))
+            out["by_stream"] = {s: {k: round(v / n, 1) for k, v in d.items()} for s, d in sorted(by.items())}
+            out["history_entries"] = len(entries)
+        except Exception as e:  # noqa: BLE001
+            out["by_stream_error"] = "%s: %s" % (type(e).__name__, e)
+        finally:
+            torch.cuda.memory._record_memory_history(enabled=None)
+    calls, kernels_us = {}, 0.0
+    for e in prof.key_averages():
+        if re.match(r"^cu(da)?[A-Z]", e.key) and e.device_type == torch.autograd.DeviceType.CPU:
+            calls[e.key] = dict(count=round(e.count / n, 1), us=round(e.cpu_time_total / n, 1))
+        kernels_us += getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0) or 0
+    out["runtime_calls"] = dict(sorted(calls.items(), key=lambda kv: -kv[1]["us"]))
+    out["sync"] = {k: calls.get(k, {}).get("count", 0) for k in SYNC_CALLS}
+    out["gpu_busy_us"] = round(kernels_us / n, 1)  # summed over streams: overlap counts twice
+    if a.profile_trace and rank() == 0:
+        import gzip
+        import shutil
+        raw = a.profile_trace[:-3] if a.profile_trace.endswith(".gz") else a.profile_trace + ".raw"
+        prof.export_chrome_trace(raw)
+        with open(raw, "rb") as f, gzip.open(a.profile_trace if a.profile_trace.endswith(".gz") else
+                                             a.profile_trace + ".gz", "wb") as g:
+            shutil.copyfileobj(f, g)
+        os.remove(raw)
+    return out
 
 
 def is_oom(e):
@@ -383,6 +538,9 @@ def main():
     p.add_argument("--no-deterministic", dest="deterministic", action="store_false",
                    help="skip torch.use_deterministic_algorithms (losses may then differ in the last digits)")
     p.add_argument("--trace", help="gmlake only: record the run's allocation trace here (gmlake_torch.record)")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="count allocator, driver and CUDA runtime calls per step, then profile N more steps")
+    p.add_argument("--profile-trace", help="with --profile: write the profiled steps' Chrome trace here (.gz)")
     p.add_argument("--maxbatch", action="store_true", help="search the largest batch instead of a timed run")
     p.add_argument("--budget-gib", type=float, default=20.0, help="--maxbatch: GiB left free for the job")
     p.add_argument("--probe-steps", type=int, default=4)
@@ -394,7 +552,9 @@ def main():
     cfg = CONFIGS[a.config]
     if a.trace and a.alloc != "gmlake":
         raise SystemExit("--trace needs --alloc gmlake")
-    if (a.maxbatch or a.maxbatch_child) and cfg["fsdp"]:
+    if a.profile < 0 or (a.profile and a.steps <= a.warmup):
+        raise SystemExit("--profile %d: want N >= 0 and --steps (%d) above --warmup (%d)" % (a.profile, a.steps, a.warmup))
+    if (a.maxbatch or a.maxbatch_child) and (cfg["fsdp"] or cfg["ddp"]):
         raise SystemExit("--maxbatch runs single-GPU configurations only")
     # torch.use_deterministic_algorithms needs this before the first cuBLAS call (same for every allocator)
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
