@@ -84,8 +84,8 @@ func exploreHeader(cfg ExploreConfig) string {
 // TestExploreDeep enumerates narrower universes to depth 8 (make test; 10 under make verify): at most two
 // live allocations, one unit of pending work per stream, two streams, and two sizes on either side of the
 // policy's decisive threshold: a small-pool request and one at gmlake's stitching threshold (two granules;
-// gmlake-paper's knob set to it too, so its stitching runs at this scale), PyTorch's 10 MiB large-request
-// rounding for caching, a 20 MiB page for expandable. The devices hold only a few of those, so
+// gmlake-paper's knob set to it too, so its stitching runs at this scale); for caching exactly 1 MiB and
+// 10 MiB (the boundaries of PyTorch's segment sizes), for expandable 1 MiB and a 20 MiB page. The devices hold only a few of those, so
 // out-of-memory, release, stitching and cross-stream waits meet within eight ops. The "faults" universes
 // (depth 5; 6 under make verify) arm a fault on every call kind the engine makes, before an allocation, a
 // free and an EmptyCache. Every invariant after every step, INV-NOLEAK from every distinct state:
@@ -111,9 +111,10 @@ func TestExploreDeep(t *testing.T) {
 		case impl.PolicyGMLakePaper:
 			c.Knobs.StitchMin, c.Capacity = 4*vmm.MiB, 40*vmm.MiB
 		case impl.PolicyCaching:
-			c.Capacity, c.Sizes = 40*vmm.MiB, []uint64{512, 10*vmm.MiB + 512}
+			// Exactly kSmallSize and kMinLargeAlloc: the two boundaries of get_allocation_size (INV-TORCH).
+			c.Capacity, c.Sizes = 40*vmm.MiB, []uint64{vmm.MiB, 10 * vmm.MiB}
 		case impl.PolicyExpandable:
-			c.Capacity, c.Sizes = 40*vmm.MiB, []uint64{512, 20 * vmm.MiB}
+			c.Capacity, c.Sizes = 40*vmm.MiB, []uint64{vmm.MiB, 20 * vmm.MiB}
 		}
 		deep, faults := c, c
 		deep.Depth, deep.Deadline = depth, budget

@@ -333,6 +333,9 @@ func (e *Env) step(op Op) StepResult {
 		res.Violations = append(res.Violations, e.Hist.OnAlloc(after, res.Ptr, in.Stream)...)
 		// The engine rounds every request up to 512 B (impl: roundSize).
 		res.Violations = append(res.Violations, spec.CheckBestFit(before, after, res.Ptr, in.Stream, vmm.AlignUp(max(op.Size, 512), 512))...)
+		if haveBefore {
+			res.Violations = append(res.Violations, spec.CheckTorch(e.Cfg.Policy, before, after, res.Ptr, op.Size)...)
+		}
 	}
 	if op.Kind == OpAlloc && haveBefore && errors.Is(res.Err, vmm.ErrOutOfMemory) && !e.faulty &&
 		!errors.Is(res.Err, impl.ErrInvalidSize) {

@@ -24,6 +24,7 @@ const (
 	InvBestFit       = "INV-BESTFIT"
 	InvPool          = "INV-POOL" // spec/pool.go (PoolChecker)
 	InvSizePool      = "INV-SIZEPOOL"
+	InvTorch         = "INV-TORCH"
 )
 
 // StateInvariants lists the invariants Check evaluates on a single View, with their predicates.

@@ -290,3 +290,43 @@ func TestCheckSizePool(t *testing.T) {
 		t.Fatalf("1 MiB + 1 is a large request, served from the small pool: want one violation, got %v", vs)
 	}
 }
+
+// INV-TORCH: PyTorch's rules as stated in spec/torch.go, at their boundaries, and the predicate on a new
+// segment of the wrong size and on a block split against should_split.
+func TestCheckTorch(t *testing.T) {
+	for _, c := range []struct{ r, seg uint64 }{{512, 2 * mb}, {mb, 2 * mb}, {mb + 512, 20 * mb}, {10*mb - 512, 20 * mb}, {10 * mb, 10 * mb}, {10*mb + 512, 12 * mb}} {
+		if got := TorchAllocationSize(c.r); got != c.seg {
+			t.Errorf("get_allocation_size(%d) = %d, want %d", c.r, got, c.seg)
+		}
+	}
+	if TorchRoundSize(1) != 512 || TorchRoundSize(513) != 1024 {
+		t.Error("round_size")
+	}
+	if !TorchShouldSplit(20*mb, 19*mb-512, false) || TorchShouldSplit(20*mb, 19*mb, false) || !TorchShouldSplit(2*mb, mb, false) || TorchShouldSplit(mb+256, mb, false) {
+		t.Error("should_split: large pool splits only when more than 1 MiB remains, small pool at 512 B")
+	}
+	if !TorchShouldSplit(20*mb, 19*mb, true) {
+		t.Error("should_split under expandable segments splits at 512 B")
+	}
+	base := vmm.DevicePtr(0x1000_0000)
+	after := View{Policy: "caching", Granularity: 2 * mb,
+		Blocks: []Block{{ID: 1, State: BlockLive, Range: vmm.Range{Base: base, Size: 3 * mb}},
+			{ID: 2, State: BlockFree, Range: vmm.Range{Base: base.Add(3 * mb), Size: 17 * mb}}},
+		Device: Device{Reservations: []vmm.Range{{Base: base, Size: 20 * mb}}, Capacity: 64 * mb, Used: 20 * mb}}
+	if vs := CheckTorch("caching", View{}, after, base, 3*mb); len(vs) != 0 {
+		t.Fatalf("a 20 MiB segment split for 3 MiB is PyTorch's decision: %v", vs)
+	}
+	wrong := after
+	wrong.Device.Reservations = []vmm.Range{{Base: base, Size: 4 * mb}}
+	if vs := CheckTorch("caching", View{}, wrong, base, 3*mb); len(vs) != 1 || vs[0].Inv != InvTorch {
+		t.Fatalf("a 4 MiB segment for 3 MiB with room for 20 MiB: want INV-TORCH, got %v", vs)
+	}
+	unsplit := after
+	unsplit.Blocks = []Block{{ID: 1, State: BlockLive, Range: vmm.Range{Base: base, Size: 20 * mb}}}
+	if vs := CheckTorch("caching", View{}, unsplit, base, 3*mb); len(vs) != 1 {
+		t.Fatalf("20 MiB handed out whole for 3 MiB: want INV-TORCH, got %v", vs)
+	}
+	if vs := CheckTorch("gmlake", View{}, unsplit, base, 3*mb); len(vs) != 0 {
+		t.Fatalf("gmlake makes its own decisions: %v", vs)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -78,7 +79,7 @@ Examples:
 					}
 				}
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			fmt.Fprintf(os.Stderr, "%d mutants of %d in %s, %d checkers\n", len(ms), len(all), dir, len(checkers))
 			rep, err := mutate.Run(ctx, ms, mutate.Options{Root: ".", Checkers: checkers, Timeout: timeout, Workers: workers, Log: os.Stderr})

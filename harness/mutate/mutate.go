@@ -387,19 +387,58 @@ func FormatKeys(header string, ms []Mutant) []byte {
 	return b.Bytes()
 }
 
-// Select returns the mutants of all whose keys are listed, in the keys' order, and the keys that match no
-// mutant any more (the code they named changed).
+// Select returns the mutants of all whose keys are listed (a key whose site moved within its function
+// matches the same text at the nearest index), and the keys that match no mutant any more (the code they
+// named changed).
 func Select(all []Mutant, keys []string) (found []Mutant, gone []string) {
 	byKey := map[string]Mutant{}
 	for _, m := range all {
 		byKey[m.Key()] = m
 	}
+	// A key whose exact site is gone may have moved within its function (others' edits renumber the
+	// sites): take the same file, function, kind and text at the nearest index, once.
+	type loose struct{ file, fn, kind, orig string }
+	near := map[loose][]Mutant{}
+	for _, m := range all {
+		l := loose{filepath.Base(m.File), orDash(m.Func), m.Kind, m.Orig}
+		near[l] = append(near[l], m)
+	}
+	taken := map[string]bool{}
 	for _, k := range keys {
 		if m, ok := byKey[k]; ok {
 			found = append(found, m)
-		} else {
-			gone = append(gone, k)
+			taken[k] = true
 		}
 	}
+	for _, k := range keys {
+		if _, ok := byKey[k]; ok {
+			continue
+		}
+		f := strings.SplitN(k, " ", 5)
+		if len(f) < 5 {
+			gone = append(gone, k)
+			continue
+		}
+		nth, _ := strconv.Atoi(f[3])
+		best, bestD := Mutant{}, -1
+		for _, m := range near[loose{f[0], f[1], f[2], f[4]}] {
+			if d := abs(m.Nth - nth); !taken[m.Key()] && (bestD < 0 || d < bestD) {
+				best, bestD = m, d
+			}
+		}
+		if bestD < 0 {
+			gone = append(gone, k)
+			continue
+		}
+		taken[best.Key()] = true
+		found = append(found, best)
+	}
 	return found, gone
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
 }

@@ -1,0 +1,138 @@
+package spec
+
+import (
+	"sort"
+
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// INV-TORCH: the policies that claim PyTorch's semantics make PyTorch's decisions, one Alloc at a time. A
+// compact, independent statement of c10/cuda/CUDACachingAllocator.cpp (PyTorch 2.x), written from its
+// source, not from the engine:
+//
+//	round_size(n)          = 512 if n < 512, else n rounded up to 512 (kMinBlockSize)
+//	get_allocation_size(r) = 2 MiB (kSmallBuffer) if r <= 1 MiB (kSmallSize); 20 MiB (kLargeBuffer) if
+//	                         r < 10 MiB (kMinLargeAlloc); else r rounded up to 2 MiB (kRoundLarge)
+//	should_split(b, r)     = remaining >= 512 for the small pool, or for expandable segments;
+//	                         remaining > 1 MiB for the large pool otherwise (max_split_size unlimited)
+//
+// Checked after each successful Alloc of the caching policy (a new segment has exactly
+// get_allocation_size bytes, or, the engine's one documented departure, r rounded to the granularity when
+// the full segment could not fit even after releasing the cache; the block handed out is split or not per should_split) and of the expandable
+// policy (should_split, for blocks served from mapped free memory). Which block is chosen is INV-BESTFIT.
+const (
+	torchMinBlock  = 512
+	torchSmallSize = 1 << 20
+	torchSmallBuf  = 2 << 20
+	torchLargeBuf  = 20 << 20
+	torchMinLarge  = 10 << 20
+	torchRoundLg   = 2 << 20
+)
+
+// TorchRoundSize is PyTorch's round_size.
+func TorchRoundSize(n uint64) uint64 {
+	if n < torchMinBlock {
+		return torchMinBlock
+	}
+	return vmm.AlignUp(n, torchMinBlock)
+}
+
+// TorchAllocationSize is PyTorch's get_allocation_size: the segment cudaMalloc'ed for a rounded request.
+func TorchAllocationSize(r uint64) uint64 {
+	switch {
+	case r <= torchSmallSize:
+		return torchSmallBuf
+	case r < torchMinLarge:
+		return torchLargeBuf
+	}
+	return vmm.AlignUp(r, torchRoundLg)
+}
+
+// TorchShouldSplit is PyTorch's should_split for a block of blockSize serving rounded request r.
+func TorchShouldSplit(blockSize, r uint64, expandable bool) bool {
+	rem := blockSize - r
+	if r <= torchSmallSize || expandable {
+		return rem >= torchMinBlock
+	}
+	return rem > torchSmallSize
+}
+
+// CheckTorch is INV-TORCH for one successful Alloc(size) that returned ptr, over the Views before and
+// after the call, for policy "caching" or "expandable" (other policies: nothing to check).
+func CheckTorch(policy string, before, after View, ptr vmm.DevicePtr, size uint64) []Violation {
+	expandable := policy == "expandable"
+	if policy != "caching" && !expandable || size == 0 {
+		return nil
+	}
+	r := TorchRoundSize(size)
+	var got *Block
+	for i := range after.Blocks {
+		if b := &after.Blocks[i]; !b.Stitched && b.Range.Base == ptr && b.State == BlockLive {
+			got = b
+		}
+	}
+	if got == nil {
+		return nil // INV-BLOCKS
+	}
+	resOf := func(rs []vmm.Range, p vmm.DevicePtr) (vmm.Range, bool) {
+		i := sort.Search(len(rs), func(i int) bool { return rs[i].Limit() > p })
+		if i < len(rs) && rs[i].Contains(p) {
+			return rs[i], true
+		}
+		return vmm.Range{}, false
+	}
+	var from uint64 // the size of the free block the request was carved from
+	if seg, ok := resOf(after.Device.Reservations, ptr); ok {
+		if old, had := resOf(before.Device.Reservations, ptr); !had || old != seg {
+			if expandable {
+				return nil // a new arena: its growth is page-granular, not PyTorch's segment rule
+			}
+			// A new segment (cudaMalloc): exactly get_allocation_size bytes, carved from its start.
+			// The engine departs from PyTorch in one documented way (impl: segmentAlloc): when even after
+			// releasing the cache the full segment does not fit, it takes just r rounded to the granularity.
+			want := TorchAllocationSize(r)
+			fallback := seg.Size == vmm.AlignUp(r, after.Granularity) && after.Device.Free()+seg.Size < want
+			if seg.Size != want && !fallback {
+				return []Violation{violation(InvTorch, "Alloc(%d) (rounded %d) opened a segment of %s, PyTorch's get_allocation_size is %s",
+					size, r, vmm.FormatBytes(seg.Size), vmm.FormatBytes(want))}
+			}
+			from = seg.Size
+		}
+	}
+	if from == 0 {
+		// Served from a free block of before that starts at ptr; not one next to a pending block (its
+		// events may complete during the call and merge it larger) nor one that can grow into unmapped room.
+		for _, b := range before.Blocks {
+			if b.Stitched || b.State != BlockFree || b.Range.Base != ptr {
+				continue
+			}
+			for _, p := range before.Blocks {
+				if !p.Stitched && p.State == BlockPending && (p.Range.Limit() == b.Range.Base || b.Range.Limit() == p.Range.Base) {
+					return nil
+				}
+			}
+			if _, holes := before.Device.Backing(vmm.Range{Base: b.Range.Limit(), Size: 1}); len(holes) > 0 {
+				if seg, ok := resOf(before.Device.Reservations, b.Range.Base); ok && b.Range.Limit() < seg.Limit() {
+					return nil
+				}
+			}
+			from = b.Range.Size
+		}
+	}
+	if from == 0 || from < r {
+		return nil
+	}
+	want := from
+	if TorchShouldSplit(from, r, expandable) {
+		want = r
+	}
+	if got.Range.Size != want {
+		split := "not split"
+		if want == r {
+			split = "split"
+		}
+		return []Violation{violation(InvTorch, "Alloc(%d) (rounded %d) from a free block of %s got a block of %s: PyTorch's should_split says %s (%s)",
+			size, r, vmm.FormatBytes(from), vmm.FormatBytes(got.Range.Size), split, vmm.FormatBytes(want))}
+	}
+	return nil
+}
