@@ -5,6 +5,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -197,4 +198,80 @@ func TestEveryPackageSaysWhatItOwns(t *testing.T) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// Property: the layer diagram of docs/ARCHITECTURE.md draws exactly allowedImports: every folder, and for
+// each the packages it may import ("gmlake (root)" is the module root; "a/{b, c}" is a/b and a/c).
+func TestArchitectureDocDrawsTheTable(t *testing.T) {
+	doc, err := os.ReadFile("docs/ARCHITECTURE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "## Layers")
+	_, rest, ok2 := strings.Cut(rest, "```\n")
+	block, _, ok3 := strings.Cut(rest, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal(`docs/ARCHITECTURE.md has no "## Layers" section with a diagram in a code block`)
+	}
+	braces := regexp.MustCompile(`([\w/]+/)\{([^}]*)\}`)
+	drawn := map[string][]string{}
+	last := ""
+	for _, line := range strings.Split(block, "\n") {
+		if strings.TrimSpace(line) == "" || (strings.Contains(line, "──") && !strings.Contains(line, "──►")) {
+			continue // a group's title
+		}
+		if line[0] == ' ' { // the imports continue from the line above
+			drawn[last] = append(drawn[last], docImports(braces, line)...)
+			continue
+		}
+		name, imps, _ := strings.Cut(line, "──►")
+		name = strings.TrimSpace(name)
+		if i := strings.Index(name, "  "); i >= 0 {
+			name = name[:i] // a folder with no imports, then its comment
+		}
+		if name == "gmlake (root)" {
+			name = "."
+		}
+		last = name
+		drawn[name] = docImports(braces, imps)
+	}
+	for dir, want := range allowedImports {
+		got, ok := drawn[dir]
+		if !ok {
+			t.Errorf("docs/ARCHITECTURE.md does not draw %s", dir)
+			continue
+		}
+		slices.Sort(got)
+		w := slices.Sorted(slices.Values(want))
+		if !slices.Equal(got, w) {
+			t.Errorf("docs/ARCHITECTURE.md draws %s ──► %v; arch_test.go allows %v", dir, got, w)
+		}
+	}
+	for dir := range drawn {
+		if _, ok := allowedImports[dir]; !ok {
+			t.Errorf("docs/ARCHITECTURE.md draws %s, which is not in the layer table", dir)
+		}
+	}
+}
+
+// docImports reads a diagram line's list of imports: comma separated, up to a parenthesised comment.
+func docImports(braces *regexp.Regexp, s string) []string {
+	if i := strings.Index(s, "("); i >= 0 {
+		s = s[:i]
+	}
+	s = braces.ReplaceAllStringFunc(s, func(m string) string {
+		p := braces.FindStringSubmatch(m)
+		var out []string
+		for _, x := range strings.Split(p[2], ",") {
+			out = append(out, p[1]+strings.TrimSpace(x))
+		}
+		return strings.Join(out, ", ")
+	})
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
 }
