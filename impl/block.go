@@ -182,7 +182,7 @@ type block struct {
 	ev *blockEvent
 
 	// PyTorch statistics (torchstats.go)
-	active       bool // counted in DeviceStats.Active: handed out by Alloc and not yet reusable
+	active       bool // counted as a pending free in DeviceStats.Active (freed, not yet reusable)
 	splitCounted bool // counted in DeviceStats.InactiveSplit (while in a free set)
 
 	// sBlock
@@ -212,8 +212,8 @@ type freeSet struct {
 	root  *block
 	n     int
 	bytes uint64
-	ts    *DeviceStats // where inactive split blocks are counted (nil: not counted)
-	pool  poolKind     // the pool whose blocks the set holds
+	ts    *torchStats // where inactive split blocks are counted (nil: not counted)
+	pool  poolKind    // the pool whose blocks the set holds
 }
 
 func treapMerge(a, b *block) *block {

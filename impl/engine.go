@@ -91,7 +91,7 @@ type Allocator struct {
 	scratch []*block
 	cands   []*chunk
 
-	ts     DeviceStats // PyTorch's statistics (torchstats.go)
+	ts     torchStats // PyTorch's statistics (torchstats.go)
 	tsBase torchBase
 	// Segment events (torchsnap.go): recorded while segEvOn; segEvPending (read without the lock) says
 	// segEv is not empty.

@@ -249,11 +249,12 @@ func (a *Allocator) Close() (CloseReport, error) {
 	a.last = nil
 	a.ptrs = map[vmm.DevicePtr]*block{}
 	a.st.RequestedBytes, a.st.AllocatedBytes, a.st.ReservedBytes, a.st.MappedBytes, a.st.NumLive = 0, 0, 0, 0, 0
-	for _, arr := range a.ts.arrays() {
-		for i := range arr {
-			arr[i].dec(arr[i].Current) // everything went back
+	for _, s := range a.ts.all() {
+		for i := range s {
+			s[i].cur = 0 // everything went back
 		}
 	}
+	a.ts.pending, a.ts.pendingBytes = [3]int64{}, [3]int64{}
 	return rep, first
 }
 

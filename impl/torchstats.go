@@ -37,19 +37,6 @@ type Stat struct {
 	Current, Peak, Allocated, Freed int64
 }
 
-func (s *Stat) inc(n int64) {
-	s.Current += n
-	s.Allocated += n
-	if s.Current > s.Peak {
-		s.Peak = s.Current
-	}
-}
-
-func (s *Stat) dec(n int64) {
-	s.Current -= n
-	s.Freed += n
-}
-
 // StatArray is a Stat per PyTorch StatType: [0] all, [1] small pool, [2] large pool.
 type StatArray [3]Stat
 
@@ -59,16 +46,6 @@ const (
 	StatSmall = 1
 	StatLarge = 2
 )
-
-func (s *StatArray) inc(p poolKind, n int64) {
-	s[0].inc(n)
-	s[1+p].inc(n)
-}
-
-func (s *StatArray) dec(p poolKind, n int64) {
-	s[0].dec(n)
-	s[1+p].dec(n)
-}
 
 // DeviceStats are PyTorch's DeviceStats, with the meaning given at the top of torchstats.go.
 type DeviceStats struct {
@@ -81,6 +58,89 @@ type DeviceStats struct {
 	MaxSplitSize                          int64 // -1: none
 }
 
+func (s *DeviceStats) arrays() []*StatArray {
+	return []*StatArray{&s.Allocation, &s.Segment, &s.Active, &s.InactiveSplit, &s.AllocatedBytes,
+		&s.ReservedBytes, &s.ActiveBytes, &s.InactiveSplitBytes, &s.RequestedBytes}
+}
+
+// stat is how the engine keeps a Stat, cheaply on the hot path: a decrease touches only cur; freed is
+// derived (acc - (cur - base), base being cur at the last accumulated reset).
+type stat struct {
+	cur, peak, acc, base int64
+}
+
+// statArr is a stat per pool: [1] small, [2] large. [0] (all) keeps only its peak: its current, accumulated
+// and base values are the sums of the pools' (get).
+type statArr [3]stat
+
+func (s *statArr) inc(p poolKind, n int64) {
+	x := &s[1+int(p&1)]
+	x.cur += n
+	x.acc += n
+	x.peak = max(x.peak, x.cur)
+	s[0].peak = max(s[0].peak, s[1].cur+s[2].cur)
+}
+
+func (s *statArr) dec(p poolKind, n int64) { s[1+int(p&1)].cur -= n }
+
+// get returns entry i with the sums filled in for all (i == 0).
+func (s *statArr) get(i int) stat {
+	if i != 0 {
+		return s[i]
+	}
+	return stat{cur: s[1].cur + s[2].cur, peak: s[0].peak, acc: s[1].acc + s[2].acc, base: s[1].base + s[2].base}
+}
+
+func (s *statArr) out() StatArray {
+	var o StatArray
+	for i := range s {
+		x := s.get(i)
+		o[i] = Stat{Current: x.cur, Peak: x.peak, Allocated: x.acc, Freed: x.acc - (x.cur - x.base)}
+	}
+	return o
+}
+
+func (s *statArr) resetPeak() {
+	s[1].peak, s[2].peak = s[1].cur, s[2].cur
+	s[0].peak = s[1].cur + s[2].cur
+}
+
+func (s *statArr) resetAccumulated() {
+	for i := 1; i < 3; i++ {
+		s[i].acc, s[i].base = 0, s[i].cur
+	}
+}
+
+// torchStats is the engine's record of DeviceStats. Active is not kept apart: an active allocation is live
+// (allocation) or pending (a freed block waiting for events, counted in pending until it is reusable), and
+// active only grows when an allocation does, so only its peak (while something is pending: otherwise the
+// live peak covers it) and its accumulated-reset base need keeping.
+type torchStats struct {
+	allocation, segment, inactiveSplit                           statArr
+	allocatedBytes, reservedBytes, inactiveSplitBytes, requested statArr
+	pending, pendingBytes                                        [3]int64 // freed, not yet reusable
+	activePeak, activeBytesPeak                                  [3]int64
+	activeBase, activeBytesBase                                  [3]int64 // active current at the last accumulated reset
+}
+
+func (t *torchStats) all() []*statArr {
+	return []*statArr{&t.allocation, &t.segment, &t.inactiveSplit, &t.allocatedBytes, &t.reservedBytes,
+		&t.inactiveSplitBytes, &t.requested}
+}
+
+// activeOut derives active (count or bytes) from the live and pending values.
+func activeOut(live *statArr, pending, peak, base *[3]int64) StatArray {
+	var o StatArray
+	for i := range o {
+		l := live.get(i)
+		cur := l.cur + pending[i]
+		// Active rises only with allocations: while nothing is pending it equals the live value, whose
+		// peak covers it; activePeak follows it while something is pending (noteLive).
+		o[i] = Stat{Current: cur, Peak: max(peak[i], l.peak, cur), Allocated: l.acc, Freed: l.acc - (cur - base[i])}
+	}
+	return o
+}
+
 // torchBase holds the counters' values at the last ResetAccumulatedStats (the engine's own counters keep
 // counting; DeviceStats reports them minus these).
 type torchBase struct {
@@ -91,7 +151,14 @@ type torchBase struct {
 func (a *Allocator) TorchStats() DeviceStats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := a.ts
+	t := &a.ts
+	s := DeviceStats{
+		Allocation: t.allocation.out(), Segment: t.segment.out(), InactiveSplit: t.inactiveSplit.out(),
+		AllocatedBytes: t.allocatedBytes.out(), ReservedBytes: t.reservedBytes.out(),
+		InactiveSplitBytes: t.inactiveSplitBytes.out(), RequestedBytes: t.requested.out(),
+		Active:      activeOut(&t.allocation, &t.pending, &t.activePeak, &t.activeBase),
+		ActiveBytes: activeOut(&t.allocatedBytes, &t.pendingBytes, &t.activeBytesPeak, &t.activeBytesBase),
+	}
 	s.NumAllocRetries = int64(a.st.NumCacheFlushes - a.tsBase.retries)
 	s.NumOOMs = int64(a.st.NumOOMs - a.tsBase.ooms)
 	s.NumDeviceAlloc = int64(a.d.Succeeded(vmm.CallCreate) - a.tsBase.created)
@@ -105,10 +172,13 @@ func (a *Allocator) TorchStats() DeviceStats {
 func (a *Allocator) ResetPeakStats() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, arr := range a.ts.arrays() {
-		for i := range arr {
-			arr[i].Peak = arr[i].Current
-		}
+	t := &a.ts
+	for _, s := range t.all() {
+		s.resetPeak()
+	}
+	for i := range t.activePeak {
+		t.activePeak[i] = t.allocation.get(i).cur + t.pending[i]
+		t.activeBytesPeak[i] = t.allocatedBytes.get(i).cur + t.pendingBytes[i]
 	}
 	a.st.PeakAllocatedBytes, a.st.PeakRequestedBytes = a.st.AllocatedBytes, a.st.RequestedBytes
 	a.st.PeakReservedBytes = a.st.ReservedBytes
@@ -119,22 +189,20 @@ func (a *Allocator) ResetPeakStats() {
 func (a *Allocator) ResetAccumulatedStats() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, arr := range a.ts.arrays() {
-		for i := range arr {
-			arr[i].Allocated, arr[i].Freed = 0, 0
-		}
+	t := &a.ts
+	for _, s := range t.all() {
+		s.resetAccumulated()
+	}
+	for i := range t.activeBase {
+		t.activeBase[i] = t.allocation.get(i).cur + t.pending[i]
+		t.activeBytesBase[i] = t.allocatedBytes.get(i).cur + t.pendingBytes[i]
 	}
 	a.tsBase = torchBase{retries: a.st.NumCacheFlushes, ooms: a.st.NumOOMs, created: a.d.Succeeded(vmm.CallCreate),
 		released: a.d.Succeeded(vmm.CallRelease)}
 }
 
-func (s *DeviceStats) arrays() []*StatArray {
-	return []*StatArray{&s.Allocation, &s.Segment, &s.Active, &s.InactiveSplit, &s.AllocatedBytes,
-		&s.ReservedBytes, &s.ActiveBytes, &s.InactiveSplitBytes, &s.RequestedBytes}
-}
-
-// newStreamState makes the state of stream s in pool mp (nil: the default pool), its free sets counting
-// inactive split blocks into a.ts.
+// newStreamState makes the state of stream s (in the default pool), its free sets counting inactive split
+// blocks into a.ts.
 func (a *Allocator) newStreamState(s vmm.Stream) *streamState {
 	ss := &streamState{s: s}
 	for i := range ss.free {
@@ -153,63 +221,82 @@ func hasMappedNeighbour(b *block) bool {
 func (s *freeSet) noteInserted(b *block) {
 	if s.ts != nil && hasMappedNeighbour(b) {
 		b.splitCounted = true
-		s.ts.InactiveSplit.inc(s.pool, 1)
-		s.ts.InactiveSplitBytes.inc(s.pool, int64(b.size))
+		s.ts.inactiveSplit.inc(s.pool, 1)
+		s.ts.inactiveSplitBytes.inc(s.pool, int64(b.size))
 	}
 }
 
 func (s *freeSet) noteRemoved(b *block) {
 	if b.splitCounted {
 		b.splitCounted = false
-		s.ts.InactiveSplit.dec(s.pool, 1)
-		s.ts.InactiveSplitBytes.dec(s.pool, int64(b.size))
+		s.ts.inactiveSplit.dec(s.pool, 1)
+		s.ts.inactiveSplitBytes.dec(s.pool, int64(b.size))
 	}
 }
 
 // noteLive counts block b handed out for size bytes.
 func (a *Allocator) noteLive(b *block, size uint64) {
-	ts := &a.ts
+	t := &a.ts
 	n := int64(b.size)
-	ts.Allocation.inc(b.pool, 1)
-	ts.AllocatedBytes.inc(b.pool, n)
-	ts.RequestedBytes.inc(b.pool, int64(size))
-	ts.Active.inc(b.pool, 1)
-	ts.ActiveBytes.inc(b.pool, n)
-	b.active = true
+	t.allocation.inc(b.pool, 1)
+	t.allocatedBytes.inc(b.pool, n)
+	t.requested.inc(b.pool, int64(size))
+	if t.pending[0] == 0 {
+		return // active == live now: its peak is covered by max(activePeak, allocation's peak) (activeOut)
+	}
+	i := 1 + int(b.pool&1)
+	al, ab := &t.allocation, &t.allocatedBytes
+	t.activePeak[0] = max(t.activePeak[0], al[1].cur+al[2].cur+t.pending[0])
+	t.activePeak[i] = max(t.activePeak[i], al[i].cur+t.pending[i])
+	t.activeBytesPeak[0] = max(t.activeBytesPeak[0], ab[1].cur+ab[2].cur+t.pendingBytes[0])
+	t.activeBytesPeak[i] = max(t.activeBytesPeak[i], ab[i].cur+t.pendingBytes[i])
 }
 
-// noteFreed counts the free of live block b (it stays active until reusable: noteReusable).
+// noteFreed counts the free of live block b; if it goes Pending (events to wait for), it stays active
+// until reusable (noteReusable).
 func (a *Allocator) noteFreed(b *block) {
-	ts := &a.ts
-	ts.Allocation.dec(b.pool, 1)
-	ts.AllocatedBytes.dec(b.pool, int64(b.size))
-	ts.RequestedBytes.dec(b.pool, int64(b.requested))
+	t := &a.ts
+	t.allocation.dec(b.pool, 1)
+	t.allocatedBytes.dec(b.pool, int64(b.size))
+	t.requested.dec(b.pool, int64(b.requested))
+	if b.state == Pending {
+		b.active = true
+		i := 1 + int(b.pool&1)
+		t.pending[0]++
+		t.pending[i]++
+		t.pendingBytes[0] += int64(b.size)
+		t.pendingBytes[i] += int64(b.size)
+	}
 }
 
-// noteReusable counts the end of block b's activity, if it was an active allocation.
+// noteReusable counts the end of block b's activity, if it was a pending free.
 func (a *Allocator) noteReusable(b *block) {
 	if b.active {
 		b.active = false
-		a.ts.Active.dec(b.pool, 1)
-		a.ts.ActiveBytes.dec(b.pool, int64(b.size))
+		t := &a.ts
+		i := 1 + int(b.pool&1)
+		t.pending[0]--
+		t.pending[i]--
+		t.pendingBytes[0] -= int64(b.size)
+		t.pendingBytes[i] -= int64(b.size)
 	}
 }
 
 // noteReserved counts n physical bytes of pool p gained (n > 0) or given back (n < 0).
 func (a *Allocator) noteReserved(p poolKind, n int64) {
 	if n >= 0 {
-		a.ts.ReservedBytes.inc(p, n)
+		a.ts.reservedBytes.inc(p, n)
 	} else {
-		a.ts.ReservedBytes.dec(p, -n)
+		a.ts.reservedBytes.dec(p, -n)
 	}
 }
 
 // noteSegments counts segments of pool p gained (n > 0) or lost (n < 0).
 func (a *Allocator) noteSegments(p poolKind, n int64) {
 	if n > 0 {
-		a.ts.Segment.inc(p, n)
+		a.ts.segment.inc(p, n)
 	} else if n < 0 {
-		a.ts.Segment.dec(p, -n)
+		a.ts.segment.dec(p, -n)
 	}
 }
 
