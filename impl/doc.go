@@ -44,6 +44,18 @@
 // it waits for that event, and the stream is unknown from then on. A stream destroyed without it is noticed
 // at the first driver call on it that fails (confirmed with StreamQuery); its claims end with it.
 //
+// # Private pools, capture and PyTorch's view (pool.go, torchstats.go, torchsnap.go)
+//
+// A private pool (PoolID, PyTorch's MempoolId_t: CUDA graph pools, torch.cuda.MemPool) is a second set of
+// (stream, pool) states with their own free sets, arenas, fences and cached stitched blocks: stitching
+// across streams stays inside the pool, and EmptyCache, the out-of-memory release and the stitched-block
+// cache limit skip a pool that lives (INV-POOL). ReleasePool at use count 0 returns its free memory, and the
+// rest as its allocations are freed. While a stream captures (SetCapturing) no event is recorded or queried
+// and frees of blocks used on other streams wait for the capture's end. The engine also keeps PyTorch's
+// DeviceStats (small/large pool, a stitched block one large allocation of its physical bytes), a snapshot
+// in PyTorch's terms (segments are fixed segments or mapped runs of arenas) and segment map/unmap events;
+// torchstats.go says how each statistic maps.
+//
 // # The allocation path (alloc.go)
 //
 //  1. Round the size, pick the pool, poll pending events if any.

@@ -466,6 +466,9 @@ func (a *Allocator) safe(st *streamState, seq uint64) bool {
 	if st.gone {
 		return a.lastDone(st)
 	}
+	if g := a.goneDefault(st); g != nil { // a private pool's state of a forgotten stream
+		return a.lastDone(g)
+	}
 	if st.recheck { // a call said st does not exist: if it still does not, its claims ended with it
 		_, err := a.d.StreamQuery(st.s)
 		if errors.Is(err, vmm.ErrInvalidHandle) {
@@ -757,7 +760,7 @@ func (a *Allocator) noteFree(ss *streamState) {
 // recordFence records a fence on ss now, covering every free so far. Failures are ignored: safe() records
 // one when needed. It reports whether it recorded.
 func (a *Allocator) recordFence(ss *streamState) bool {
-	if ss.gone || a.nCapturing > 0 {
+	if ss.gone || a.nCapturing > 0 || a.goneDefault(ss) != nil {
 		return false
 	}
 	e, err := a.getEvent()

@@ -314,3 +314,15 @@ func (a *Allocator) flushDeferred() error {
 	a.deferred = keep
 	return first
 }
+
+// goneDefault returns, for a private pool's state ss whose stream was forgotten (ForgetStream), the
+// default pool's state of that stream, which holds the stream's last event; nil otherwise.
+func (a *Allocator) goneDefault(ss *streamState) *streamState {
+	if ss.mp == nil {
+		return nil
+	}
+	if d := a.streams[ss.s]; d != nil && d.gone {
+		return d
+	}
+	return nil
+}

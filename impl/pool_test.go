@@ -191,6 +191,41 @@ func TestPoolReleaseWithLiveAllocations(t *testing.T) {
 	closeClean(t, a, dev)
 }
 
+// INV-POOL, scene: a released pool's memory freed after its stream was destroyed (ForgetStream) returns
+// once that stream's last work completed (the stream's last event, kept by its default-pool state, says so).
+func TestPoolMemoryOfForgottenStreamReturns(t *testing.T) {
+	a, dev := newTest(t, PolicyGMLake, 1<<30, false)
+	s1, _ := dev.CreateStream()
+	mustPool(t, a, graphPool)
+	p := mustAllocPool(t, a, 64*MiB, s1, graphPool)
+	dev.Launch(s1)
+	if err := a.ForgetStream(s1); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.DestroyStream(s1); err != nil {
+		t.Fatal(err)
+	}
+	mustFree(t, a, p) // after the stream is gone: no fence can be recorded on it
+	if _, err := a.AllocPool(1, s1, graphPool); !errors.Is(err, ErrUnknownStream) {
+		t.Fatalf("AllocPool on a forgotten stream: %v, want ErrUnknownStream", err)
+	}
+	if _, err := a.ReleasePool(graphPool); err != nil {
+		t.Fatal(err)
+	}
+	if r := a.Stats().ReservedBytes; r == 0 {
+		t.Fatal("the pool's memory was released while the forgotten stream's work still ran")
+	}
+	dev.CompleteAll()
+	if err := a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	if r := a.Stats().ReservedBytes; r != 0 {
+		t.Fatalf("%d bytes still reserved after the forgotten stream's work completed and EmptyCache", r)
+	}
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+}
+
 // Capture: while a stream captures, the engine records and queries no event (no RecordEvent/QueryEvent
 // driver call), a free of a block used on another stream waits (the block stays active, not reusable), and
 // when the capture ends its event is recorded and the block comes back once that stream's work completed.
