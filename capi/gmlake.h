@@ -3,10 +3,11 @@
  * Build: `make capi` (go build -buildmode=c-shared -o capi/libgmlake.so ./capi). No CUDA headers are needed:
  * cudaStream_t is declared here as void*, which is what it is (a CUstream).
  *
- * PyTorch (torch.cuda.memory.CUDAPluggableAllocator) calls gmlake_alloc and gmlake_free; the optional hooks
- * (record stream, reset = empty cache, memory fraction, init) are wired by python/gmlake_torch when it can build
- * its small C++ shim against the installed torch headers. PyTorch's own memory statistics do not work under a
- * plugged allocator: read ours with gmlake_stats_json.
+ * Two ways in. PyTorch's CUDAPluggableAllocator (the fallback) calls gmlake_alloc and gmlake_free and the
+ * optional hooks (record stream, reset = empty cache, memory fraction, init). python/gmlake_torch's C++
+ * CUDAAllocator, built against the installed torch, also uses the torch engine ABI below: PyTorch's statistics,
+ * snapshots, segment events, out-of-memory figures, private pools and CUDA graph capture. gmlake's own counters
+ * (stitches, driver calls by kind) are in gmlake_stats_json.
  *
  * Every function is thread-safe and never lets a Go panic cross into C: a panic is reported on stderr and in
  * gmlake_last_error, the call fails (NULL / negative), and the engine of that device is disabled.
