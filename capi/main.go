@@ -129,7 +129,8 @@ func getenv(name string) string {
 // reserved lists the GMLAKE_ variables that are not engine knobs.
 var reserved = map[string]bool{"POLICY": true, "DEVICE": true, "SIM_CAPACITY": true, "MEMORY_FRACTION": true,
 	"MEMORY_LIMIT": true, "TRACE": true, "VERBOSE": true, "PROFILE": true, "LIB": true, "SHIM": true,
-	"TEST_PANIC_SIZE": true, "SHIM_CACHE": true, "TIME_DRIVER": true}
+	"TEST_PANIC_SIZE": true, "SHIM_CACHE": true, "TIME_DRIVER": true,
+	"MODE": true, "CACHE": true} // MODE, CACHE: read by python/gmlake_torch (C++ or pluggable mode, the build cache)
 
 // testPanicSize, when nonzero, makes an allocation of exactly that many bytes panic inside the library
 // (GMLAKE_TEST_PANIC_SIZE), so that tests can check that a panic never crosses into C. Set when an engine
