@@ -85,7 +85,7 @@ func exploreHeader(cfg ExploreConfig) string {
 // live allocations, one unit of pending work per stream, two streams, and two sizes on either side of the
 // policy's decisive threshold: a small-pool request and one at gmlake's stitching threshold (two granules;
 // gmlake-paper's knob set to it too, so its stitching runs at this scale); for caching exactly 1 MiB and
-// 10 MiB (the boundaries of PyTorch's segment sizes), for expandable 1 MiB and a 20 MiB page. The devices hold only a few of those, so
+// 10 MiB (the boundaries of PyTorch's segment sizes), for expandable 1 MiB and a 20 MiB page less 512 B. The devices hold only a few of those, so
 // out-of-memory, release, stitching and cross-stream waits meet within eight ops. The "faults" universes
 // (depth 5; 6 under make verify) arm a fault on every call kind the engine makes, before an allocation, a
 // free and an EmptyCache. Every invariant after every step, INV-NOLEAK from every distinct state:
@@ -114,7 +114,7 @@ func TestExploreDeep(t *testing.T) {
 			// Exactly kSmallSize and kMinLargeAlloc: the two boundaries of get_allocation_size (INV-TORCH).
 			c.Capacity, c.Sizes = 40*vmm.MiB, []uint64{vmm.MiB, 10 * vmm.MiB}
 		case impl.PolicyExpandable:
-			c.Capacity, c.Sizes = 40*vmm.MiB, []uint64{vmm.MiB, 20 * vmm.MiB}
+			c.Capacity, c.Sizes = 40*vmm.MiB, []uint64{vmm.MiB, 20*vmm.MiB - 512} // a page minus the split threshold
 		}
 		deep, faults := c, c
 		deep.Depth, deep.Deadline = depth, budget

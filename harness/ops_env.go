@@ -264,6 +264,12 @@ func (e *Env) step(op Op) StepResult {
 		}
 		in = contract.ContractInput{Op: contract.COpFree, Ptr: p}
 		res.Err = e.A.Free(p)
+		if errors.Is(res.Err, impl.ErrInteriorPtr) && !interiorOfLive(before, p) {
+			// C-FREE-KIND, the half the contract cannot judge (it knows requested sizes, not blocks): an
+			// interior-pointer error needs a live block that p is inside of.
+			res.Violations = append(res.Violations, spec.Violation{Inv: spec.InvContract,
+				Msg: fmt.Sprintf("C-FREE-KIND: Free(%v) failed with %v, but no live allocation's block contains it", p, res.Err)})
+		}
 		if res.Err == nil {
 			e.Hist.OnFree(before, p)
 			for id := range e.live { // every id bound to p (a stale id may name a reused pointer)
@@ -433,4 +439,14 @@ func RunOps(cfg EnvConfig, ops []Op) (int, []spec.Violation, *Env, error) {
 		return len(ops), v, e, nil
 	}
 	return -1, nil, e, nil
+}
+
+// interiorOfLive reports whether p lies strictly inside the block of a live allocation of v.
+func interiorOfLive(v spec.View, p vmm.DevicePtr) bool {
+	for _, a := range v.Live {
+		if a.Ptr < p && p < a.Ptr.Add(max(a.Size, 1)) {
+			return true
+		}
+	}
+	return false
 }

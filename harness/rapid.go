@@ -169,6 +169,11 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 		"alloc":  alloc,
 		"alloc2": alloc,
 		"alloc3": alloc,
+		"alloc-threshold2": func(t *rapid.T) {
+			sz := thresholds.Draw(t, "threshold")
+			used = append(used, sz)
+			step(t, Op{Kind: OpAlloc, ID: env.NextID(), Size: sz, Stream: stream.Draw(t, "stream")})
+		},
 		"alloc-threshold": func(t *rapid.T) {
 			sz := thresholds.Draw(t, "threshold")
 			used = append(used, sz)

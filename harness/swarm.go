@@ -25,7 +25,8 @@ import (
 //   - swarm-actions: each optional action is on with probability 1/2;
 //   - sizes-threshold: a third of the sizes sit at a threshold of the sequence's policy and knobs (512 B,
 //     1 MiB, 10 MiB, 20 MiB, the granularity and its multiples, the stitch threshold, the chunk size,
-//     512 MiB), exactly, and 1 B, 512 B and one granule either side;
+//     512 MiB), exactly, and 1 B, 512 B, one granule, 1 MiB and 1 MiB + 512 B either side (a page minus a
+//     split threshold);
 //   - sizes-repeat: a sixth repeat an earlier request exactly (cached blocks and sBlocks get reused).
 type Swarm struct {
 	Streams  int
@@ -55,7 +56,7 @@ var swarmFaultCalls = []vmm.CallKind{vmm.CallCreate, vmm.CallRelease, vmm.CallRe
 	vmm.CallRecordEvent, vmm.CallQueryEvent, vmm.CallStreamWaitEvent, vmm.CallDestroyEvent}
 
 // swarmOptional are the actions swarm-actions may switch off (alloc, free and the empty action stay on).
-var swarmOptional = []string{"alloc-threshold", "alloc-repeat", "double-free", "free-interior", "record",
+var swarmOptional = []string{"alloc-threshold", "alloc-threshold2", "alloc-repeat", "double-free", "free-interior", "record",
 	"launch", "complete", "completeall", "emptycache", "bad-stream", "close", "pending-pair", "fail",
 	"clearfaults"}
 
@@ -111,7 +112,8 @@ func Thresholds(policy string, knobs impl.Config, gran uint64) []uint64 {
 	seen := map[uint64]bool{}
 	var out []uint64
 	for _, p := range points {
-		for _, d := range []int64{0, -1, 1, -512, 512, -int64(gran), int64(gran)} {
+		// +-1 MiB and +-(1 MiB + 512 B): a page or segment minus them leaves exactly PyTorch's split thresholds.
+		for _, d := range []int64{0, -1, 1, -512, 512, -int64(gran), int64(gran), -1 << 20, 1 << 20, -(1<<20 + 512), 1<<20 + 512} {
 			v := int64(p) + d
 			if v > 0 && !seen[uint64(v)] {
 				seen[uint64(v)] = true

@@ -85,7 +85,7 @@ func CheckTorch(policy string, before, after View, ptr vmm.DevicePtr, size uint6
 	if seg, ok := resOf(after.Device.Reservations, ptr); ok {
 		if old, had := resOf(before.Device.Reservations, ptr); !had || old != seg {
 			if expandable {
-				return nil // a new arena: its growth is page-granular, not PyTorch's segment rule
+				return torchSplitBound(got, size, r, expandable) // a new arena: page-granular growth
 			}
 			// A new segment (cudaMalloc): exactly get_allocation_size bytes, carved from its start.
 			// The engine departs from PyTorch in one documented way (impl: segmentAlloc): when even after
@@ -119,7 +119,12 @@ func CheckTorch(policy string, before, after View, ptr vmm.DevicePtr, size uint6
 			from = b.Range.Size
 		}
 	}
-	if from == 0 || from < r {
+	if from == 0 {
+		// Carved from memory mapped during the call (growth) or from a block whose size may have changed:
+		// whatever it was, should_split bounds what may be left unsplit.
+		return torchSplitBound(got, size, r, expandable)
+	}
+	if from < r {
 		return nil
 	}
 	want := from
@@ -133,6 +138,20 @@ func CheckTorch(policy string, before, after View, ptr vmm.DevicePtr, size uint6
 		}
 		return []Violation{violation(InvTorch, "Alloc(%d) (rounded %d) from a free block of %s got a block of %s: PyTorch's should_split says %s (%s)",
 			size, r, vmm.FormatBytes(from), vmm.FormatBytes(got.Range.Size), split, vmm.FormatBytes(want))}
+	}
+	return nil
+}
+
+// torchSplitBound is the part of should_split that holds whatever block the request was carved from: a
+// block handed out unsplit keeps less than the split threshold beyond the request (under 512 B in the small
+// pool and under expandable segments, at most 1 MiB in caching's large pool).
+func torchSplitBound(got *Block, size, r uint64, expandable bool) []Violation {
+	if got.Range.Size < r {
+		return nil // INV-STATS
+	}
+	if rem := got.Range.Size - r; rem > 0 && TorchShouldSplit(got.Range.Size, r, expandable) {
+		return []Violation{violation(InvTorch, "Alloc(%d) (rounded %d) got a block of %s: %s beyond the request, which PyTorch's should_split would have split off",
+			size, r, vmm.FormatBytes(got.Range.Size), vmm.FormatBytes(rem))}
 	}
 	return nil
 }
