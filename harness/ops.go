@@ -15,6 +15,9 @@ package harness
 //	fail create 2 CUDA_ERROR_OUT_OF_MEMORY   the 2nd next cuMemCreate fails with that result
 //	clearfaults                no injected fault pending any more
 //	close                      Close()
+//
+// A history (Env.History) is the same list with each op's outcome after "//" (`free a3 // error: double
+// free`); ParseOp ignores it, so a history replays as it is.
 
 import (
 	"bufio"
@@ -97,6 +100,9 @@ func FormatOps(ops []Op) string {
 
 // ParseOp parses one line of the text format.
 func ParseOp(line string) (Op, error) {
+	if i := strings.Index(line, "//"); i >= 0 {
+		line = line[:i] // a history's outcome
+	}
 	f := strings.Fields(line)
 	if len(f) == 0 {
 		return Op{}, fmt.Errorf("harness: empty op")

@@ -58,9 +58,11 @@ type Env struct {
 	eventFault bool
 	closed     bool
 	Ops        []Op // executed, in order: the reproducer
-	Steps      int
-	last       spec.View // the View after the last checked step, valid while lastOK
-	lastOK     bool
+	// outcomes[i] is Outcome of Ops[i] when it ran through Step (History prints them).
+	outcomes []string
+	Steps    int
+	last     spec.View // the View after the last checked step, valid while lastOK
+	lastOK   bool
 }
 
 // viewBefore returns the View now, reusing the one taken after the previous step when nothing can have
@@ -235,7 +237,52 @@ func (e *Env) Step(op Op) (r StepResult) {
 		}
 		r.Violations = keep
 	}
+	e.outcomes = append(e.outcomes, Outcome(r))
 	return r
+}
+
+// Outcome is the one-line outcome of a step as a history prints it: "ok", or the error's kind ("out of
+// memory", "unknown stream", ... or "driver error" under an injected fault), then any violated invariants.
+// It names no address, so a history is the same on every run and every device.
+func Outcome(r StepResult) string {
+	s := "ok"
+	if r.Err != nil {
+		s = "error: " + errorKind(r.Err)
+	}
+	for _, v := range r.Violations {
+		s += " | " + v.Inv
+	}
+	return s
+}
+
+func errorKind(err error) string {
+	for _, k := range []struct {
+		err  error
+		name string
+	}{{impl.ErrInvalidSize, "invalid size"}, {impl.ErrUnknownPointer, "unknown pointer"}, {impl.ErrInteriorPtr, "interior pointer"},
+		{impl.ErrDoubleFree, "double free"}, {impl.ErrUnknownStream, "unknown stream"}, {impl.ErrClosed, "closed"},
+		{vmm.ErrOutOfMemory, "out of memory"}} {
+		if errors.Is(err, k.err) {
+			return k.name
+		}
+	}
+	return "driver error"
+}
+
+// History prints the run as an op list with each op's outcome (`alloc a0 4194304 s0 // ok`): the header
+// and ops replay as they are (ParseOps drops the comments), and a golden history pins every answer.
+func (e *Env) History() string {
+	var b strings.Builder
+	d := e.Describe()
+	b.WriteString(d[:strings.IndexByte(d, '\n')+1])
+	for i, o := range e.Ops {
+		out := ""
+		if i < len(e.outcomes) {
+			out = e.outcomes[i]
+		}
+		fmt.Fprintf(&b, "%-40s // %s\n", o.String(), out)
+	}
+	return b.String()
 }
 
 func (e *Env) step(op Op) StepResult {

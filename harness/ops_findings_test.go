@@ -2,10 +2,13 @@ package harness
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 )
 
-// The engine bugs the checkers found (spec/FINDINGS.md), as op lists: each must run clean once fixed.
+// The engine bugs the checkers found (spec/FINDINGS.md), as op lists: each must run clean once fixed, and
+// its history (every op with its outcome, Env.History) must equal the golden one in testdata/findings
+// (GMLAKE_UPDATE=1 rewrites them; review the diff: a changed answer is a changed engine).
 // Open ones are skipped with a note (set GMLAKE_FINDINGS=strict to fail on them); a fixed one that is still
 // marked open says so, so it can be closed. They guard INV-NOSPURIOUSOOM and INV-CONTRACT (C-OOM).
 func TestFindings(t *testing.T) {
@@ -154,7 +157,7 @@ alloc a9 20971520 s1
 			}
 			var cfg EnvConfig
 			ParseOpsHeader(f.ops, &cfg)
-			i, vs, _, err := RunOps(cfg, ops)
+			i, vs, env, err := RunOps(cfg, ops)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -166,6 +169,28 @@ alloc a9 20971520 s1
 			case f.open:
 				t.Logf("%s runs clean now: mark it closed here and in spec/FINDINGS.md", f.name)
 			}
+			checkGolden(t, filepath.Join("testdata", "findings", f.name+".history"), env.History())
 		})
+	}
+}
+
+// checkGolden compares got with the golden file (datadriven style); GMLAKE_UPDATE=1 writes it instead.
+func checkGolden(t *testing.T, path, got string) {
+	t.Helper()
+	if os.Getenv("GMLAKE_UPDATE") != "" {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("no golden history (write it with GMLAKE_UPDATE=1 go test ./harness -run TestFindings): %v", err)
+	}
+	if string(want) != got {
+		t.Errorf("history differs from %s (GMLAKE_UPDATE=1 rewrites it):\n--- want\n%s--- got\n%s", path, want, got)
 	}
 }
