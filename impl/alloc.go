@@ -13,35 +13,36 @@ import (
 
 // allocLocked serves one request on stream ss.
 func (a *Allocator) allocLocked(size uint64, ss *streamState) (*block, error) {
+	a.assertLocked()
 	rs := a.p.round(size)
 	pool := poolOf(rs)
 	if len(a.pend) > 0 {
-		a.processEvents()
+		a.processEventsLocked()
 	}
 	if a.p.paper {
-		a.evTemp(1) // GMLake's search key is a Block, and every Block creates a CUDA event
+		a.evTempLocked(1) // GMLake's search key is a Block, and every Block creates a CUDA event
 	}
-	b := a.bestFit(ss, pool, rs)
+	b := a.bestFitLocked(ss, pool, rs)
 	if b == nil {
 		var err error
-		if b, err = a.allocMiss(ss, pool, rs, size); err != nil {
+		if b, err = a.allocMissLocked(ss, pool, rs, size); err != nil {
 			return nil, err
 		}
 	}
 	if b.kind == Primitive && a.p.shouldSplit(b, rs) {
-		a.split(b, rs)
+		a.splitLocked(b, rs)
 		if a.p.paper {
-			a.evFresh(b) // GMLake's malloc hands out a new Block for the head, with a new event
+			a.evFreshLocked(b) // GMLake's malloc hands out a new Block for the head, with a new event
 		}
 	}
-	a.markLive(b, size)
+	a.markLiveLocked(b, size)
 	return b, nil
 }
 
-// bestFit takes the smallest free block of ss's pool that holds rs bytes (lowest address among equals),
+// bestFitLocked takes the smallest free block of ss's pool that holds rs bytes (lowest address among equals),
 // with PyTorch's expandable-segment rule: a block at the end of a growing segment counts with the room it
 // can grow into, so other blocks are preferred.
-func (a *Allocator) bestFit(ss *streamState, pool poolKind, rs uint64) *block {
+func (a *Allocator) bestFitLocked(ss *streamState, pool poolKind, rs uint64) *block {
 	fs := &ss.free[pool]
 	b := fs.lowerBound(rs, 0)
 	if b == nil {
@@ -70,18 +71,18 @@ func expSize(b *block) uint64 {
 	return b.size
 }
 
-// allocMiss serves a request no free block holds: sBlock reuse, stitching, growth; on out-of-memory it
+// allocMissLocked serves a request no free block holds: sBlock reuse, stitching, growth; on out-of-memory it
 // releases the cache and tries once more.
-func (a *Allocator) allocMiss(ss *streamState, pool poolKind, rs, size uint64) (*block, error) {
+func (a *Allocator) allocMissLocked(ss *streamState, pool poolKind, rs, size uint64) (*block, error) {
 	if a.p.paper {
-		return a.paperMiss(ss, pool, rs, size)
+		return a.paperMissLocked(ss, pool, rs, size)
 	}
 	var err error
 	defer func() { a.lastResort = false }()
 	for attempt := 0; attempt < 2; attempt++ {
 		var b *block
 		a.lastResort = attempt > 0
-		if b, err = a.allocNew(ss, pool, rs, attempt > 0); err == nil {
+		if b, err = a.allocNewLocked(ss, pool, rs, attempt > 0); err == nil {
 			return b, nil
 		}
 		if !errors.Is(err, vmm.ErrOutOfMemory) || attempt > 0 || a.seeded(MutSpuriousOOM) {
@@ -89,10 +90,10 @@ func (a *Allocator) allocMiss(ss *streamState, pool poolKind, rs, size uint64) (
 		}
 		a.st.NumCacheFlushes++
 		if a.p.debugOOM {
-			a.dumpState(fmt.Sprintf("before release, alloc %d on s%d: %v", size, ss.s, err))
+			a.dumpStateLocked(fmt.Sprintf("before release, alloc %d on s%d: %v", size, ss.s, err))
 		}
-		_ = a.releaseCached() // a failure here leaves less released; the retry tells
-		if b := a.bestFit(ss, pool, rs); b != nil {
+		_ = a.releaseCachedLocked() // a failure here leaves less released; the retry tells
+		if b := a.bestFitLocked(ss, pool, rs); b != nil {
 			return b, nil
 		}
 	}
@@ -101,12 +102,12 @@ func (a *Allocator) allocMiss(ss *streamState, pool poolKind, rs, size uint64) (
 	}
 	a.st.NumOOMs++
 	if a.p.debugOOM {
-		a.dumpState(fmt.Sprintf("OOM alloc %d on s%d: %v", size, ss.s, err))
+		a.dumpStateLocked(fmt.Sprintf("OOM alloc %d on s%d: %v", size, ss.s, err))
 	}
-	return nil, a.oomErr(size, rs, ss.s, err)
+	return nil, a.oomErrLocked(size, rs, ss.s, err)
 }
 
-func (a *Allocator) oomErr(size, rs uint64, s vmm.Stream, cause error) error {
+func (a *Allocator) oomErrLocked(size, rs uint64, s vmm.Stream, cause error) error {
 	free, _, ierr := a.d.MemInfo()
 	if ierr != nil {
 		free = 0
@@ -122,33 +123,33 @@ func (a *Allocator) oomErr(size, rs uint64, s vmm.Stream, cause error) error {
 	}
 }
 
-// allocNew gets a block for a miss: a cached sBlock, a new sBlock, or new memory.
-func (a *Allocator) allocNew(ss *streamState, pool poolKind, rs uint64, retry bool) (*block, error) {
+// allocNewLocked gets a block for a miss: a cached sBlock, a new sBlock, or new memory.
+func (a *Allocator) allocNewLocked(ss *streamState, pool poolKind, rs uint64, retry bool) (*block, error) {
 	stitch := a.p.stitch && pool == largePool && rs >= a.p.stitchMin
 	if stitch {
-		if b := a.reuseSBlock(ss, rs); b != nil {
+		if b := a.reuseSBlockLocked(ss, rs); b != nil {
 			return b, nil
 		}
-		if b, ok, err := a.tryStitch(ss, rs); ok || err != nil {
+		if b, ok, err := a.tryStitchLocked(ss, rs); ok || err != nil {
 			return b, err
 		}
 	}
 	if a.p.arena {
-		return a.arenaAlloc(ss, pool, rs)
+		return a.arenaAllocLocked(ss, pool, rs)
 	}
-	return a.segmentAlloc(ss, pool, rs, retry)
+	return a.segmentAllocLocked(ss, pool, rs, retry)
 }
 
 // --- fixed segments (caching, gmlake-paper) ---
 
-// segmentAlloc makes a new fixed segment for rs (PyTorch's alloc_block); on the retry after releasing the
+// segmentAllocLocked makes a new fixed segment for rs (PyTorch's alloc_block); on the retry after releasing the
 // cache it falls back to a segment of just rs rounded to the granularity, so no request fails while the
 // device could hold it.
-func (a *Allocator) segmentAlloc(ss *streamState, pool poolKind, rs uint64, retry bool) (*block, error) {
+func (a *Allocator) segmentAllocLocked(ss *streamState, pool poolKind, rs uint64, retry bool) (*block, error) {
 	size := vmm.AlignUp(allocationSize(rs), a.gran)
-	seg, err := a.newFixedSegment(ss, pool, size)
+	seg, err := a.newFixedSegmentLocked(ss, pool, size)
 	if err != nil && retry && errors.Is(err, vmm.ErrOutOfMemory) && vmm.AlignUp(rs, a.gran) < size {
-		seg, err = a.newFixedSegment(ss, pool, vmm.AlignUp(rs, a.gran))
+		seg, err = a.newFixedSegmentLocked(ss, pool, vmm.AlignUp(rs, a.gran))
 	}
 	if err != nil {
 		return nil, err
@@ -156,9 +157,9 @@ func (a *Allocator) segmentAlloc(ss *streamState, pool poolKind, rs uint64, retr
 	return seg.head, nil
 }
 
-// newFixedSegment reserves, creates and maps a segment of size bytes whose single free block is returned
+// newFixedSegmentLocked reserves, creates and maps a segment of size bytes whose single free block is returned
 // as seg.head (not in the free set). Chunks: one handle (caching) or chunkMax pieces (gmlake-paper).
-func (a *Allocator) newFixedSegment(ss *streamState, pool poolKind, size uint64) (*segment, error) {
+func (a *Allocator) newFixedSegmentLocked(ss *streamState, pool poolKind, size uint64) (*segment, error) {
 	piece := size
 	if a.p.chunkMax != 0 && a.p.chunkMax < size {
 		piece = a.p.chunkMax
@@ -167,9 +168,9 @@ func (a *Allocator) newFixedSegment(ss *streamState, pool poolKind, size uint64)
 	if err != nil {
 		return nil, err
 	}
-	hs, err := a.createMapped(base, size, piece)
+	hs, err := a.createMappedLocked(base, size, piece)
 	if err != nil {
-		a.undoReserve(base, size)
+		a.undoReserveLocked(base, size)
 		return nil, err
 	}
 	a.nextID++
@@ -177,24 +178,24 @@ func (a *Allocator) newFixedSegment(ss *streamState, pool poolKind, size uint64)
 	for i, h := range hs {
 		seg.insertChunk(&chunk{h: h, size: piece, seg: seg, off: uint64(i) * piece})
 	}
-	b := a.newBlock()
+	b := a.newBlockLocked()
 	b.kind, b.state, b.mapped = Primitive, Free, true
 	b.ptr, b.size, b.stream, b.pool, b.seg = base, size, ss.s, pool, seg
 	if a.p.paper {
-		b.ev = a.evNew() // realloc_block's new Block
+		b.ev = a.evNewLocked() // realloc_block's new Block
 	}
 	seg.head = b
-	a.addSegment(seg)
-	a.addReserved(pool, size)
-	a.noteSegments(pool, 1)
-	a.noteSegmentEvent(SegmentMap, seg, base, size)
+	a.addSegmentLocked(seg)
+	a.addReservedLocked(pool, size)
+	a.noteSegmentsLocked(pool, 1)
+	a.noteSegmentEventLocked(SegmentMap, seg, base, size)
 	a.st.MappedBytes += size
 	return seg, nil
 }
 
-// createMapped creates size/piece handles, maps them side by side at base and sets access over the range.
+// createMappedLocked creates size/piece handles, maps them side by side at base and sets access over the range.
 // On failure it undoes everything it did and returns the error; on success the handles in address order.
-func (a *Allocator) createMapped(base vmm.DevicePtr, size, piece uint64) ([]vmm.Handle, error) {
+func (a *Allocator) createMappedLocked(base vmm.DevicePtr, size, piece uint64) ([]vmm.Handle, error) {
 	n := int(size / piece)
 	hs := make([]vmm.Handle, 0, n)
 	var err error
@@ -215,32 +216,32 @@ func (a *Allocator) createMapped(base vmm.DevicePtr, size, piece uint64) ([]vmm.
 		}
 	}
 	if err == nil {
-		if err = a.setAccess(base, size, piece); err == nil {
+		if err = a.setAccessLocked(base, size, piece); err == nil {
 			return hs, nil
 		}
 	}
 	for i := 0; i < mapped; i++ {
-		a.undoMap(base.Add(uint64(i)*piece), piece, hs[i])
+		a.undoMapLocked(base.Add(uint64(i)*piece), piece, hs[i])
 	}
 	for _, h := range hs {
-		a.undoRelease(h)
+		a.undoReleaseLocked(h)
 	}
 	return nil, err
 }
 
-func (a *Allocator) undoMap(p vmm.DevicePtr, size uint64, h vmm.Handle) {
+func (a *Allocator) undoMapLocked(p vmm.DevicePtr, size uint64, h vmm.Handle) {
 	if err := retry(func() error { return a.d.Unmap(p, size) }); err != nil {
 		a.orphanMaps = append(a.orphanMaps, Mapping{VA: vmm.Range{Base: p, Size: size}, Handle: h})
 	}
 }
 
-func (a *Allocator) undoRelease(h vmm.Handle) {
+func (a *Allocator) undoReleaseLocked(h vmm.Handle) {
 	if err := retry(func() error { return a.d.Release(h) }); err != nil {
 		a.orphanHandles = append(a.orphanHandles, h)
 	}
 }
 
-func (a *Allocator) undoReserve(p vmm.DevicePtr, size uint64) {
+func (a *Allocator) undoReserveLocked(p vmm.DevicePtr, size uint64) {
 	if err := retry(func() error { return a.d.FreeAddress(p, size) }); err != nil {
 		a.orphanResv = append(a.orphanResv, vmm.Range{Base: p, Size: size})
 	}
@@ -248,7 +249,7 @@ func (a *Allocator) undoReserve(p vmm.DevicePtr, size uint64) {
 
 // --- arenas (expandable, gmlake) ---
 
-func (a *Allocator) newArena(ss *streamState, pool poolKind) (*segment, error) {
+func (a *Allocator) newArenaLocked(ss *streamState, pool poolKind) (*segment, error) {
 	size := roundUp(a.total/arenaSlackDen*arenaSlackNum, a.quantum(pool))
 	base, err := a.d.Reserve(size)
 	if err != nil {
@@ -256,7 +257,7 @@ func (a *Allocator) newArena(ss *streamState, pool poolKind) (*segment, error) {
 	}
 	a.nextID++
 	seg := &segment{id: a.nextID, base: base, size: size, ss: ss, pool: pool, arena: true}
-	u := a.newBlock()
+	u := a.newBlockLocked()
 	u.kind, u.state, u.mapped = Primitive, Free, false
 	u.ptr, u.size, u.stream, u.pool, u.seg = base, size, ss.s, pool, seg
 	seg.head = u
@@ -264,42 +265,42 @@ func (a *Allocator) newArena(ss *streamState, pool poolKind) (*segment, error) {
 	as := ss.arenas[pool]
 	i, _ := slices.BinarySearchFunc(as, base, func(s *segment, p vmm.DevicePtr) int { return cmp.Compare(s.base, p) })
 	ss.arenas[pool] = slices.Insert(as, i, seg)
-	a.addSegment(seg)
+	a.addSegmentLocked(seg)
 	return seg, nil
 }
 
-// dropFreshArena undoes newArena after the first mapping into seg failed (mapInto changed nothing, so seg is
+// dropFreshArenaLocked undoes newArenaLocked after the first mapping into seg failed (mapIntoLocked changed nothing, so seg is
 // still one unmapped block): a failed request leaves no new reservation behind.
-func (a *Allocator) dropFreshArena(seg *segment) {
-	a.undoReserve(seg.base, seg.size)
-	a.dropEmptyArena(seg)
+func (a *Allocator) dropFreshArenaLocked(seg *segment) {
+	a.undoReserveLocked(seg.base, seg.size)
+	a.dropEmptyArenaLocked(seg)
 }
 
-// dropEmptyArena forgets arena seg, whose only block is unmapped and whose reservation was returned.
-func (a *Allocator) dropEmptyArena(seg *segment) {
+// dropEmptyArenaLocked forgets arena seg, whose only block is unmapped and whose reservation was returned.
+func (a *Allocator) dropEmptyArenaLocked(seg *segment) {
 	h := seg.head
 	seg.dropUnmapped(h)
-	a.dropSegment(seg)
-	a.recycle(h)
+	a.dropSegmentLocked(seg)
+	a.recycleLocked(h)
 }
 
-// arenaRun is PyTorch's find_expandable_block over the stream's arenas of a pool, in address order: the
-// first candidate run that holds rs bytes (arenaCandidate) and how many of its bytes are mapped; nil when
+// arenaRunLocked is PyTorch's find_expandable_block over the stream's arenas of a pool, in address order: the
+// first candidate run that holds rs bytes (arenaCandidateLocked) and how many of its bytes are mapped; nil when
 // no arena has room, and the caller opens a new arena (every request fits in one: it reserves 9/8 of the
 // device).
-func (a *Allocator) arenaRun(ss *streamState, pool poolKind, rs uint64) (*block, uint64) {
+func (a *Allocator) arenaRunLocked(ss *streamState, pool poolKind, rs uint64) (*block, uint64) {
 	for _, seg := range ss.arenas[pool] {
-		if c, mapped := a.arenaCandidate(seg, rs); c != nil {
+		if c, mapped := a.arenaCandidateLocked(seg, rs); c != nil {
 			return c, mapped
 		}
 	}
 	return nil, 0
 }
 
-// arenaCandidate is PyTorch's find_expandable_block: the lowest unmapped block (with the free block before
+// arenaCandidateLocked is PyTorch's find_expandable_block: the lowest unmapped block (with the free block before
 // it) that starts a run of free or unmapped blocks holding rs bytes. It also returns how many bytes of that
 // run are already mapped.
-func (a *Allocator) arenaCandidate(seg *segment, rs uint64) (*block, uint64) {
+func (a *Allocator) arenaCandidateLocked(seg *segment, rs uint64) (*block, uint64) {
 	for _, u := range seg.unmapped {
 		c := u
 		if p := u.prev; p != nil && p.state == Free {
@@ -319,22 +320,22 @@ func (a *Allocator) arenaCandidate(seg *segment, rs uint64) (*block, uint64) {
 	return nil, 0
 }
 
-// arenaAlloc is PyTorch's try_allocate_expandable_block: map what the candidate run lacks, then take it.
-func (a *Allocator) arenaAlloc(ss *streamState, pool poolKind, rs uint64) (*block, error) {
-	c, _ := a.arenaRun(ss, pool, rs)
+// arenaAllocLocked is PyTorch's try_allocate_expandable_block: map what the candidate run lacks, then take it.
+func (a *Allocator) arenaAllocLocked(ss *streamState, pool poolKind, rs uint64) (*block, error) {
+	c, _ := a.arenaRunLocked(ss, pool, rs)
 	var fresh *segment // an arena opened for this request: returned if the request fails
 	if c == nil {
-		seg, err := a.newArena(ss, pool)
+		seg, err := a.newArenaLocked(ss, pool)
 		if err != nil {
 			return nil, err
 		}
 		c, fresh = seg.head, seg
 	}
 	if !c.mapped {
-		m, err := a.mapInto(c, min(c.size, rs))
+		m, err := a.mapIntoLocked(c, min(c.size, rs))
 		if err != nil {
 			if fresh != nil {
-				a.dropFreshArena(fresh)
+				a.dropFreshArenaLocked(fresh)
 			}
 			return nil, err
 		}
@@ -345,7 +346,7 @@ func (a *Allocator) arenaAlloc(ss *streamState, pool poolKind, rs uint64) (*bloc
 		if nx == nil || nx.mapped || nx.state != Free {
 			panicf("arena run broken after block %d", c.id)
 		}
-		m, err := a.mapInto(nx, min(rs-c.size, nx.size))
+		m, err := a.mapIntoLocked(nx, min(rs-c.size, nx.size))
 		if err != nil {
 			return nil, err
 		}
@@ -366,11 +367,11 @@ func (a *Allocator) quantum(pool poolKind) uint64 {
 	return a.gran
 }
 
-// mapInto maps physical memory at the start of unmapped arena block u, enough for n bytes rounded up to the
+// mapIntoLocked maps physical memory at the start of unmapped arena block u, enough for n bytes rounded up to the
 // quantum (at most u.size): pages of the page size (expandable), or one chunk of the whole size (gmlake, in
 // pieces of at most chunkMax). The new mapped block merges with free neighbours and joins the free set;
-// mapInto returns it. On failure nothing changed.
-func (a *Allocator) mapInto(u *block, n uint64) (*block, error) {
+// mapIntoLocked returns it. On failure nothing changed.
+func (a *Allocator) mapIntoLocked(u *block, n uint64) (*block, error) {
 	seg := u.seg
 	q := a.quantum(seg.pool)
 	sz := min(roundUp(n, q), u.size)
@@ -416,18 +417,18 @@ func (a *Allocator) mapInto(u *block, n uint64) (*block, error) {
 	if err != nil {
 		off := uint64(0)
 		for i := 0; i < mapped; i++ {
-			a.undoMap(u.ptr.Add(off), sizes[i], hs[i])
+			a.undoMapLocked(u.ptr.Add(off), sizes[i], hs[i])
 			off += sizes[i]
 		}
 		for _, h := range hs {
-			a.undoRelease(h)
+			a.undoReleaseLocked(h)
 		}
 		return nil, err
 	}
 	// Commit: u's first sz bytes become a mapped free block.
 	seg.dropUnmapped(u)
 	if sz < u.size {
-		r := a.newBlock()
+		r := a.newBlockLocked()
 		r.kind, r.state, r.mapped = Primitive, Free, false
 		r.ptr, r.size, r.stream, r.pool, r.seg = u.ptr.Add(sz), u.size-sz, u.stream, u.pool, seg
 		r.prev, r.next = u, u.next
@@ -445,13 +446,13 @@ func (a *Allocator) mapInto(u *block, n uint64) (*block, error) {
 		seg.insertChunk(&chunk{h: h, size: sizes[i], seg: seg, off: off})
 		off += sizes[i]
 	}
-	a.addReserved(seg.pool, sz)
-	a.noteSegments(seg.pool, mappedRunDelta(u))
-	a.noteSegmentEvent(SegmentMap, seg, u.ptr, sz)
+	a.addReservedLocked(seg.pool, sz)
+	a.noteSegmentsLocked(seg.pool, mappedRunDelta(u))
+	a.noteSegmentEventLocked(SegmentMap, seg, u.ptr, sz)
 	a.st.MappedBytes += sz
 	m := u
 	if !a.seeded(MutNoMerge) {
-		m = a.mergeFree(u)
+		m = a.mergeFreeLocked(u)
 	}
 	seg.ss.free[seg.pool].insert(m)
 	return m, nil
@@ -459,9 +460,9 @@ func (a *Allocator) mapInto(u *block, n uint64) (*block, error) {
 
 // --- stitching (gmlake, gmlake-paper) ---
 
-// stitchable lists the chunks that lie wholly inside free large-pool pBlocks usable by ss: its own, and
+// stitchableLocked lists the chunks that lie wholly inside free large-pool pBlocks usable by ss: its own, and
 // (cross-stream policy) other streams' whose frees completed. Largest first, then by stream and address.
-func (a *Allocator) stitchable(ss *streamState) []*chunk {
+func (a *Allocator) stitchableLocked(ss *streamState) []*chunk {
 	out := a.cands[:0]
 	add := func(st *streamState) {
 		st.free[largePool].eachFrom(a.gran, func(b *block) bool {
@@ -474,7 +475,7 @@ func (a *Allocator) stitchable(ss *streamState) []*chunk {
 					break
 				}
 				whole := c.off >= lo && c.off+c.size <= hi
-				if st != ss && !a.safe(st, c.freeSeq) {
+				if st != ss && !a.safeLocked(st, c.freeSeq) {
 					continue // its last use on st may still run
 				}
 				if whole || (a.seeded(MutMapChunkTwice) && c.off >= lo) {
@@ -499,7 +500,7 @@ func (a *Allocator) stitchable(ss *streamState) []*chunk {
 		}
 	}
 	if a.p.crossStream {
-		for _, st := range a.poolStreams(ss) { // never another pool's chunks (INV-POOL)
+		for _, st := range a.poolStreamsLocked(ss) { // never another pool's chunks (INV-POOL)
 			if st != ss && st.free[largePool].n > 0 {
 				add(st)
 			}
@@ -518,11 +519,11 @@ func (a *Allocator) stitchable(ss *streamState) []*chunk {
 	return out
 }
 
-// tryStitch serves rs by stitching free chunks into a new sBlock when that grows the reserved memory less
-// than growing would (gmlake; gmlake-paper stitches by its own rule, paperStitch).
+// tryStitchLocked serves rs by stitching free chunks into a new sBlock when that grows the reserved memory less
+// than growing would (gmlake; gmlake-paper stitches by its own rule, paperStitchLocked).
 // ok says whether it stitched; err reports a driver failure (nothing changed).
-func (a *Allocator) tryStitch(ss *streamState, rs uint64) (b *block, ok bool, err error) {
-	cands := a.stitchable(ss)
+func (a *Allocator) tryStitchLocked(ss *streamState, rs uint64) (b *block, ok bool, err error) {
+	cands := a.stitchableLocked(ss)
 	if len(cands) == 0 {
 		return nil, false, nil
 	}
@@ -557,7 +558,7 @@ func (a *Allocator) tryStitch(ss *streamState, rs uint64) (b *block, ok bool, er
 		// Grow instead unless stitching saves at least stitchSave bytes of growth: a stitch maps (and one
 		// day unmaps) every chunk it views, and small savings do not pay for that.
 		grow := need
-		if c, mapped := a.arenaRun(ss, largePool, rs); c != nil {
+		if c, mapped := a.arenaRunLocked(ss, largePool, rs); c != nil {
 			grow = vmm.AlignUp(rs-min(rs, mapped), a.gran)
 		}
 		save := a.p.stitchSave
@@ -570,7 +571,7 @@ func (a *Allocator) tryStitch(ss *streamState, rs uint64) (b *block, ok bool, er
 			return nil, false, nil
 		}
 		if rem > 0 {
-			cs, err := a.arenaChunks(ss, rem)
+			cs, err := a.arenaChunksLocked(ss, rem)
 			if err != nil {
 				return nil, false, err
 			}
@@ -588,16 +589,16 @@ func (a *Allocator) tryStitch(ss *streamState, rs uint64) (b *block, ok bool, er
 		}
 		return 0
 	})
-	sb, err := a.buildSBlock(ss, chosen)
+	sb, err := a.buildSBlockLocked(ss, chosen)
 	if err != nil {
 		return nil, false, err
 	}
 	return sb, true, nil
 }
 
-// arenaChunks maps new memory of size bytes into ss's large arena, to be stitched (in pieces of at most
+// arenaChunksLocked maps new memory of size bytes into ss's large arena, to be stitched (in pieces of at most
 // chunkMax, like any growth); it stays free there until the stitch holds it. It returns the new chunks.
-func (a *Allocator) arenaChunks(ss *streamState, size uint64) ([]*chunk, error) {
+func (a *Allocator) arenaChunksLocked(ss *streamState, size uint64) ([]*chunk, error) {
 	var u *block
 	for _, seg := range ss.arenas[largePool] {
 		for _, x := range seg.unmapped {
@@ -612,7 +613,7 @@ func (a *Allocator) arenaChunks(ss *streamState, size uint64) ([]*chunk, error) 
 	}
 	var fresh *segment // an arena opened for this stitch: returned if mapping fails
 	if u == nil {
-		seg, err := a.newArena(ss, largePool)
+		seg, err := a.newArenaLocked(ss, largePool)
 		if err != nil {
 			return nil, err
 		}
@@ -620,9 +621,9 @@ func (a *Allocator) arenaChunks(ss *streamState, size uint64) ([]*chunk, error) 
 	}
 	seg := u.seg
 	off := uint64(u.ptr - seg.base)
-	if _, err := a.mapInto(u, size); err != nil {
+	if _, err := a.mapIntoLocked(u, size); err != nil {
 		if fresh != nil {
-			a.dropFreshArena(fresh)
+			a.dropFreshArenaLocked(fresh)
 		}
 		return nil, err
 	}
@@ -633,9 +634,9 @@ func (a *Allocator) arenaChunks(ss *streamState, size uint64) ([]*chunk, error) 
 	return out, nil
 }
 
-// buildSBlock reserves a range, maps chunks side by side into it, sets access, and holds the pBlocks under
+// buildSBlockLocked reserves a range, maps chunks side by side into it, sets access, and holds the pBlocks under
 // the chunks. On a driver failure it undoes its mappings and reservation (the chunks stay where they were).
-func (a *Allocator) buildSBlock(ss *streamState, chunks []*chunk) (*block, error) {
+func (a *Allocator) buildSBlockLocked(ss *streamState, chunks []*chunk) (*block, error) {
 	var total uint64
 	for _, c := range chunks {
 		total += c.size
@@ -654,20 +655,20 @@ func (a *Allocator) buildSBlock(ss *streamState, chunks []*chunk) (*block, error
 		mapped++
 	}
 	if err == nil && !a.seeded(MutSkipSetAccessStitched) {
-		err = a.setAccess(base, total, chunks[0].size)
+		err = a.setAccessLocked(base, total, chunks[0].size)
 	}
 	if err != nil {
 		if !a.seeded(MutLeakOnStitchFailure) {
 			off = 0
 			for i := 0; i < mapped; i++ {
-				a.undoMap(base.Add(off), chunks[i].size, chunks[i].h)
+				a.undoMapLocked(base.Add(off), chunks[i].size, chunks[i].h)
 				off += chunks[i].size
 			}
-			a.undoReserve(base, total)
+			a.undoReserveLocked(base, total)
 		}
 		return nil, err
 	}
-	sb := a.newBlock()
+	sb := a.newBlockLocked()
 	sb.kind, sb.state = Stitched, Free
 	sb.home = ss
 	sb.ptr, sb.size, sb.stream, sb.pool = base, total, ss.s, largePool
@@ -683,12 +684,13 @@ func (a *Allocator) buildSBlock(ss *streamState, chunks []*chunk) (*block, error
 	a.sblocks = append(a.sblocks, sb)
 	a.st.MappedBytes += total
 	a.st.NumStitches++
-	a.holdParts(sb)
+	a.holdPartsLocked(sb)
 	return sb, nil
 }
 
-// chunkFree reports whether chunk c lies wholly in a free pBlock usable on stream ss.
-func (a *Allocator) chunkFree(c *chunk, ss *streamState) bool {
+// chunkFreeLocked reports whether chunk c lies wholly in a free pBlock usable on stream ss.
+func (a *Allocator) chunkFreeLocked(c *chunk, ss *streamState) bool {
+	a.assertLocked()
 	b := c.seg.blockAt(c.off)
 	if waitsOnlyFor(b, ss) {
 		return true // a part of ss's own cached sBlock: reuse on ss is stream-ordered
@@ -696,7 +698,7 @@ func (a *Allocator) chunkFree(c *chunk, ss *streamState) bool {
 	if b.state != Free || !b.mapped || b.segOff()+b.size < c.off+c.size {
 		return false
 	}
-	return b.seg.ss == ss || a.safe(b.seg.ss, c.freeSeq)
+	return b.seg.ss == ss || a.safeLocked(b.seg.ss, c.freeSeq)
 }
 
 // waitsOnlyFor reports whether b is the part of an sBlock freed on ss that waits only for ss's work: ss may
@@ -705,15 +707,15 @@ func waitsOnlyFor(b *block, ss *streamState) bool {
 	return b.state == Pending && b.xwait == ss && b.events == 1
 }
 
-// holdParts carves, for each chunk of sb, the pBlock exactly under it out of its free block, and marks it
+// holdPartsLocked carves, for each chunk of sb, the pBlock exactly under it out of its free block, and marks it
 // held by sb (Live, not handed out). Every chunk must lie wholly in a free block (checked by the caller).
-func (a *Allocator) holdParts(sb *block) {
+func (a *Allocator) holdPartsLocked(sb *block) {
 	sb.parts = sb.parts[:0]
 	home := sb.home
 	held := uint64(0)
 	for _, c := range sb.chunks {
 		if held >= sb.size {
-			break // gmlake-paper: a reused sBlock holds only the pieces under the request (paperReuse)
+			break // gmlake-paper: a reused sBlock holds only the pieces under the request (paperReuseLocked)
 		}
 		held += c.size
 		b := c.seg.blockAt(c.off)
@@ -740,14 +742,14 @@ func (a *Allocator) holdParts(sb *block) {
 		}
 		b.seg.ss.free[b.pool].remove(b)
 		if c.off > lo { // keep the left part free
-			a.split(b, c.off-lo)
+			a.splitLocked(b, c.off-lo)
 			left := b
 			b = b.next
 			b.seg.ss.free[b.pool].remove(b)
 			left.seg.ss.free[left.pool].insert(left)
 		}
 		if b.size > c.size {
-			a.split(b, c.size)
+			a.splitLocked(b, c.size)
 		}
 		b.state = Live
 		b.heldBy = sb
@@ -755,10 +757,10 @@ func (a *Allocator) holdParts(sb *block) {
 	}
 }
 
-// reuseSBlock serves rs from a cached sBlock of ss whose chunks are all free: the smallest that fits, at
+// reuseSBlockLocked serves rs from a cached sBlock of ss whose chunks are all free: the smallest that fits, at
 // most max(reuseLimit/4 times the request, the request + 2 granules) (gmlake: 1.25x, but 2x at a 4 MiB
 // request and 1.25x only from 16 MiB; gmlake-paper 10x, GMLake's reuseLimit). No driver calls.
-func (a *Allocator) reuseSBlock(ss *streamState, rs uint64) *block {
+func (a *Allocator) reuseSBlockLocked(ss *streamState, rs uint64) *block {
 	limit := max(rs/4*a.p.reuseLimit, rs+2*a.gran)
 	var best *block
 	for _, sb := range a.sblocks {
@@ -770,7 +772,7 @@ func (a *Allocator) reuseSBlock(ss *streamState, rs uint64) *block {
 		}
 		ok := true
 		for _, c := range sb.chunks {
-			if !a.chunkFree(c, ss) {
+			if !a.chunkFreeLocked(c, ss) {
 				ok = false
 				break
 			}
@@ -782,19 +784,19 @@ func (a *Allocator) reuseSBlock(ss *streamState, rs uint64) *block {
 	if best == nil {
 		return nil
 	}
-	a.holdParts(best)
+	a.holdPartsLocked(best)
 	a.st.NumStitchReuses++
 	return best
 }
 
-// freeSBlock caches sb and gives its parts back: parts of ss's own pools are free at once (stream order);
+// freeSBlockLocked caches sb and gives its parts back: parts of ss's own pools are free at once (stream order);
 // parts of other streams' pools wait until sb's stream has finished the work submitted so far.
-func (a *Allocator) freeSBlock(sb *block) {
+func (a *Allocator) freeSBlockLocked(sb *block) {
 	sb.state = Free
-	sb.size = sb.resv.Size // a partly held sBlock (paperReuse) is cached whole
+	sb.size = sb.resv.Size // a partly held sBlock (paperReuseLocked) is cached whole
 	sb.uses = sb.uses[:0]
 	sb.events = 0
-	a.stampFree(sb)
+	a.stampFreeLocked(sb)
 	a.clock++
 	sb.lastUse = a.clock
 	home := sb.home
@@ -813,23 +815,23 @@ func (a *Allocator) freeSBlock(sb *block) {
 		// them all) rather than counted as later frees of their own.
 		pb.freeSeq, pb.stamped = sb.freeSeq, true
 		if a.p.paper {
-			a.evShareNewer(pb, sb) // GMLake's update_block: the part takes the sBlock's event if newer
+			a.evShareNewerLocked(pb, sb) // GMLake's update_block: the part takes the sBlock's event if newer
 		}
-		a.freeBlock(pb)
+		a.freeBlockLocked(pb)
 	}
 	sb.parts = sb.parts[:0]
 	if home != nil {
-		a.noteFree(home) // StitchFree needs to know when the view's last use completed
+		a.noteFreeLocked(home) // StitchFree needs to know when the view's last use completed
 	}
 	if len(foreign) > 0 {
 		a.pend = append(a.pend, pendingEv{st: home, seq: sb.freeSeq, blocks: foreign})
 	}
-	a.trimSBlocks()
+	a.trimSBlocksLocked()
 }
 
-// trimSBlocks tears down least recently used cached sBlocks beyond the cache limit, once the work that
+// trimSBlocksLocked tears down least recently used cached sBlocks beyond the cache limit, once the work that
 // used them completed (StitchFree).
-func (a *Allocator) trimSBlocks() {
+func (a *Allocator) trimSBlocksLocked() {
 	if a.p.sblockCache < 0 {
 		return
 	}
@@ -847,14 +849,14 @@ func (a *Allocator) trimSBlocks() {
 		if n <= a.p.sblockCache || lru == nil {
 			return
 		}
-		if !a.safe(lru.home, lru.freeSeq) || a.stitchFree(lru) != nil {
+		if !a.safeLocked(lru.home, lru.freeSeq) || a.stitchFreeLocked(lru) != nil {
 			return
 		}
 	}
 }
 
-// stitchFree unmaps a cached sBlock's view and returns its range. On an unmap failure nothing changes.
-func (a *Allocator) stitchFree(sb *block) error {
+// stitchFreeLocked unmaps a cached sBlock's view and returns its range. On an unmap failure nothing changes.
+func (a *Allocator) stitchFreeLocked(sb *block) error {
 	if err := a.d.Unmap(sb.resv.Base, sb.resv.Size); err != nil {
 		return err
 	}
@@ -862,13 +864,13 @@ func (a *Allocator) stitchFree(sb *block) error {
 		c.views--
 	}
 	a.st.MappedBytes -= sb.resv.Size
-	a.undoReserve(sb.resv.Base, sb.resv.Size)
+	a.undoReserveLocked(sb.resv.Base, sb.resv.Size)
 	last := len(a.sblocks) - 1
 	a.sblocks[sb.sIndex] = a.sblocks[last]
 	a.sblocks[sb.sIndex].sIndex = sb.sIndex
 	a.sblocks[last] = nil
 	a.sblocks = a.sblocks[:last]
 	a.st.NumStitchFrees++
-	a.recycle(sb)
+	a.recycleLocked(sb)
 	return nil
 }

@@ -143,7 +143,7 @@ func (s *segment) removeChunk(c *chunk) {
 
 // block is a pBlock (a range of a segment) or an sBlock (its own reservation viewing chunks of pBlocks).
 // An sBlock's size is its reservation's, except while gmlake-paper has it live for a smaller request
-// (paperReuse): then size is the request's, and only the chunks under [ptr, ptr+size) are held.
+// (paperReuseLocked): then size is the request's, and only the chunks under [ptr, ptr+size) are held.
 //
 // Legal states: a pBlock is Free (in its pool's free set iff mapped), Live (handed out, or held by a live
 // sBlock: heldBy != nil), or Pending (freed, events outstanding). An sBlock is Live, Pending (freed while

@@ -5,13 +5,13 @@ import (
 	"os"
 )
 
-// Config.DebugOOM prints the engine's state to stderr on the out-of-memory path (dumpState): a debugging aid
+// Config.DebugOOM prints the engine's state to stderr on the out-of-memory path (dumpStateLocked): a debugging aid
 // for spurious out-of-memory reports from the checkers.
 
-// dumpState prints every stream, segment, block, sBlock and pending wait. mu must be held.
-func (a *Allocator) dumpState(why string) {
+// dumpStateLocked prints every stream, segment, block, sBlock and pending wait. mu must be held.
+func (a *Allocator) dumpStateLocked(why string) {
 	fmt.Fprintf(os.Stderr, "=== %s %s reserved=%d freeSeq=%d lastResort=%v\n", a.p.name, why, a.st.ReservedBytes>>20, a.freeSeq, a.lastResort)
-	for _, ss := range a.sortedStreams() {
+	for _, ss := range a.sortedStreamsLocked() {
 		fmt.Fprintf(os.Stderr, "stream %d safeSeq %d fences %v\n", ss.s, ss.safeSeq, ss.fences)
 	}
 	for _, seg := range a.segs {

@@ -66,7 +66,7 @@
 //     that fits, up to max(1.25x the request, the request + 2 granules): 2x at the 4 MiB StitchMin, 1.25x
 //     from 16 MiB) whose chunks are all free: no driver call. (gmlake-paper takes its
 //     own path from here: see "gmlake-paper" below.)
-//  4. Stitch (tryStitch): collect the chunks lying wholly in free large-pool blocks of the stream and of
+//  4. Stitch (tryStitchLocked): collect the chunks lying wholly in free large-pool blocks of the stream and of
 //     other streams whose fences say their frees completed, largest first; fill the request greedily, then
 //     take the smallest chunk that covers the rest, or new memory for the rest. gmlake stitches only when that
 //     saves at least 128 MiB of growth (any saving on the retry after an out-of-memory).
@@ -74,7 +74,7 @@
 //     handles), or map the lowest run of free and unmapped blocks of the stream's arenas, in a new arena when
 //     none holds it (PyTorch's try_allocate_expandable_block): expandable maps 2 MiB / 20 MiB pages, gmlake
 //     chunks of at most ChunkSize.
-//  6. Out of memory: release the cache (releaseCached: StitchFree every cached sBlock, release whole free
+//  6. Out of memory: release the cache (releaseCachedLocked: StitchFree every cached sBlock, release whole free
 //     segments, unmap free chunks of arenas; PyTorch's release_cached_blocks) and retry once, mapping on the
 //     retry only what the granularity requires; then an *OOMError. A driver failure undoes what the failing
 //     step made: its handles, mappings and reservations, a new arena opened for the request included
@@ -184,6 +184,8 @@
 //
 // # Lock order
 //
-// One lock, Allocator.mu; the driver's own locks are taken inside it. Methods ending in Locked, and every
-// unexported method of Allocator, run with mu held.
+// One lock, Allocator.mu; the driver's own locks are taken inside it. Every method of Allocator that needs mu
+// held ends in Locked: all its unexported methods but five that read only what New set (seeded, quantum,
+// sizeErr, allocCount, paperErr). The core's entry points, the Locked methods that exported ones call, start
+// with assertLocked, which panics when mu is not held (TestCoreEntryPointsAssertTheLock).
 package impl

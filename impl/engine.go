@@ -119,6 +119,16 @@ type Allocator struct {
 	orphanResv    []vmm.Range
 }
 
+// assertLocked panics unless mu is held. A sync.Mutex does not know its holder, so this catches a method
+// that forgot to lock, not one called from another goroutine's critical section. The core's entry points
+// (the ...Locked methods the exported ones call) start with it; on a held mutex TryLock is one load.
+func (a *Allocator) assertLocked() {
+	if a.mu.TryLock() {
+		a.mu.Unlock()
+		panicf("Allocator.mu must be held: a ...Locked method was called without the lock")
+	}
+}
+
 // New makes an allocator on driver d with the policy and knobs of cfg. It asks the driver for the
 // granularity and the device's capacity.
 func New(d vmm.Driver, cfg Config) (*Allocator, error) {
@@ -197,9 +207,9 @@ func (a *Allocator) Free(p vmm.DevicePtr) error {
 	if a.closed {
 		return ErrClosed
 	}
-	b := a.liveAt(p)
+	b := a.liveAtLocked(p)
 	if b == nil {
-		return a.badPtr(p, a.ptrs[p])
+		return a.badPtrLocked(p, a.ptrs[p])
 	}
 	return a.freeLocked(b)
 }
@@ -212,9 +222,9 @@ func (a *Allocator) RecordStream(p vmm.DevicePtr, s vmm.Stream) error {
 	if a.closed {
 		return ErrClosed
 	}
-	b := a.liveAt(p)
+	b := a.liveAtLocked(p)
 	if b == nil {
-		return a.badPtr(p, a.ptrs[p])
+		return a.badPtrLocked(p, a.ptrs[p])
 	}
 	if _, err := a.streamLocked(s); err != nil {
 		return err
@@ -236,9 +246,9 @@ func (a *Allocator) EmptyCache() error {
 		return ErrClosed
 	}
 	if a.p.paper {
-		return a.paperEmptyCache()
+		return a.paperEmptyCacheLocked()
 	}
-	return a.releaseCached()
+	return a.releaseCachedLocked()
 }
 
 // Stats returns the counters.
@@ -253,6 +263,7 @@ func (a *Allocator) Stats() Stats {
 // streamLocked returns the state of stream s, validating s with StreamQuery the first time it is seen (and
 // again after a driver call said s does not exist). A stream forgotten with ForgetStream is ErrUnknownStream.
 func (a *Allocator) streamLocked(s vmm.Stream) (*streamState, error) {
+	a.assertLocked()
 	if ss := a.streams[s]; ss != nil {
 		if ss.gone {
 			return nil, fmt.Errorf("%w %d: it was destroyed (ForgetStream)", ErrUnknownStream, s)
@@ -269,8 +280,8 @@ func (a *Allocator) streamLocked(s vmm.Stream) (*streamState, error) {
 	if _, err := a.d.StreamQuery(s); err != nil {
 		return nil, streamErr(s, err)
 	}
-	ss := a.newStreamState(s)
-	a.addStream(ss)
+	ss := a.newStreamStateLocked(s)
+	a.addStreamLocked(ss)
 	a.last = ss
 	return ss, nil
 }
@@ -304,18 +315,18 @@ func (a *Allocator) ForgetStream(s vmm.Stream) error {
 		return fmt.Errorf("%w %d: already forgotten", ErrUnknownStream, s)
 	}
 	if ss == nil { // never used here: nothing to fence
-		ss = a.newStreamState(s)
+		ss = a.newStreamStateLocked(s)
 		ss.gone = true
-		a.addStream(ss)
+		a.addStreamLocked(ss)
 		return nil
 	}
-	e, err := a.getEvent()
+	e, err := a.getEventLocked()
 	if err != nil {
 		return fmt.Errorf("gmlake: forgetting stream %d: %w", s, err)
 	}
 	if err := a.d.RecordEvent(e, s); err != nil {
 		a.evFree = append(a.evFree, e)
-		if !errors.Is(err, vmm.ErrInvalidHandle) || !a.confirmDestroyed(ss) {
+		if !errors.Is(err, vmm.ErrInvalidHandle) || !a.confirmDestroyedLocked(ss) {
 			return fmt.Errorf("gmlake: forgetting stream %d: recording its last event: %w", s, err)
 		}
 		e = 0 // destroyed already: nothing left to wait on
@@ -327,9 +338,10 @@ func (a *Allocator) ForgetStream(s vmm.Stream) error {
 	return nil
 }
 
-// confirmDestroyed asks StreamQuery whether ss still exists after a call on it said it does not; if it
+// confirmDestroyedLocked asks StreamQuery whether ss still exists after a call on it said it does not; if it
 // does not, the next use of ss checks again (recheck). It reports whether ss is destroyed.
-func (a *Allocator) confirmDestroyed(ss *streamState) bool {
+func (a *Allocator) confirmDestroyedLocked(ss *streamState) bool {
+	a.assertLocked()
 	if _, err := a.d.StreamQuery(ss.s); !errors.Is(err, vmm.ErrInvalidHandle) {
 		return false
 	}
@@ -340,8 +352,8 @@ func (a *Allocator) confirmDestroyed(ss *streamState) bool {
 	return true
 }
 
-// lastDone reports whether the last event of gone stream st completed (retiring it when it has).
-func (a *Allocator) lastDone(st *streamState) bool {
+// lastDoneLocked reports whether the last event of gone stream st completed (retiring it when it has).
+func (a *Allocator) lastDoneLocked(st *streamState) bool {
 	if st.lastEv == 0 {
 		return true
 	}
@@ -354,8 +366,9 @@ func (a *Allocator) lastDone(st *streamState) bool {
 	return true
 }
 
-// addStream registers a new stream state in streams and order.
-func (a *Allocator) addStream(ss *streamState) {
+// addStreamLocked registers a new stream state in streams and order.
+func (a *Allocator) addStreamLocked(ss *streamState) {
+	a.assertLocked()
 	a.streams[ss.s] = ss
 	i := len(a.order) // streams usually come in increasing id order: append
 	if i > 0 && a.order[i-1].s > ss.s {
@@ -364,23 +377,28 @@ func (a *Allocator) addStream(ss *streamState) {
 	a.order = slices.Insert(a.order, i, ss)
 }
 
-// sortedStreams lists the known streams in id order (deterministic iteration). The caller must not
+// sortedStreamsLocked lists the known streams in id order (deterministic iteration). The caller must not
 // change the slice.
-func (a *Allocator) sortedStreams() []*streamState { return a.order }
+func (a *Allocator) sortedStreamsLocked() []*streamState {
+	a.assertLocked()
+	return a.order
+}
 
-// badPtr explains why p cannot be freed: b is ptrs[p] (nil: never handed out; else freed since).
-func (a *Allocator) badPtr(p vmm.DevicePtr, b *block) error {
+// badPtrLocked explains why p cannot be freed: b is ptrs[p] (nil: never handed out; else freed since).
+func (a *Allocator) badPtrLocked(p vmm.DevicePtr, b *block) error {
+	a.assertLocked()
 	if b != nil {
 		return fmt.Errorf("%w: %v", ErrDoubleFree, p)
 	}
-	if lb := a.liveContaining(p); lb != nil {
+	if lb := a.liveContainingLocked(p); lb != nil {
 		return fmt.Errorf("%w: %v is %d bytes into the allocation at %v", ErrInteriorPtr, p, uint64(p-lb.ptr), lb.ptr)
 	}
 	return fmt.Errorf("%w: %v", ErrUnknownPointer, p)
 }
 
-// liveContaining returns the live allocation whose range holds p, or nil. Slow path (errors only).
-func (a *Allocator) liveContaining(p vmm.DevicePtr) *block {
+// liveContainingLocked returns the live allocation whose range holds p, or nil. Slow path (errors only).
+func (a *Allocator) liveContainingLocked(p vmm.DevicePtr) *block {
+	a.assertLocked()
 	for _, sb := range a.sblocks {
 		if sb.state == Live && p >= sb.ptr && p < sb.end() {
 			return sb
@@ -409,8 +427,8 @@ func (a *Allocator) liveContaining(p vmm.DevicePtr) *block {
 	return nil
 }
 
-// newBlock takes a block struct from the spare list, with a fresh id.
-func (a *Allocator) newBlock() *block {
+// newBlockLocked takes a block struct from the spare list, with a fresh id.
+func (a *Allocator) newBlockLocked() *block {
 	var b *block
 	if n := len(a.spare); n > 0 {
 		b = a.spare[n-1]
@@ -424,9 +442,9 @@ func (a *Allocator) newBlock() *block {
 	return b
 }
 
-// recycle returns a block struct to the spare list, dropping its pointer-table entry. The caller has
+// recycleLocked returns a block struct to the spare list, dropping its pointer-table entry. The caller has
 // unlinked it from everything.
-func (a *Allocator) recycle(b *block) {
+func (a *Allocator) recycleLocked(b *block) {
 	if a.ptrs[b.ptr] == b {
 		delete(a.ptrs, b.ptr)
 	}
@@ -438,14 +456,15 @@ func (a *Allocator) recycle(b *block) {
 	b.active, b.splitCounted, b.home = false, false, nil
 	b.resv = vmm.Range{}
 	if b.ev != nil {
-		a.evDrop(b.ev)
+		a.evDropLocked(b.ev)
 		b.ev = nil
 	}
 	a.spare = append(a.spare, b)
 }
 
-// getEvent takes a pooled event or creates one.
-func (a *Allocator) getEvent() (vmm.Event, error) {
+// getEventLocked takes a pooled event or creates one.
+func (a *Allocator) getEventLocked() (vmm.Event, error) {
+	a.assertLocked()
 	if n := len(a.evFree); n > 0 {
 		e := a.evFree[n-1]
 		a.evFree = a.evFree[:n-1]
@@ -454,9 +473,9 @@ func (a *Allocator) getEvent() (vmm.Event, error) {
 	return a.d.CreateEvent()
 }
 
-// safe reports whether work that used a block freed on st at seq has completed, recording a fence event on
+// safeLocked reports whether work that used a block freed on st at seq has completed, recording a fence event on
 // st when needed. Costs at most a RecordEvent and a QueryEvent; nothing on the hot path calls it.
-func (a *Allocator) safe(st *streamState, seq uint64) bool {
+func (a *Allocator) safeLocked(st *streamState, seq uint64) bool {
 	if a.seeded(MutEarlyCrossStreamReuse) {
 		return true
 	}
@@ -464,10 +483,10 @@ func (a *Allocator) safe(st *streamState, seq uint64) bool {
 		return seq <= st.safeSeq && (!st.gone || st.lastEv == 0)
 	}
 	if st.gone {
-		return a.lastDone(st)
+		return a.lastDoneLocked(st)
 	}
-	if g := a.goneDefault(st); g != nil { // a private pool's state of a forgotten stream
-		return a.lastDone(g)
+	if g := a.goneDefaultLocked(st); g != nil { // a private pool's state of a forgotten stream
+		return a.lastDoneLocked(g)
 	}
 	if st.recheck { // a call said st does not exist: if it still does not, its claims ended with it
 		_, err := a.d.StreamQuery(st.s)
@@ -497,28 +516,28 @@ func (a *Allocator) safe(st *streamState, seq uint64) bool {
 		if n := len(st.fences); n > 0 && st.fences[n-1].seq >= seq {
 			return false // a fence covering seq is outstanding: wait for it
 		}
-		if round > 0 || !a.recordFence(st) {
+		if round > 0 || !a.recordFenceLocked(st) {
 			return false
 		}
 	}
 	return false
 }
 
-// processEvents retires completed events and frees the blocks that were waiting only on them. Freeing a
+// processEventsLocked retires completed events and frees the blocks that were waiting only on them. Freeing a
 // block may queue new waits (the foreign parts of an sBlock); those are looked at in the same call.
-func (a *Allocator) processEvents() {
+func (a *Allocator) processEventsLocked() {
 	if a.nCapturing > 0 {
 		return // no event may be queried while a stream captures
 	}
 	for pass := 0; pass < 4 && len(a.pend) > 0; pass++ {
-		if !a.processEventsOnce() {
+		if !a.processEventsOnceLocked() {
 			return
 		}
 	}
 }
 
-// processEventsOnce is one pass over the pending events; it reports whether it queued new waits.
-func (a *Allocator) processEventsOnce() bool {
+// processEventsOnceLocked is one pass over the pending events; it reports whether it queued new waits.
+func (a *Allocator) processEventsOnceLocked() bool {
 	ready := a.scratch[:0]
 	j := 0
 	for _, pe := range a.pend {
@@ -528,9 +547,9 @@ func (a *Allocator) processEventsOnce() bool {
 			d, err := a.d.QueryEvent(pe.ev)
 			done = err == nil && d
 		case pe.last:
-			done = a.lastDone(pe.st)
+			done = a.lastDoneLocked(pe.st)
 		default:
-			done = a.safe(pe.st, pe.seq)
+			done = a.safeLocked(pe.st, pe.seq)
 		}
 		if !done {
 			a.pend[j] = pe
@@ -542,7 +561,7 @@ func (a *Allocator) processEventsOnce() bool {
 		}
 		for _, b := range pe.blocks {
 			if pe.ev == 0 && !pe.last && (b.xwait != pe.st || b.xseq != pe.seq || b.state != Pending) {
-				continue // taken back by its own stream meanwhile (holdParts), or recycled since
+				continue // taken back by its own stream meanwhile (holdPartsLocked), or recycled since
 			}
 			if pe.ev == 0 && !pe.last {
 				// A part of another stream's sBlock: never used on its own stream, so safe there at once.
@@ -559,7 +578,7 @@ func (a *Allocator) processEventsOnce() bool {
 	a.pend = a.pend[:j]
 	for i, b := range ready {
 		ready[i] = nil
-		a.freeBlock(b)
+		a.freeBlockLocked(b)
 	}
 	a.scratch = ready[:0]
 	return len(a.pend) > j
@@ -567,52 +586,53 @@ func (a *Allocator) processEventsOnce() bool {
 
 // freeLocked frees live block b (the caller checked it).
 func (a *Allocator) freeLocked(b *block) error {
+	a.assertLocked()
 	if len(b.uses) > 0 {
 		if a.nCapturing > 0 {
-			b.state = Pending // no event may be recorded now: recordUses when the capture ends (pool.go)
+			b.state = Pending // no event may be recorded now: recordUsesLocked when the capture ends (pool.go)
 			a.deferred = append(a.deferred, b)
-		} else if err := a.recordUses(b); err != nil {
+		} else if err := a.recordUsesLocked(b); err != nil {
 			return err
 		}
 	}
 	a.st.RequestedBytes -= b.requested
 	a.st.AllocatedBytes -= a.allocCount(b)
-	a.noteFreed(b)
+	a.noteFreedLocked(b)
 	a.st.NumLive--
 	a.st.NumFrees++
 	if b.state == Pending {
 		return nil
 	}
 	if a.p.paper && a.nCapturing == 0 {
-		a.evRecordFree(b) // GMLake's insert_free_event_into_alloc_stream
+		a.evRecordFreeLocked(b) // GMLake's insert_free_event_into_alloc_stream
 	}
 	dead := a.deadPools && blockHome(b).mp != nil && blockHome(b).mp.dead
-	a.freeBlock(b)
+	a.freeBlockLocked(b)
 	if dead {
-		a.releaseDead() // a released pool's memory returns as it frees
+		a.releaseDeadLocked() // a released pool's memory returns as it frees
 	}
 	return nil
 }
 
-// recordUses records an event on each stream live block b was used on (RecordStream) and makes b Pending
+// recordUsesLocked records an event on each stream live block b was used on (RecordStream) and makes b Pending
 // until they complete; b stays Live if no stream needs waiting for. On a driver error nothing changed.
-func (a *Allocator) recordUses(b *block) error {
+func (a *Allocator) recordUsesLocked(b *block) error {
 	start := len(a.pend)
 	for _, s := range b.uses {
 		st := a.streams[s] // RecordStream met s, so it is known
 		if st.gone {
-			if !a.lastDone(st) {
+			if !a.lastDoneLocked(st) {
 				a.pend = append(a.pend, pendingEv{st: st, last: true, blocks: []*block{b}})
 			}
 			continue
 		}
-		e, err := a.getEvent()
+		e, err := a.getEventLocked()
 		if err == nil {
 			if err = a.d.RecordEvent(e, s); err != nil {
 				a.evFree = append(a.evFree, e)
 			}
 		}
-		if err != nil && errors.Is(err, vmm.ErrInvalidHandle) && a.confirmDestroyed(st) {
+		if err != nil && errors.Is(err, vmm.ErrInvalidHandle) && a.confirmDestroyedLocked(st) {
 			continue // destroyed without ForgetStream: no work of it is left to wait on
 		}
 		if err != nil {
@@ -635,15 +655,16 @@ func (a *Allocator) recordUses(b *block) error {
 		a.freeSeq++
 		b.freeSeq, b.stamped = a.freeSeq, true
 		if ss := a.streams[b.stream]; ss != nil {
-			a.noteFree(ss)
+			a.noteFreeLocked(ss)
 		}
 	}
 	return nil
 }
 
-// liveAt returns the block of the live allocation that starts at p, as Alloc handed it out; nil when p is no
+// liveAtLocked returns the block of the live allocation that starts at p, as Alloc handed it out; nil when p is no
 // such start (unknown, interior, freed, or a pBlock held by a live sBlock).
-func (a *Allocator) liveAt(p vmm.DevicePtr) *block {
+func (a *Allocator) liveAtLocked(p vmm.DevicePtr) *block {
+	a.assertLocked()
 	if b := a.ptrs[p]; b != nil && b.ptr == p && b.handedOut() {
 		return b
 	}
@@ -654,9 +675,9 @@ func (a *Allocator) liveAt(p vmm.DevicePtr) *block {
 // live sBlock.
 func (b *block) handedOut() bool { return b.state == Live && b.heldBy == nil }
 
-// stampFree gives b, whose last use completed, the next free stamp, unless Free already stamped it (a
+// stampFreeLocked gives b, whose last use completed, the next free stamp, unless Free already stamped it (a
 // Pending block: the allocation stream's last use came before Free, so the stamp of that moment holds).
-func (a *Allocator) stampFree(b *block) {
+func (a *Allocator) stampFreeLocked(b *block) {
 	if !b.stamped {
 		a.freeSeq++
 		b.freeSeq = a.freeSeq
@@ -671,19 +692,19 @@ func (a *Allocator) allocCount(b *block) uint64 {
 	return b.size
 }
 
-// freeBlock makes a block whose last use completed reusable: a pBlock merges with free neighbours and
+// freeBlockLocked makes a block whose last use completed reusable: a pBlock merges with free neighbours and
 // joins its pool; an sBlock is cached and gives its parts back.
-func (a *Allocator) freeBlock(b *block) {
-	a.noteReusable(b)
+func (a *Allocator) freeBlockLocked(b *block) {
+	a.noteReusableLocked(b)
 	if b.kind == Stitched {
-		a.freeSBlock(b)
+		a.freeSBlockLocked(b)
 		return
 	}
 	b.state = Free
 	b.heldBy = nil
 	b.uses = b.uses[:0]
 	b.events = 0
-	a.stampFree(b)
+	a.stampFreeLocked(b)
 	if b.seg.arena {
 		seg, lo := b.seg, b.segOff()
 		for i := seg.chunkIndex(lo); i < len(seg.chunks) && seg.chunks[i].off < lo+b.size; i++ {
@@ -691,12 +712,12 @@ func (a *Allocator) freeBlock(b *block) {
 		}
 	}
 	if !a.seeded(MutNoMerge) {
-		b = a.mergeFree(b)
+		b = a.mergeFreeLocked(b)
 	}
 	ss := b.seg.ss
 	ss.free[b.pool].insert(b)
-	if len(ss.fences) < maxFences && (a.releasable(b) || onlyPendingBesides(b)) {
-		a.noteFree(ss)
+	if len(ss.fences) < maxFences && (a.releasableLocked(b) || onlyPendingBesides(b)) {
+		a.noteFreeLocked(ss)
 	}
 }
 
@@ -726,9 +747,9 @@ func onlyPendingBesides(b *block) bool {
 	return true
 }
 
-// releasable reports whether free block b holds a unit that could be released or stitched: a whole fixed
+// releasableLocked reports whether free block b holds a unit that could be released or stitched: a whole fixed
 // segment, or a whole chunk of an arena.
-func (a *Allocator) releasable(b *block) bool {
+func (a *Allocator) releasableLocked(b *block) bool {
 	seg := b.seg
 	if !seg.arena {
 		return b.prev == nil && b.next == nil
@@ -749,21 +770,21 @@ type fence struct {
 	seq uint64
 }
 
-// noteFree records a fence on ss after a free that left a releasable unit, if no outstanding fence covers it.
-func (a *Allocator) noteFree(ss *streamState) {
+// noteFreeLocked records a fence on ss after a free that left a releasable unit, if no outstanding fence covers it.
+func (a *Allocator) noteFreeLocked(ss *streamState) {
 	if n := len(ss.fences); n >= maxFences || (n > 0 && ss.fences[n-1].seq == a.freeSeq) || ss.safeSeq == a.freeSeq {
 		return
 	}
-	a.recordFence(ss)
+	a.recordFenceLocked(ss)
 }
 
-// recordFence records a fence on ss now, covering every free so far. Failures are ignored: safe() records
+// recordFenceLocked records a fence on ss now, covering every free so far. Failures are ignored: safe() records
 // one when needed. It reports whether it recorded.
-func (a *Allocator) recordFence(ss *streamState) bool {
-	if ss.gone || a.nCapturing > 0 || a.goneDefault(ss) != nil {
+func (a *Allocator) recordFenceLocked(ss *streamState) bool {
+	if ss.gone || a.nCapturing > 0 || a.goneDefaultLocked(ss) != nil {
 		return false
 	}
-	e, err := a.getEvent()
+	e, err := a.getEventLocked()
 	if err != nil {
 		return false
 	}
@@ -775,9 +796,9 @@ func (a *Allocator) recordFence(ss *streamState) bool {
 	return true
 }
 
-// mergeFree merges b (free, not in a set) with its free neighbours of the same mappedness; it returns the
+// mergeFreeLocked merges b (free, not in a set) with its free neighbours of the same mappedness; it returns the
 // surviving block, not in a set.
-func (a *Allocator) mergeFree(b *block) *block {
+func (a *Allocator) mergeFreeLocked(b *block) *block {
 	seg := b.seg
 	if p := b.prev; p != nil && p.state == Free && p.mapped == b.mapped {
 		if p.inSet {
@@ -806,7 +827,7 @@ func (a *Allocator) mergeFree(b *block) *block {
 		if seg.hint == p {
 			seg.hint = b
 		}
-		a.recycle(p)
+		a.recycleLocked(p)
 	}
 	if n := b.next; n != nil && n.state == Free && n.mapped == b.mapped {
 		if n.inSet {
@@ -825,7 +846,7 @@ func (a *Allocator) mergeFree(b *block) *block {
 		if seg.hint == n {
 			seg.hint = b
 		}
-		a.recycle(n)
+		a.recycleLocked(n)
 	}
 	if !b.mapped {
 		seg.addUnmapped(b)
@@ -833,9 +854,9 @@ func (a *Allocator) mergeFree(b *block) *block {
 	return b
 }
 
-// split cuts b (not in a set) to rs bytes; the rest becomes a free block in b's pool.
-func (a *Allocator) split(b *block, rs uint64) {
-	r := a.newBlock()
+// splitLocked cuts b (not in a set) to rs bytes; the rest becomes a free block in b's pool.
+func (a *Allocator) splitLocked(b *block, rs uint64) {
+	r := a.newBlockLocked()
 	r.kind, r.state, r.mapped = Primitive, Free, true
 	r.ptr, r.size = b.ptr.Add(rs), b.size-rs
 	r.stream, r.pool, r.seg, r.freeSeq = b.stream, b.pool, b.seg, b.freeSeq
@@ -849,8 +870,8 @@ func (a *Allocator) split(b *block, rs uint64) {
 	b.seg.ss.free[r.pool].insert(r)
 }
 
-// markLive hands b out.
-func (a *Allocator) markLive(b *block, size uint64) {
+// markLiveLocked hands b out.
+func (a *Allocator) markLiveLocked(b *block, size uint64) {
 	b.state = Live
 	b.requested = size
 	b.uses = b.uses[:0]
@@ -858,7 +879,7 @@ func (a *Allocator) markLive(b *block, size uint64) {
 	st := &a.st
 	st.RequestedBytes += size
 	st.AllocatedBytes += a.allocCount(b)
-	a.noteLive(b, size)
+	a.noteLiveLocked(b, size)
 	st.NumLive++
 	st.NumAllocs++
 	if st.RequestedBytes > st.PeakRequestedBytes {
@@ -869,21 +890,21 @@ func (a *Allocator) markLive(b *block, size uint64) {
 	}
 }
 
-func (a *Allocator) addReserved(p poolKind, n uint64) {
-	a.noteReserved(p, int64(n))
+func (a *Allocator) addReservedLocked(p poolKind, n uint64) {
+	a.noteReservedLocked(p, int64(n))
 	a.st.ReservedBytes += n
 	if a.st.ReservedBytes > a.st.PeakReservedBytes {
 		a.st.PeakReservedBytes = a.st.ReservedBytes
 	}
 }
 
-// addSegment registers seg in address order.
-func (a *Allocator) addSegment(seg *segment) {
+// addSegmentLocked registers seg in address order.
+func (a *Allocator) addSegmentLocked(seg *segment) {
 	i, _ := slices.BinarySearchFunc(a.segs, seg.base, func(s *segment, p vmm.DevicePtr) int { return cmp.Compare(s.base, p) })
 	a.segs = slices.Insert(a.segs, i, seg)
 }
 
-func (a *Allocator) dropSegment(seg *segment) {
+func (a *Allocator) dropSegmentLocked(seg *segment) {
 	i := slices.Index(a.segs, seg)
 	if i < 0 {
 		panicf("segment %d not registered", seg.id)

@@ -714,7 +714,7 @@ func TestRandomOpsInvariants(t *testing.T) {
 				for _, pe := range a.pend {
 					t.Logf("pend ev=%d seq=%d blocks=%d", pe.ev, pe.seq, len(pe.blocks))
 				}
-				for _, ss := range a.sortedStreams() {
+				for _, ss := range underLock(a, a.sortedStreamsLocked) {
 					t.Logf("stream %d safe %d fences %v freeSeq %d", ss.s, ss.safeSeq, ss.fences, a.freeSeq)
 				}
 				t.Fatalf("reserved %d after freeing everything and EmptyCache", st.ReservedBytes)

@@ -14,9 +14,9 @@ import (
 	"github.com/gmlake/gmlake/vmm"
 )
 
-// paperMiss is the miss path of GMLake's DeviceCachingAllocator::malloc, after get_free_block missed:
+// paperMissLocked is the miss path of GMLake's DeviceCachingAllocator::malloc, after get_free_block missed:
 //
-//	get_free_block's stitched-block branch (paperReuse)
+//	get_free_block's stitched-block branch (paperReuseLocked)
 //	|| get_fused_fragmented_blocks(p, 0)
 //	|| realloc_block(p, false)
 //	|| get_fused_fragmented_blocks(p, 1)
@@ -26,30 +26,30 @@ import (
 // then out of memory. Stitch attempts below defragLevel are skipped. There is no smaller-segment fallback:
 // the retry asks for the same segment. (release_available_cached_blocks frees oversize blocks only when
 // max_split_size is set, which GMLake's defaults leave unset: a no-op, left out.)
-func (a *Allocator) paperMiss(ss *streamState, pool poolKind, rs, size uint64) (*block, error) {
+func (a *Allocator) paperMissLocked(ss *streamState, pool poolKind, rs, size uint64) (*block, error) {
 	if pool == largePool {
-		if b := a.paperReuse(ss, rs); b != nil {
+		if b := a.paperReuseLocked(ss, rs); b != nil {
 			return b, nil
 		}
 	}
-	if b := a.paperStitch(ss, pool, rs, 0); b != nil {
+	if b := a.paperStitchLocked(ss, pool, rs, 0); b != nil {
 		return b, nil
 	}
-	b, err := a.paperGrow(ss, pool, rs)
+	b, err := a.paperGrowLocked(ss, pool, rs)
 	if b != nil || (err != nil && !errors.Is(err, vmm.ErrOutOfMemory)) {
 		return b, a.paperErr(err, size, ss)
 	}
-	if b := a.paperStitch(ss, pool, rs, 1); b != nil {
+	if b := a.paperStitchLocked(ss, pool, rs, 1); b != nil {
 		return b, nil
 	}
 	if !a.seeded(MutSpuriousOOM) {
 		a.st.NumCacheFlushes++
-		_ = a.paperReleaseCached() // a failure leaves less released; the retry tells
-		b, err = a.paperGrow(ss, pool, rs)
+		_ = a.paperReleaseCachedLocked() // a failure leaves less released; the retry tells
+		b, err = a.paperGrowLocked(ss, pool, rs)
 		if b != nil || (err != nil && !errors.Is(err, vmm.ErrOutOfMemory)) {
 			return b, a.paperErr(err, size, ss)
 		}
-		if b := a.paperStitch(ss, pool, rs, 2); b != nil {
+		if b := a.paperStitchLocked(ss, pool, rs, 2); b != nil {
 			return b, nil
 		}
 	}
@@ -57,7 +57,7 @@ func (a *Allocator) paperMiss(ss *streamState, pool poolKind, rs, size uint64) (
 		err = vmm.ErrOutOfMemory // reAlloc grew but could not stitch: GMLake's realloc_block returned false
 	}
 	a.st.NumOOMs++
-	return nil, a.oomErr(size, rs, ss.s, err)
+	return nil, a.oomErrLocked(size, rs, ss.s, err)
 }
 
 func (a *Allocator) paperErr(err error, size uint64, ss *streamState) error {
@@ -67,7 +67,7 @@ func (a *Allocator) paperErr(err error, size uint64, ss *streamState) error {
 	return fmt.Errorf("gmlake: alloc of %d bytes on stream %d: %w", size, ss.s, err)
 }
 
-// paperGrow is GMLake's realloc_block: a new segment of get_allocation_size(rs) (small: one 2 MiB piece, as
+// paperGrowLocked is GMLake's realloc_block: a new segment of get_allocation_size(rs) (small: one 2 MiB piece, as
 // its cudaMalloc; large: 2 MiB pieces, each created, mapped and given access on its own, VmmSegment). When
 // creating it runs out of memory while the device still has more free than the segment and the stream's
 // cached sBlocks add up to at least the segment, it collects sBlocks (garbage_collect_fused_blocks with
@@ -75,12 +75,12 @@ func (a *Allocator) paperErr(err error, size uint64, ss *streamState) error {
 // large blocks cover in part grows by only the rest and is stitched at once (attempt 4, past every
 // defragLevel). nil, nil: reAlloc did not grow because the free large blocks already add up to the request
 // (realloc_block returns false there), or it grew but the stitch failed (the new segment stays cached).
-func (a *Allocator) paperGrow(ss *streamState, pool poolKind, rs uint64) (*block, error) {
+func (a *Allocator) paperGrowLocked(ss *streamState, pool poolKind, rs uint64) (*block, error) {
 	size := vmm.AlignUp(allocationSize(rs), a.gran)
 	stitchAfter := false
 	if pool == largePool {
 		if a.p.reAlloc {
-			a.evTemp(2) // realloc_block's left and right search keys
+			a.evTempLocked(2) // realloc_block's left and right search keys
 			free := ss.free[largePool].bytes
 			if free >= rs {
 				return nil, nil
@@ -94,14 +94,14 @@ func (a *Allocator) paperGrow(ss *streamState, pool poolKind, rs uint64) (*block
 	var seg *segment
 	var err error
 	for gc := 0; gc < 3; gc++ {
-		if seg, err = a.newFixedSegment(ss, pool, size); err == nil || pool == smallPool || !errors.Is(err, vmm.ErrOutOfMemory) {
+		if seg, err = a.newFixedSegmentLocked(ss, pool, size); err == nil || pool == smallPool || !errors.Is(err, vmm.ErrOutOfMemory) {
 			break
 		}
 		devFree, _, ierr := a.d.MemInfo()
-		if ierr != nil || devFree <= size || a.paperGarbage(ss) < size {
+		if ierr != nil || devFree <= size || a.paperGarbageLocked(ss) < size {
 			break
 		}
-		a.paperGC(gc, allocationSize(rs), nil)
+		a.paperGCLocked(gc, allocationSize(rs), nil)
 	}
 	if err != nil {
 		return nil, err
@@ -110,21 +110,21 @@ func (a *Allocator) paperGrow(ss *streamState, pool poolKind, rs uint64) (*block
 		return seg.head, nil
 	}
 	ss.free[largePool].insert(seg.head)
-	return a.paperStitch(ss, largePool, rs, 4), nil
+	return a.paperStitchLocked(ss, largePool, rs, 4), nil
 }
 
-// paperStitch is GMLake's get_fused_fragmented_blocks(p, time): for a large request of at least fragLimit,
+// paperStitchLocked is GMLake's get_fused_fragmented_blocks(p, time): for a large request of at least fragLimit,
 // take the stream's free large blocks whole, largest first (ties: the higher address first, the order of its
 // std::set walked from the end), until they cover the request; none left over means no stitch (no new memory
 // finishes a stitch). If the last block taken is at least 2 MiB more than the rest needs, it is split and its
 // head taken. The pieces are mapped in that order into a new reservation, each with its own cuMemSetAccess;
 // when that fails, sBlocks are collected (garbage_collect_fused_blocks(0, 1, 2)) and it is tried again,
 // three times in all. Every stitched byte counts toward autoGC.
-func (a *Allocator) paperStitch(ss *streamState, pool poolKind, rs uint64, time int) *block {
+func (a *Allocator) paperStitchLocked(ss *streamState, pool poolKind, rs uint64, time int) *block {
 	if time < a.p.defragLevel || pool == smallPool || rs < a.p.fragLimit {
 		return nil
 	}
-	a.evTemp(2) // the left and right search keys
+	a.evTempLocked(2) // the left and right search keys
 	fs := &ss.free[largePool]
 	if fs.n < 2 {
 		return nil
@@ -142,9 +142,9 @@ func (a *Allocator) paperStitch(ss *streamState, pool poolKind, rs uint64, time 
 	split := fuse-rs >= a.p.chunkMax
 	if split {
 		fs.remove(last)
-		a.split(last, last.size-(fuse-rs))
+		a.splitLocked(last, last.size-(fuse-rs))
 		fs.insert(last)
-		a.evTemp(1) // the kept head is a new Block whose event is replaced by the rest's
+		a.evTempLocked(1) // the kept head is a new Block whose event is replaced by the rest's
 	}
 	var chunks []*chunk
 	for _, b := range chosen {
@@ -156,37 +156,37 @@ func (a *Allocator) paperStitch(ss *streamState, pool poolKind, rs uint64, time 
 	var sb *block
 	var err error
 	for gc := 0; gc < 3; gc++ {
-		if sb, err = a.buildSBlock(ss, chunks); err == nil {
+		if sb, err = a.buildSBlockLocked(ss, chunks); err == nil {
 			break
 		}
-		a.paperGC(gc, rs, nil)
+		a.paperGCLocked(gc, rs, nil)
 	}
 	if err != nil {
 		if split { // GMLake leaves the blocks marked used here; we give them back as they were
 			fs.remove(last)
-			fs.insert(a.mergeFree(last))
+			fs.insert(a.mergeFreeLocked(last))
 		}
 		return nil
 	}
-	a.evTemp(1) // the fused Block's own event, replaced by the newest of its parts'
+	a.evTempLocked(1) // the fused Block's own event, replaced by the newest of its parts'
 	for _, pb := range sb.parts {
 		if evNewer(pb.ev, sb.ev) {
-			a.evDrop(sb.ev)
+			a.evDropLocked(sb.ev)
 			sb.ev = evRef(pb.ev)
 		}
 	}
 	a.fused += sb.size
 	if a.fused > a.p.autoGC {
-		a.paperGC(2, 0, sb) // sb is not yet handed out (Free until markLive): GMLake's is in the active set
+		a.paperGCLocked(2, 0, sb) // sb is not yet handed out (Free until markLiveLocked): GMLake's is in the active set
 	}
 	return sb
 }
 
-// paperReuse is the stitched-block branch of GMLake's get_free_block: once best fit missed, the smallest
+// paperReuseLocked is the stitched-block branch of GMLake's get_free_block: once best fit missed, the smallest
 // cached sBlock of the stream whose pieces are all free (free_fused_blocks.lower_bound) serves a large
 // request, of any size, if it is at most reuseLimit times the request; it holds only the first
 // request/2 MiB pieces and leaves the rest free. No driver call.
-func (a *Allocator) paperReuse(ss *streamState, rs uint64) *block {
+func (a *Allocator) paperReuseLocked(ss *streamState, rs uint64) *block {
 	var best *block
 	for _, sb := range a.sblocks {
 		if sb.state != Free || sb.stream != ss.s || sb.size < rs {
@@ -195,7 +195,7 @@ func (a *Allocator) paperReuse(ss *streamState, rs uint64) *block {
 		if best != nil && (sb.size > best.size || sb.size == best.size && sb.ptr > best.ptr) {
 			continue
 		}
-		if a.sblockAllFree(sb, ss) {
+		if a.sblockAllFreeLocked(sb, ss) {
 			best = sb
 		}
 	}
@@ -203,46 +203,46 @@ func (a *Allocator) paperReuse(ss *streamState, rs uint64) *block {
 		return nil
 	}
 	best.size = rs
-	a.holdParts(best)
+	a.holdPartsLocked(best)
 	a.st.NumStitchReuses++
 	return best
 }
 
-// sblockAllFree reports whether every chunk of cached sBlock sb lies in a free block usable on ss.
-func (a *Allocator) sblockAllFree(sb *block, ss *streamState) bool {
+// sblockAllFreeLocked reports whether every chunk of cached sBlock sb lies in a free block usable on ss.
+func (a *Allocator) sblockAllFreeLocked(sb *block, ss *streamState) bool {
 	for _, c := range sb.chunks {
-		if !a.chunkFree(c, ss) {
+		if !a.chunkFreeLocked(c, ss) {
 			return false
 		}
 	}
 	return true
 }
 
-// paperGC is GMLake's garbage_collect_fused_blocks(time, require): per stream, the cached sBlocks whose pieces
+// paperGCLocked is GMLake's garbage_collect_fused_blocks(time, require): per stream, the cached sBlocks whose pieces
 // are not all free (fragmented_free_fused_blocks) are torn down oldest release first, stopping at the first
 // whose last use has not completed, or (time 0 and 1, require > 0) once 4x resp. 16x require bytes are
 // collected; with time > 0, then the cached sBlocks whose pieces are all free (free_fused_blocks_in_release_
 // order), the same way. It returns the bytes of the sBlocks torn down; keep is never torn down.
-func (a *Allocator) paperGC(time int, require uint64, keep *block) uint64 {
+func (a *Allocator) paperGCLocked(time int, require uint64, keep *block) uint64 {
 	var garbage uint64
 	for _, pass := range []bool{true, false} {
 		if !pass && time == 0 {
 			break
 		}
-		for _, st := range a.sortedStreams() {
+		for _, st := range a.sortedStreamsLocked() {
 			var set []*block
 			for _, sb := range a.sblocks {
-				if sb.state == Free && sb != keep && sb.stream == st.s && a.sblockAllFree(sb, st) != pass {
+				if sb.state == Free && sb != keep && sb.stream == st.s && a.sblockAllFreeLocked(sb, st) != pass {
 					set = append(set, sb)
 				}
 			}
 			slices.SortFunc(set, func(x, y *block) int { return cmp.Compare(x.lastUse, y.lastUse) })
 			for _, sb := range set {
-				if !a.paperDone(sb, st) {
+				if !a.paperDoneLocked(sb, st) {
 					break
 				}
 				size := sb.resv.Size
-				if a.stitchFree(sb) != nil {
+				if a.stitchFreeLocked(sb) != nil {
 					break
 				}
 				garbage += size
@@ -256,18 +256,18 @@ func (a *Allocator) paperGC(time int, require uint64, keep *block) uint64 {
 	return garbage
 }
 
-// paperDone reports whether the last use of cached sBlock sb completed: its event (cudaEventQuery on
+// paperDoneLocked reports whether the last use of cached sBlock sb completed: its event (cudaEventQuery on
 // self_last_event), or, when that event was never recorded (a failed event call), the stream's fences.
-func (a *Allocator) paperDone(sb *block, st *streamState) bool {
+func (a *Allocator) paperDoneLocked(sb *block, st *streamState) bool {
 	if sb.ev != nil && sb.ev.id != 0 {
 		done, err := a.d.QueryEvent(sb.ev.e)
 		return err == nil && done
 	}
-	return a.safe(st, sb.freeSeq)
+	return a.safeLocked(st, sb.freeSeq)
 }
 
-// paperGarbage is what realloc_block weighs before collecting: the bytes of the stream's cached sBlocks.
-func (a *Allocator) paperGarbage(ss *streamState) uint64 {
+// paperGarbageLocked is what realloc_block weighs before collecting: the bytes of the stream's cached sBlocks.
+func (a *Allocator) paperGarbageLocked(ss *streamState) uint64 {
 	var n uint64
 	for _, sb := range a.sblocks {
 		if sb.state == Free && sb.stream == ss.s {
@@ -277,12 +277,12 @@ func (a *Allocator) paperGarbage(ss *streamState) uint64 {
 	return n
 }
 
-// paperReleaseCached is GMLake's release_cached_blocks: every unsplit free segment is released (release_blocks
+// paperReleaseCachedLocked is GMLake's release_cached_blocks: every unsplit free segment is released (release_blocks
 // of both pools), with the cached sBlocks that view its pieces (release_block deletes them); cached sBlocks
 // over other memory stay. A segment some live sBlock still views, or whose viewing sBlock's last use has not
 // completed, is kept (GMLake unmaps it regardless).
-func (a *Allocator) paperReleaseCached() error {
-	a.processEvents()
+func (a *Allocator) paperReleaseCachedLocked() error {
+	a.processEventsLocked()
 	var first error
 	for _, seg := range slices.Clone(a.segs) {
 		h := seg.head
@@ -294,7 +294,7 @@ func (a *Allocator) paperReleaseCached() error {
 		for _, sb := range a.sblocks {
 			for _, c := range sb.chunks {
 				if c.seg == seg {
-					ok = ok && sb.state == Free && a.paperDone(sb, a.streams[sb.stream])
+					ok = ok && sb.state == Free && a.paperDoneLocked(sb, a.streams[sb.stream])
 					views = append(views, sb)
 					break
 				}
@@ -306,7 +306,7 @@ func (a *Allocator) paperReleaseCached() error {
 		for _, sb := range views {
 			// GMLake's release_block deletes them without taking their bytes off total_fuse_size: autoGC
 			// counts them still, and so does a.fused.
-			if err := a.stitchFree(sb); err != nil {
+			if err := a.stitchFreeLocked(sb); err != nil {
 				ok = false
 				if first == nil {
 					first = err
@@ -315,7 +315,7 @@ func (a *Allocator) paperReleaseCached() error {
 			}
 		}
 		if ok {
-			if err := a.releaseSegmentIfFree(seg); err != nil && first == nil {
+			if err := a.releaseSegmentIfFreeLocked(seg); err != nil && first == nil {
 				first = err
 			}
 		}
@@ -323,16 +323,17 @@ func (a *Allocator) paperReleaseCached() error {
 	return first
 }
 
-// paperEmptyCache is GMLake's emptyCache: release_cached_blocks, then garbage_collect_fused_blocks(2, 0).
-func (a *Allocator) paperEmptyCache() error {
-	err := a.paperReleaseCached()
-	a.paperGC(2, 0, nil)
+// paperEmptyCacheLocked is GMLake's emptyCache: release_cached_blocks, then garbage_collect_fused_blocks(2, 0).
+func (a *Allocator) paperEmptyCacheLocked() error {
+	a.assertLocked()
+	err := a.paperReleaseCachedLocked()
+	a.paperGCLocked(2, 0, nil)
 	return err
 }
 
-// setAccess grants access to [base, base+size), mapped in pieces of piece bytes: one cuMemSetAccess over the
+// setAccessLocked grants access to [base, base+size), mapped in pieces of piece bytes: one cuMemSetAccess over the
 // range, or, for gmlake-paper, one per piece, as GMLake's VirBlock does after each cuMemMap.
-func (a *Allocator) setAccess(base vmm.DevicePtr, size, piece uint64) error {
+func (a *Allocator) setAccessLocked(base vmm.DevicePtr, size, piece uint64) error {
 	if !a.p.paper || piece == 0 || piece >= size {
 		return a.d.SetAccess(base, size)
 	}
@@ -350,7 +351,7 @@ func (a *Allocator) setAccess(base vmm.DevicePtr, size, piece uint64) error {
 // key of every malloc included), a free records the block's event on its stream (insert_free_event_into_
 // alloc_stream: a new event when the old one is shared), merged and split blocks share the newer one, and
 // the last reference destroys it. gmlake-paper makes the same calls on the driver, so the replay counts and
-// charges them, and the sBlock GC asks its sBlock's event (paperDone). The engine's splits and merges are
+// charges them, and the sBlock GC asks its sBlock's event (paperDoneLocked). The engine's splits and merges are
 // not GMLake's one for one (it carves the pBlock under each stitched piece), so the counts are GMLake's
 // rules applied to this engine's block operations.
 
@@ -361,9 +362,9 @@ type blockEvent struct {
 	id   uint64 // record order (GMLake's event_id); 0: never recorded
 }
 
-// evNew creates a block event (cudaEventCreateWithFlags); nil when the driver refuses (the block then has
-// none: paperDone falls back to the fences).
-func (a *Allocator) evNew() *blockEvent {
+// evNewLocked creates a block event (cudaEventCreateWithFlags); nil when the driver refuses (the block then has
+// none: paperDoneLocked falls back to the fences).
+func (a *Allocator) evNewLocked() *blockEvent {
 	e, err := a.d.CreateEvent()
 	if err != nil {
 		return nil
@@ -371,11 +372,11 @@ func (a *Allocator) evNew() *blockEvent {
 	return &blockEvent{e: e, refs: 1}
 }
 
-// evTemp creates and destroys n events: GMLake's short-lived Blocks (search keys, replaced events).
-func (a *Allocator) evTemp(n int) {
+// evTempLocked creates and destroys n events: GMLake's short-lived Blocks (search keys, replaced events).
+func (a *Allocator) evTempLocked(n int) {
 	for i := 0; i < n; i++ {
-		if ev := a.evNew(); ev != nil {
-			a.evDrop(ev)
+		if ev := a.evNewLocked(); ev != nil {
+			a.evDropLocked(ev)
 		}
 	}
 }
@@ -387,8 +388,8 @@ func evRef(ev *blockEvent) *blockEvent {
 	return ev
 }
 
-// evDrop drops one reference, destroying the event with the last.
-func (a *Allocator) evDrop(ev *blockEvent) {
+// evDropLocked drops one reference, destroying the event with the last.
+func (a *Allocator) evDropLocked(ev *blockEvent) {
 	if ev == nil {
 		return
 	}
@@ -397,17 +398,17 @@ func (a *Allocator) evDrop(ev *blockEvent) {
 	}
 }
 
-// evFresh gives b a new event of its own (a new GMLake Block at b's place).
-func (a *Allocator) evFresh(b *block) {
-	a.evDrop(b.ev)
-	b.ev = a.evNew()
+// evFreshLocked gives b a new event of its own (a new GMLake Block at b's place).
+func (a *Allocator) evFreshLocked(b *block) {
+	a.evDropLocked(b.ev)
+	b.ev = a.evNewLocked()
 }
 
-// evRecordFree is insert_free_event_into_alloc_stream: record b's event on b's stream, in a new event when
+// evRecordFreeLocked is insert_free_event_into_alloc_stream: record b's event on b's stream, in a new event when
 // b shares it.
-func (a *Allocator) evRecordFree(b *block) {
+func (a *Allocator) evRecordFreeLocked(b *block) {
 	if b.ev == nil || b.ev.refs > 1 {
-		a.evFresh(b)
+		a.evFreshLocked(b)
 	}
 	if b.ev == nil {
 		return
@@ -433,17 +434,18 @@ func evKeepNewer(dst, src *block) {
 	}
 }
 
-// evShareNewer is update_block's rule for the pBlocks under a freed sBlock: a part takes the sBlock's event
+// evShareNewerLocked is update_block's rule for the pBlocks under a freed sBlock: a part takes the sBlock's event
 // when it is newer than its own.
-func (a *Allocator) evShareNewer(pb, sb *block) {
+func (a *Allocator) evShareNewerLocked(pb, sb *block) {
 	if evNewer(sb.ev, pb.ev) {
-		a.evDrop(pb.ev)
+		a.evDropLocked(pb.ev)
 		pb.ev = evRef(sb.ev)
 	}
 }
 
-// evCloseAll destroys every block event still held (Close).
-func (a *Allocator) evCloseAll() error {
+// evCloseAllLocked destroys every block event still held (Close).
+func (a *Allocator) evCloseAllLocked() error {
+	a.assertLocked()
 	if !a.p.paper {
 		return nil
 	}

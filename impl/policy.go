@@ -44,9 +44,9 @@ type params struct {
 	reuseLimit  uint64 // a cached sBlock serves requests down to size*4/reuseLimit (x4: gmlake 5 = 1.25x)
 
 	// gmlake-paper: GMLake's own rules (paper.go), each knob under its GLake environment variable's name.
-	paper       bool    // the paper's allocation path (paperMiss), rounding, splitting, GC and block events
+	paper       bool    // the paper's allocation path (paperMissLocked), rounding, splitting, GC and block events
 	fragLimit   uint64  // fragLimit: the smallest rounded request get_fused_fragmented_blocks stitches
-	paperReuse  float64 // reuseLimit: a cached sBlock serves a request if its size <= request * paperReuse
+	paperReuse  float64 // reuseLimit: a cached sBlock serves a request if its size <= request * paperReuseLocked
 	defragLevel int     // defragLevel: stitch attempts below this number (0, 1, 2) are skipped
 	autoGC      uint64  // autoGC: cumulative stitched bytes that trigger garbage_collect_fused_blocks(2)
 	reAlloc     bool    // reAlloc: grow by the request less the stream's free large bytes, then stitch

@@ -100,7 +100,7 @@ func (a *Allocator) ReleasePool(id PoolID) (int, error) {
 	if mp.uses == 0 {
 		mp.dead = true
 		a.deadPools = true
-		a.releaseDead()
+		a.releaseDeadLocked()
 	}
 	return mp.uses, nil
 }
@@ -158,7 +158,7 @@ func (a *Allocator) AllocPool(size uint64, s vmm.Stream, id PoolID) (vmm.DeviceP
 	if mp == nil || mp.dead {
 		return 0, fmt.Errorf("%w %v: create it first (CreateOrIncrefPool)", ErrUnknownPool, id)
 	}
-	ss, err := a.poolStream(mp, s)
+	ss, err := a.poolStreamLocked(mp, s)
 	if err != nil {
 		return 0, err
 	}
@@ -169,9 +169,10 @@ func (a *Allocator) AllocPool(size uint64, s vmm.Stream, id PoolID) (vmm.DeviceP
 	return b.ptr, nil
 }
 
-// poolStream returns the state of stream s in pool mp, checking s the first time (not while s captures:
+// poolStreamLocked returns the state of stream s in pool mp, checking s the first time (not while s captures:
 // SetCapturing made it known).
-func (a *Allocator) poolStream(mp *mempool, s vmm.Stream) (*streamState, error) {
+func (a *Allocator) poolStreamLocked(mp *mempool, s vmm.Stream) (*streamState, error) {
+	a.assertLocked()
 	if d := a.streams[s]; d != nil && d.gone {
 		return nil, fmt.Errorf("%w %d: it was destroyed (ForgetStream)", ErrUnknownStream, s)
 	}
@@ -183,7 +184,7 @@ func (a *Allocator) poolStream(mp *mempool, s vmm.Stream) (*streamState, error) 
 			return nil, err
 		}
 	}
-	ss := a.newStreamState(s)
+	ss := a.newStreamStateLocked(s)
 	ss.mp = mp
 	mp.streams[s] = ss
 	i, _ := slices.BinarySearchFunc(mp.order, s, func(x *streamState, s vmm.Stream) int { return cmp.Compare(x.s, s) })
@@ -191,24 +192,25 @@ func (a *Allocator) poolStream(mp *mempool, s vmm.Stream) (*streamState, error) 
 	return ss, nil
 }
 
-// poolStreams lists the states of ss's pool in stream order (for cross-stream stitching).
-func (a *Allocator) poolStreams(ss *streamState) []*streamState {
+// poolStreamsLocked lists the states of ss's pool in stream order (for cross-stream stitching).
+func (a *Allocator) poolStreamsLocked(ss *streamState) []*streamState {
 	if ss.mp == nil {
-		return a.sortedStreams()
+		return a.sortedStreamsLocked()
 	}
 	return ss.mp.order
 }
 
-// releaseDead returns the free memory of released pools (what is safe now) and forgets the released
+// releaseDeadLocked returns the free memory of released pools (what is safe now) and forgets the released
 // pools that hold nothing more.
-func (a *Allocator) releaseDead() {
+func (a *Allocator) releaseDeadLocked() {
+	a.assertLocked()
 	if !a.deadPools {
 		return
 	}
 	for i := 0; i < len(a.sblocks); {
 		sb := a.sblocks[i]
-		if sb.state == Free && sb.home.mp != nil && sb.home.mp.dead && a.safe(sb.home, sb.freeSeq) && a.stitchFree(sb) == nil {
-			continue // stitchFree moved the last sBlock to i
+		if sb.state == Free && sb.home.mp != nil && sb.home.mp.dead && a.safeLocked(sb.home, sb.freeSeq) && a.stitchFreeLocked(sb) == nil {
+			continue // stitchFreeLocked moved the last sBlock to i
 		}
 		i++
 	}
@@ -217,16 +219,16 @@ func (a *Allocator) releaseDead() {
 			continue
 		}
 		if seg.arena {
-			_ = a.trimArena(seg) // a failure leaves memory held: the next call tries again
+			_ = a.trimArenaLocked(seg) // a failure leaves memory held: the next call tries again
 		} else {
-			_ = a.releaseSegmentIfFree(seg)
+			_ = a.releaseSegmentIfFreeLocked(seg)
 		}
 	}
-	a.forgetEmptyPools()
+	a.forgetEmptyPoolsLocked()
 }
 
-// forgetEmptyPools drops released pools that hold no segment and no stitched block.
-func (a *Allocator) forgetEmptyPools() {
+// forgetEmptyPoolsLocked drops released pools that hold no segment and no stitched block.
+func (a *Allocator) forgetEmptyPoolsLocked() {
 	held := map[*mempool]bool{}
 	for _, seg := range a.segs {
 		if mp := seg.ss.mp; mp != nil && mp.dead {
@@ -271,7 +273,7 @@ func (a *Allocator) SetCapturing(s vmm.Stream, on bool) error {
 			a.nCapturing++
 		}
 		if a.streams[s] == nil {
-			a.addStream(a.newStreamState(s))
+			a.addStreamLocked(a.newStreamStateLocked(s))
 		}
 		return nil
 	}
@@ -279,7 +281,7 @@ func (a *Allocator) SetCapturing(s vmm.Stream, on bool) error {
 		delete(a.capturing, s)
 		a.nCapturing--
 	}
-	return a.flushDeferred()
+	return a.flushDeferredLocked()
 }
 
 // Capturing reports whether any stream captures.
@@ -289,16 +291,17 @@ func (a *Allocator) Capturing() bool {
 	return a.nCapturing > 0
 }
 
-// flushDeferred, once no stream captures, records the events of the frees deferred during capture.
-func (a *Allocator) flushDeferred() error {
+// flushDeferredLocked, once no stream captures, records the events of the frees deferred during capture.
+func (a *Allocator) flushDeferredLocked() error {
+	a.assertLocked()
 	if a.nCapturing > 0 || len(a.deferred) == 0 {
 		return nil
 	}
 	var first error
 	keep := a.deferred[:0]
 	for _, b := range a.deferred {
-		b.state = Live // recordUses frees it as if now
-		if err := a.recordUses(b); err != nil {
+		b.state = Live // recordUsesLocked frees it as if now
+		if err := a.recordUsesLocked(b); err != nil {
 			b.state = Pending
 			keep = append(keep, b)
 			if first == nil {
@@ -307,7 +310,7 @@ func (a *Allocator) flushDeferred() error {
 			continue
 		}
 		if b.state != Pending { // every stream it was used on is gone: nothing to wait for
-			a.freeBlock(b)
+			a.freeBlockLocked(b)
 		}
 	}
 	clear(a.deferred[len(keep):])
@@ -315,9 +318,9 @@ func (a *Allocator) flushDeferred() error {
 	return first
 }
 
-// goneDefault returns, for a private pool's state ss whose stream was forgotten (ForgetStream), the
+// goneDefaultLocked returns, for a private pool's state ss whose stream was forgotten (ForgetStream), the
 // default pool's state of that stream, which holds the stream's last event; nil otherwise.
-func (a *Allocator) goneDefault(ss *streamState) *streamState {
+func (a *Allocator) goneDefaultLocked(ss *streamState) *streamState {
 	if ss.mp == nil {
 		return nil
 	}

@@ -1,6 +1,6 @@
 package impl
 
-// Giving memory back: EmptyCache and the out-of-memory path (releaseCached), and Close.
+// Giving memory back: EmptyCache and the out-of-memory path (releaseCachedLocked), and Close.
 
 import (
 	"slices"
@@ -8,23 +8,24 @@ import (
 	"github.com/gmlake/gmlake/vmm"
 )
 
-// releaseCached is PyTorch's release_cached_blocks, extended to sBlocks: every cached sBlock is torn down
+// releaseCachedLocked is PyTorch's release_cached_blocks, extended to sBlocks: every cached sBlock is torn down
 // (StitchFree), every wholly free fixed segment released, every free chunk of an arena unmapped and
 // released. Only memory whose last use completed is touched, and none of a private pool that lives
 // (INV-POOL). Returns the first driver error.
-func (a *Allocator) releaseCached() error {
+func (a *Allocator) releaseCachedLocked() error {
+	a.assertLocked()
 	var first error
 	note := func(err error) {
 		if err != nil && first == nil {
 			first = err
 		}
 	}
-	note(a.flushDeferred())
-	a.processEvents()
+	note(a.flushDeferredLocked())
+	a.processEventsLocked()
 	for i := 0; i < len(a.sblocks); {
 		sb := a.sblocks[i]
-		if sb.state == Free && !sb.home.keepsMemory() && a.safe(sb.home, sb.freeSeq) {
-			if err := a.stitchFree(sb); err != nil {
+		if sb.state == Free && !sb.home.keepsMemory() && a.safeLocked(sb.home, sb.freeSeq) {
+			if err := a.stitchFreeLocked(sb); err != nil {
 				note(err)
 				i++
 			}
@@ -37,19 +38,19 @@ func (a *Allocator) releaseCached() error {
 			continue
 		}
 		if seg.arena {
-			note(a.trimArena(seg))
+			note(a.trimArenaLocked(seg))
 		} else {
-			note(a.releaseSegmentIfFree(seg))
+			note(a.releaseSegmentIfFreeLocked(seg))
 		}
 	}
 	if a.deadPools {
-		a.forgetEmptyPools()
+		a.forgetEmptyPoolsLocked()
 	}
 	return first
 }
 
-// releaseSegmentIfFree releases a fixed segment that is one free block with no chunk viewed by an sBlock.
-func (a *Allocator) releaseSegmentIfFree(seg *segment) error {
+// releaseSegmentIfFreeLocked releases a fixed segment that is one free block with no chunk viewed by an sBlock.
+func (a *Allocator) releaseSegmentIfFreeLocked(seg *segment) error {
 	h := seg.head
 	if h.state != Free || h.next != nil {
 		return nil
@@ -59,31 +60,31 @@ func (a *Allocator) releaseSegmentIfFree(seg *segment) error {
 			return nil
 		}
 	}
-	if !a.safe(seg.ss, h.freeSeq) {
+	if !a.safeLocked(seg.ss, h.freeSeq) {
 		return nil
 	}
 	if err := a.d.Unmap(seg.base, seg.size); err != nil {
 		return err
 	}
 	for _, c := range seg.chunks {
-		a.undoRelease(c.h)
+		a.undoReleaseLocked(c.h)
 	}
 	a.st.ReservedBytes -= seg.size
-	a.noteReserved(seg.pool, -int64(seg.size))
-	a.noteSegments(seg.pool, -1)
-	a.noteSegmentEvent(SegmentUnmap, seg, seg.base, seg.size)
+	a.noteReservedLocked(seg.pool, -int64(seg.size))
+	a.noteSegmentsLocked(seg.pool, -1)
+	a.noteSegmentEventLocked(SegmentUnmap, seg, seg.base, seg.size)
 	a.st.MappedBytes -= seg.size
 	seg.ss.free[h.pool].remove(h)
-	a.undoReserve(seg.base, seg.size)
-	a.dropSegment(seg)
-	a.recycle(h)
+	a.undoReserveLocked(seg.base, seg.size)
+	a.dropSegmentLocked(seg)
+	a.recycleLocked(h)
 	return nil
 }
 
-// trimArena unmaps and releases every chunk of seg that lies wholly in a free block and is viewed by no
+// trimArenaLocked unmaps and releases every chunk of seg that lies wholly in a free block and is viewed by no
 // sBlock (PyTorch's unmap_block on every free block of an expandable segment); an arena left with nothing
 // mapped returns its reservation.
-func (a *Allocator) trimArena(seg *segment) error {
+func (a *Allocator) trimArenaLocked(seg *segment) error {
 	var first error
 	frees := a.scratch[:0]
 	for b := seg.head; b != nil; b = b.next {
@@ -92,7 +93,7 @@ func (a *Allocator) trimArena(seg *segment) error {
 		}
 	}
 	for _, b := range frees {
-		if err := a.unmapFreeChunks(b); err != nil && first == nil {
+		if err := a.unmapFreeChunksLocked(b); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -105,14 +106,14 @@ func (a *Allocator) trimArena(seg *segment) error {
 			}
 			return first
 		}
-		a.dropEmptyArena(seg)
+		a.dropEmptyArenaLocked(seg)
 	}
 	return first
 }
 
-// unmapFreeChunks unmaps the unviewed chunks lying wholly in free mapped block b, which stays a valid block
+// unmapFreeChunksLocked unmaps the unviewed chunks lying wholly in free mapped block b, which stays a valid block
 // (possibly shorter, possibly now unmapped).
-func (a *Allocator) unmapFreeChunks(b *block) error {
+func (a *Allocator) unmapFreeChunksLocked(b *block) error {
 	seg := b.seg
 	fs := &seg.ss.free[b.pool]
 	lo, hi := b.segOff(), b.segOff()+b.size
@@ -122,7 +123,7 @@ func (a *Allocator) unmapFreeChunks(b *block) error {
 		if c.off >= hi {
 			break
 		}
-		if c.off >= lo && c.off+c.size <= hi && c.views == 0 && a.safe(seg.ss, c.freeSeq) {
+		if c.off >= lo && c.off+c.size <= hi && c.views == 0 && a.safeLocked(seg.ss, c.freeSeq) {
 			todo = append(todo, c)
 		}
 	}
@@ -136,32 +137,32 @@ func (a *Allocator) unmapFreeChunks(b *block) error {
 			fs.insert(cur)
 			return err
 		}
-		a.undoRelease(c.h)
+		a.undoReleaseLocked(c.h)
 		seg.removeChunk(c)
 		a.st.ReservedBytes -= c.size
-		a.noteReserved(seg.pool, -int64(c.size))
-		a.noteSegmentEvent(SegmentUnmap, seg, seg.base.Add(c.off), c.size)
+		a.noteReservedLocked(seg.pool, -int64(c.size))
+		a.noteSegmentEventLocked(SegmentUnmap, seg, seg.base.Add(c.off), c.size)
 		a.st.MappedBytes -= c.size
 		var left *block
 		if off := cur.segOff(); c.off > off {
-			a.split(cur, c.off-off) // the left part stays free and mapped (split inserted the right part)
+			a.splitLocked(cur, c.off-off) // the left part stays free and mapped (split inserted the right part)
 			left = cur
 			cur = cur.next
 			fs.remove(cur)
 		}
 		var rest *block
 		if cur.size > c.size {
-			a.split(cur, c.size)
+			a.splitLocked(cur, c.size)
 			rest = cur.next
 			fs.remove(rest)
 		}
-		a.noteSegments(seg.pool, -mappedRunDelta(cur))
+		a.noteSegmentsLocked(seg.pool, -mappedRunDelta(cur))
 		cur.mapped = false
 		cur.freeSeq = 0
 		if left != nil {
 			fs.insert(left) // once cur is unmapped: the free sets count split blocks by their neighbours
 		}
-		a.mergeFree(cur)
+		a.mergeFreeLocked(cur)
 		if rest == nil {
 			return nil
 		}
@@ -179,7 +180,7 @@ func (a *Allocator) Close() (CloseReport, error) {
 	if a.closed {
 		return CloseReport{}, ErrClosed
 	}
-	rep := CloseReport{Live: a.liveInfos()}
+	rep := CloseReport{Live: a.liveInfosLocked()}
 	var first error
 	note := func(err error) {
 		if err != nil && first == nil {
@@ -228,7 +229,7 @@ func (a *Allocator) Close() (CloseReport, error) {
 			note(a.d.DestroyEvent(pe.ev))
 		}
 	}
-	for _, ss := range a.sortedStreams() {
+	for _, ss := range a.sortedStreamsLocked() {
 		for _, f := range ss.fences {
 			note(a.d.DestroyEvent(f.ev))
 		}
@@ -239,7 +240,7 @@ func (a *Allocator) Close() (CloseReport, error) {
 	for _, e := range a.evFree {
 		note(a.d.DestroyEvent(e))
 	}
-	note(a.evCloseAll())
+	note(a.evCloseAllLocked())
 	a.closed = true
 	a.segs, a.sblocks, a.pend, a.evFree = nil, nil, nil, nil
 	a.orphanMaps, a.orphanHandles, a.orphanResv = nil, nil, nil

@@ -190,7 +190,7 @@ func TestStreamsKeptInOrderWithoutSorting(t *testing.T) {
 	for _, s := range made {
 		mustFree(t, a, mustAlloc(t, a, 3*MiB, s))
 	}
-	got := a.sortedStreams()
+	got := underLock(a, a.sortedStreamsLocked)
 	if len(got) != len(made) || !slices.IsSortedFunc(got, func(x, y *streamState) int { return cmp.Compare(x.s, y.s) }) {
 		t.Fatalf("streams not kept in id order: %d listed for %d used", len(got), len(made))
 	}
@@ -199,7 +199,7 @@ func TestStreamsKeptInOrderWithoutSorting(t *testing.T) {
 			t.Fatalf("stream %d listed but not in the map", ss.s)
 		}
 	}
-	if n := testing.AllocsPerRun(100, func() { _ = a.sortedStreams() }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { _ = underLock(a, a.sortedStreamsLocked) }); n != 0 {
 		t.Fatalf("listing the streams allocates %.0f times", n)
 	}
 	checkState(t, a, dev)

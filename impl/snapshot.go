@@ -15,7 +15,7 @@ func (a *Allocator) Snapshot() Snapshot {
 	defer a.mu.Unlock()
 	s := Snapshot{Policy: a.p.name, Granularity: a.gran, Closed: a.closed, Stats: a.st}
 	s.Stats.DriverCalls = a.d.Counts()
-	s.Live = a.liveInfos()
+	s.Live = a.liveInfosLocked()
 	for _, seg := range a.segs {
 		s.Reservations = append(s.Reservations, vmm.Range{Base: seg.base, Size: seg.size})
 		for _, c := range seg.chunks {
@@ -52,7 +52,7 @@ func (a *Allocator) Snapshot() Snapshot {
 		off := uint64(0)
 		for _, c := range sb.chunks {
 			m := Mapping{VA: vmm.Range{Base: sb.ptr.Add(off), Size: c.size}, Handle: c.h}
-			if off < sb.size { // a partly held sBlock (paperReuse) is backed by its head only
+			if off < sb.size { // a partly held sBlock (paperReuseLocked) is backed by its head only
 				bi.Backing = append(bi.Backing, m)
 			}
 			s.Mappings = append(s.Mappings, m)
@@ -86,8 +86,9 @@ func (a *Allocator) Snapshot() Snapshot {
 	return s
 }
 
-// liveInfos lists the live allocations sorted by pointer.
-func (a *Allocator) liveInfos() []LiveInfo {
+// liveInfosLocked lists the live allocations sorted by pointer.
+func (a *Allocator) liveInfosLocked() []LiveInfo {
+	a.assertLocked()
 	var out []LiveInfo
 	for p, b := range a.ptrs {
 		if b.ptr != p || !b.handedOut() {

@@ -31,7 +31,7 @@ func (a *Allocator) LargestCachedBlock() uint64 {
 		}
 		ok := true
 		for _, c := range sb.chunks {
-			if !a.chunkFree(c, sb.home) {
+			if !a.chunkFreeLocked(c, sb.home) {
 				ok = false
 				break
 			}
@@ -51,9 +51,9 @@ func (a *Allocator) AllocationAt(p vmm.DevicePtr) (vmm.Range, error) {
 	if a.closed {
 		return vmm.Range{}, ErrClosed
 	}
-	b := a.liveAt(p)
+	b := a.liveAtLocked(p)
 	if b == nil {
-		if b = a.liveContaining(p); b == nil {
+		if b = a.liveContainingLocked(p); b == nil {
 			return vmm.Range{}, fmt.Errorf("%w: %v is in no live allocation", ErrUnknownPointer, p)
 		}
 	}

@@ -176,8 +176,8 @@ func (a *Allocator) TakeSegmentEvents() []SegmentEvent {
 	return ev
 }
 
-// noteSegmentEvent records an event if recording is on.
-func (a *Allocator) noteSegmentEvent(act SegmentAction, seg *segment, p vmm.DevicePtr, size uint64) {
+// noteSegmentEventLocked records an event if recording is on.
+func (a *Allocator) noteSegmentEventLocked(act SegmentAction, seg *segment, p vmm.DevicePtr, size uint64) {
 	if !a.segEvOn {
 		return
 	}

@@ -135,7 +135,7 @@ func activeOut(live *statArr, pending, peak, base *[3]int64) StatArray {
 		l := live.get(i)
 		cur := l.cur + pending[i]
 		// Active rises only with allocations: while nothing is pending it equals the live value, whose
-		// peak covers it; activePeak follows it while something is pending (noteLive).
+		// peak covers it; activePeak follows it while something is pending (noteLiveLocked).
 		o[i] = Stat{Current: cur, Peak: max(peak[i], l.peak, cur), Allocated: l.acc, Freed: l.acc - (cur - base[i])}
 	}
 	return o
@@ -201,9 +201,10 @@ func (a *Allocator) ResetAccumulatedStats() {
 		released: a.d.Succeeded(vmm.CallRelease)}
 }
 
-// newStreamState makes the state of stream s (in the default pool), its free sets counting inactive split
+// newStreamStateLocked makes the state of stream s (in the default pool), its free sets counting inactive split
 // blocks into a.ts.
-func (a *Allocator) newStreamState(s vmm.Stream) *streamState {
+func (a *Allocator) newStreamStateLocked(s vmm.Stream) *streamState {
+	a.assertLocked()
 	ss := &streamState{s: s}
 	for i := range ss.free {
 		ss.free[i].ts, ss.free[i].pool = &a.ts, poolKind(i)
@@ -234,8 +235,8 @@ func (s *freeSet) noteRemoved(b *block) {
 	}
 }
 
-// noteLive counts block b handed out for size bytes.
-func (a *Allocator) noteLive(b *block, size uint64) {
+// noteLiveLocked counts block b handed out for size bytes.
+func (a *Allocator) noteLiveLocked(b *block, size uint64) {
 	t := &a.ts
 	n := int64(b.size)
 	t.allocation.inc(b.pool, 1)
@@ -252,9 +253,9 @@ func (a *Allocator) noteLive(b *block, size uint64) {
 	t.activeBytesPeak[i] = max(t.activeBytesPeak[i], ab[i].cur+t.pendingBytes[i])
 }
 
-// noteFreed counts the free of live block b; if it goes Pending (events to wait for), it stays active
-// until reusable (noteReusable).
-func (a *Allocator) noteFreed(b *block) {
+// noteFreedLocked counts the free of live block b; if it goes Pending (events to wait for), it stays active
+// until reusable (noteReusableLocked).
+func (a *Allocator) noteFreedLocked(b *block) {
 	t := &a.ts
 	t.allocation.dec(b.pool, 1)
 	t.allocatedBytes.dec(b.pool, int64(b.size))
@@ -269,8 +270,8 @@ func (a *Allocator) noteFreed(b *block) {
 	}
 }
 
-// noteReusable counts the end of block b's activity, if it was a pending free.
-func (a *Allocator) noteReusable(b *block) {
+// noteReusableLocked counts the end of block b's activity, if it was a pending free.
+func (a *Allocator) noteReusableLocked(b *block) {
 	if b.active {
 		b.active = false
 		t := &a.ts
@@ -282,8 +283,8 @@ func (a *Allocator) noteReusable(b *block) {
 	}
 }
 
-// noteReserved counts n physical bytes of pool p gained (n > 0) or given back (n < 0).
-func (a *Allocator) noteReserved(p poolKind, n int64) {
+// noteReservedLocked counts n physical bytes of pool p gained (n > 0) or given back (n < 0).
+func (a *Allocator) noteReservedLocked(p poolKind, n int64) {
 	if n >= 0 {
 		a.ts.reservedBytes.inc(p, n)
 	} else {
@@ -291,8 +292,8 @@ func (a *Allocator) noteReserved(p poolKind, n int64) {
 	}
 }
 
-// noteSegments counts segments of pool p gained (n > 0) or lost (n < 0).
-func (a *Allocator) noteSegments(p poolKind, n int64) {
+// noteSegmentsLocked counts segments of pool p gained (n > 0) or lost (n < 0).
+func (a *Allocator) noteSegmentsLocked(p poolKind, n int64) {
 	if n > 0 {
 		a.ts.segment.inc(p, n)
 	} else if n < 0 {
@@ -313,9 +314,9 @@ func mappedRunDelta(b *block) int64 {
 	return d
 }
 
-// torchStatsCounted recounts the current values of DeviceStats from the live set and the segments, for
+// torchStatsCountedLocked recounts the current values of DeviceStats from the live set and the segments, for
 // the invariant check (TestTorchStatsMatchLiveSet). Caller holds mu.
-func (a *Allocator) torchStatsCounted() DeviceStats {
+func (a *Allocator) torchStatsCountedLocked() DeviceStats {
 	var s DeviceStats
 	add := func(arr *StatArray, p poolKind, n int64) {
 		arr[0].Current += n

@@ -34,7 +34,7 @@ func seeds(n int, base int64) []int64 {
 // reserved and allocated bytes agree with Stats; created - released handles == the chunks held.
 func checkTorchStats(a *Allocator, seen, base *DeviceStats, resetAcc bool) error {
 	a.mu.Lock()
-	want := a.torchStatsCounted()
+	want := a.torchStatsCountedLocked()
 	a.mu.Unlock()
 	got := a.TorchStats()
 	st := a.Stats()
