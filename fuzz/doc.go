@@ -7,7 +7,8 @@
 // (ops.go): Alloc, Free, RecordStream, a unit of work on a stream, completing a stream's work, EmptyCache,
 // an injected driver failure (sim.Device.FailNth), and misuse the allocator must refuse. A program prints
 // as a trace of harness/trace's format with '#!' comment lines for what that format cannot say, so a saved
-// program is a trace `gmlake replay` reads, and `gmlake fuzz --replay` (ReadProgram + Exec) runs exactly.
+// program is a trace `gmlake replay` reads, and `gmlake fuzz --replay` (ReadProgram + Exec) runs exactly;
+// the same command replays the harness's op lists and histories (rapid, explore, porcupine, findings).
 //
 // # The executor and the fuzz targets
 //
