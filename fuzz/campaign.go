@@ -78,6 +78,8 @@ type CampaignConfig struct {
 	// and checks at each pause that the ledger agrees with the device (tests of the GPU path).
 	ledgerOnSim bool
 	_           struct{}
+
+	_ struct{}
 }
 
 // Summary is what a campaign did; printed as one JSON line by `gmlake fuzz`.

@@ -32,6 +32,8 @@ type ExecOptions struct {
 	Mutations impl.Mutation
 	// Probes is how many granules of a large allocation are probed when its pattern is verified; 0: 512.
 	Probes int
+
+	_ struct{}
 }
 
 // Failure is what went wrong running a program: where, and which check.

@@ -36,6 +36,8 @@ type ExploreConfig struct {
 	// explorer then also keeps going past states whose violations the baseline shares.
 	Differential bool
 	_            struct{}
+
+	_ struct{}
 }
 
 // ExploreResult is what the explorer covered, and the first violation it found.

@@ -31,6 +31,8 @@ type LinearConfig struct {
 	Mutations  impl.Mutation // seeded bugs
 	Timeout    time.Duration // porcupine's budget; 0: 10 s
 	_          struct{}
+
+	_ struct{}
 }
 
 // LinearResult is the verdict on one history.

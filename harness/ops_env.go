@@ -35,6 +35,8 @@ type EnvConfig struct {
 	// a bug the engine has anyway (TestMutationsCaught).
 	Differential bool
 	_            struct{}
+
+	_ struct{}
 }
 
 // Env runs operations (ops.go) through the engine on the reference device, step by step, and judges each

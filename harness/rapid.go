@@ -32,6 +32,8 @@ type RapidConfig struct {
 	// Counters, if non-nil, count runs (sequences) and steps.
 	Counters *RapidCounters
 	_        struct{}
+
+	_ struct{}
 }
 
 // RapidCounters counts what the rapid machine ran.

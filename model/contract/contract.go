@@ -118,6 +118,8 @@ type ContractConfig struct {
 	// size rounded up to the granularity. Policies that create fixed-size segments pass a larger bound.
 	Footprint func(size uint64) uint64
 	_         struct{}
+
+	_ struct{}
 }
 
 // ContractLive is one live allocation as the contract sees it.
