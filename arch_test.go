@@ -1,6 +1,7 @@
 package gmlake_test
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
@@ -274,4 +275,42 @@ func docImports(braces *regexp.Regexp, s string) []string {
 		}
 	}
 	return out
+}
+
+// Property: every config struct (a type named ...Config or ...Options) ends with `_ struct{}`, so that a
+// field can be added without breaking a caller's literal (STYLE.md, porcupine's convention).
+func TestConfigStructsEndWithBlank(t *testing.T) {
+	imports, _ := projectImports(t)
+	fset := token.NewFileSet()
+	for dir := range imports {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				ts, ok := n.(*ast.TypeSpec)
+				if !ok || !(strings.HasSuffix(ts.Name.Name, "Config") || strings.HasSuffix(ts.Name.Name, "Options")) {
+					return true
+				}
+				st, ok := ts.Type.(*ast.StructType)
+				if !ok {
+					return true
+				}
+				fl := st.Fields.List
+				last := len(fl) > 0 && len(fl[len(fl)-1].Names) == 1 && fl[len(fl)-1].Names[0].Name == "_"
+				if !last {
+					t.Errorf("%s: %s does not end with `_ struct{}`", fset.Position(ts.Pos()), ts.Name.Name)
+				}
+				return true
+			})
+		}
+	}
 }
