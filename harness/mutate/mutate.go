@@ -398,9 +398,11 @@ func Select(all []Mutant, keys []string) (found []Mutant, gone []string) {
 	// A key whose exact site is gone may have moved within its function (others' edits renumber the
 	// sites): take the same file, function, kind and text at the nearest index, once.
 	type loose struct{ file, fn, kind, orig string }
+	// Functions renamed to end in Locked (the lock convention) are the same function.
+	norm := func(fn string) string { return strings.TrimSuffix(fn, "Locked") }
 	near := map[loose][]Mutant{}
 	for _, m := range all {
-		l := loose{filepath.Base(m.File), orDash(m.Func), m.Kind, m.Orig}
+		l := loose{filepath.Base(m.File), norm(orDash(m.Func)), m.Kind, m.Orig}
 		near[l] = append(near[l], m)
 	}
 	taken := map[string]bool{}
@@ -421,7 +423,7 @@ func Select(all []Mutant, keys []string) (found []Mutant, gone []string) {
 		}
 		nth, _ := strconv.Atoi(f[3])
 		best, bestD := Mutant{}, -1
-		for _, m := range near[loose{f[0], f[1], f[2], f[4]}] {
+		for _, m := range near[loose{f[0], norm(f[1]), f[2], f[4]}] {
 			if d := abs(m.Nth - nth); !taken[m.Key()] && (bestD < 0 || d < bestD) {
 				best, bestD = m, d
 			}
