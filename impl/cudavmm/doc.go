@@ -32,13 +32,16 @@
 //
 // # Shareable handles
 //
-// Physical memory is created as PyTorch's expandable segments create it: exportable as a POSIX file
+// By default physical memory is plain pinned device memory (no shareable handle types). With
+// EnableShareableHandles it is created as PyTorch's expandable segments create it: exportable as a POSIX file
 // descriptor and, where the device reports fabric handles (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED),
 // as a fabric handle, and GPUDirect RDMA capable where the device supports RDMA with VMM. A cuMemCreate the
 // driver refuses for its handle request (NOT_PERMITTED, NOT_SUPPORTED, or INVALID_VALUE for a valid size)
 // is retried narrower (without fabric, then without the RDMA flag, then without POSIX fds) and the narrower
 // request kept. On the H200 (driver 580.159, no IMEX channel) the device reports all three and the first
 // cuMemCreate falls back to POSIX fd + RDMA (docs/results/probe-h200-events.txt); HandleTypes says which.
+// It is off by default because, measured on that H200, cuMemMap of such handles failed with
+// CUDA_ERROR_UNKNOWN on 13 of 10,524 conformance calls (TestConformanceReal), against 0 with plain handles.
 //
 // Streams created here are blocking (they synchronise with the legacy default stream, vmm.DefaultStream);
 // events have timing disabled. StreamFromHandle wraps a cudaStream_t from elsewhere (PyTorch's) as a

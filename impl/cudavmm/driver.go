@@ -28,9 +28,10 @@ type Driver struct {
 	ctx     C.CUcontext
 	gran    uint64
 	closed  atomic.Bool // set once by Close; calls after it fail with InvalidContext
-	// handles: what cuMemCreate asks for, as PyTorch's expandable segments do: shareable handle types
-	// (handleFabric|handlePosixFD where supported) and the GPUDirect RDMA flag (handleRDMA). Only ever
-	// narrowed, when the driver refuses a combination (Create), never widened. caps: what the device reported.
+	// handles: what cuMemCreate asks for. 0 (plain pinned memory) unless EnableShareableHandles asked for
+	// PyTorch's expandable-segments request: shareable handle types (handleFabric|handlePosixFD where
+	// supported) and the GPUDirect RDMA flag (handleRDMA). Narrowed when the driver refuses a combination
+	// (Create), never widened after that. caps: what the device reported.
 	handles atomic.Int32
 	caps    int32
 	close   sync.Once
@@ -91,9 +92,14 @@ func New(device int) (*Driver, error) {
 	if rdma != 0 {
 		d.caps |= handleRDMA
 	}
-	d.handles.Store(d.caps)
 	return d, nil
 }
+
+// EnableShareableHandles makes later Creates ask for the shareable handle types and the RDMA flag the device
+// reports (what NCCL user-buffer registration needs). Off by default: on the H200 (driver 580.159) handles
+// created with POSIX fd + RDMA made cuMemMap fail with CUDA_ERROR_UNKNOWN on 13 of 10,524 conformance calls
+// (TestConformanceReal), where plain handles give 0 differences; see docs/cuda-vmm.md.
+func (d *Driver) EnableShareableHandles() { d.handles.Store(d.caps) }
 
 // Handle request bits: CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR and CU_MEM_HANDLE_TYPE_FABRIC as the driver
 // numbers them, and the allocFlags.gpuDirectRDMACapable flag.
