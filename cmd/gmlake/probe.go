@@ -36,7 +36,8 @@ marking each cell that differs by more than the tolerance. Needs a GPU with abou
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "device %d: granularity %s, %s free of %s\nshareable handles: %s\n", device,
 				vmm.FormatBytes(d.Granularity()), vmm.FormatBytes(free), vmm.FormatBytes(total), d.HandleTypes())
-			// One Create settles what the driver accepts (fabric needs an IMEX channel).
+			// One Create before the table: plain handles by default; after EnableShareableHandles it would settle
+			// what the driver accepts (fabric needs an IMEX channel). The probe measures the default.
 			if h, err := d.Create(d.Granularity()); err == nil {
 				_ = d.Release(h)
 			}
