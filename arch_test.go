@@ -37,21 +37,22 @@ var allowedImports = map[string][]string{
 	// The judges: the oracle, the invariants, the checkers, the fuzzers.
 	"model/contract":      {"vmm"},
 	"spec":                {"vmm"},
-	"harness":             {"harness/trace", "impl", "model/contract", "model/sim", "spec", "vmm"},
+	"harness/ops":         {"harness/trace", "impl", "model/contract", "model/sim", "spec", "vmm"},
+	"harness":             {"harness/ops", "harness/trace", "impl", "model/contract", "model/sim", "spec", "vmm"},
 	"harness/conformance": {"impl", "model/sim", "vmm"},
 	"harness/mutate":      {},
-	"fuzz":                {"harness", "harness/trace", "impl", "impl/cudavmm", "model/sim", "spec", "vmm"},
+	"fuzz":                {"harness/ops", "harness/trace", "impl", "impl/cudavmm", "model/sim", "spec", "vmm"},
 
 	// The measurements and the CLI.
 	"harness/replay": {"harness/trace", "impl", "model/sim", "vmm", "vmm/wrap"},
 	"harness/probe":  {"vmm"},
-	"cmd/gmlake": {"fuzz", "harness", "harness/conformance", "harness/probe", "harness/replay", "harness/snapshot",
+	"cmd/gmlake": {"fuzz", "harness", "harness/ops", "harness/conformance", "harness/probe", "harness/replay", "harness/snapshot",
 		"harness/trace", "harness/mutate", "impl", "impl/cudavmm", "model/sim", "vmm", "vmm/wrap"},
 }
 
 // judges are the packages the product must not link: the oracle, the invariants, the checkers and the
 // fuzzers. harness/trace is a pure format package (libgmlake writes traces with it), not a judge.
-var judges = []string{"model/contract", "spec", "harness", "harness/conformance", "harness/mutate", "fuzz", "cmd/gmlake"}
+var judges = []string{"model/contract", "spec", "harness/ops", "harness", "harness/conformance", "harness/mutate", "fuzz", "cmd/gmlake"}
 
 // projectImports parses the non-test Go files of the module and returns, for each folder, the project
 // packages it imports (module-relative, "." for the root) and the files that import "C" or unsafe.

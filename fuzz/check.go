@@ -2,9 +2,9 @@ package fuzz
 
 // The campaign's judge: at each lock-step pause the campaign calls checkState, which evaluates the spec's
 // state invariants (spec.Check) on the View of the allocator's snapshot and the device's state (built by
-// harness.ViewOf), and compares the allocator's live set with the one the workers tracked (what was
+// ops.ViewOf), and compares the allocator's live set with the one the workers tracked (what was
 // allocated and not freed is live, with its size and stream; nothing else is). The single-threaded
-// executor (exec.go) is judged by harness.Env instead, which also runs the contract and the history
+// executor (exec.go) is judged by ops.Env instead, which also runs the contract and the history
 // invariants step by step.
 
 import (
@@ -12,7 +12,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gmlake/gmlake/harness"
+	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/spec"
@@ -52,7 +52,7 @@ const (
 // one place the invariants are evaluated (swap point for the harness adapter).
 func checkState(snap impl.Snapshot, dev sim.DeviceState, live []*liveAlloc) []Violation {
 	var out []Violation
-	for _, v := range spec.Check(harness.ViewOf(snap, dev)) {
+	for _, v := range spec.Check(ops.ViewOf(snap, dev)) {
 		out = append(out, Violation{Inv: v.Inv, Msg: v.Msg})
 	}
 	return append(out, checkContract(snap, live)...)

@@ -13,7 +13,7 @@
 // # The executor and the fuzz targets
 //
 // Exec (exec.go) runs a program single-threaded through one policy on a fresh simulated device, judged after
-// every step by harness.Env (the allocator contract, every state invariant of spec/SPEC.md, the history
+// every step by ops.Env (the allocator contract, every state invariant of spec/SPEC.md, the history
 // invariants INV-STREAM, INV-RELEASESAFE, INV-NOSPURIOUSOOM) plus the device's data: a pattern written into
 // each allocation and read back before its free (pattern.go), and the device's leak report after Close.
 //

@@ -4,7 +4,7 @@ package fuzz
 // device, checking after every step. The fuzz targets, the corpus tests, the reproducer of saved campaign
 // failures and the minimizer all run programs through it.
 //
-// The judging is the harness's (harness.Env): each op is one Env step, which checks the answer against the
+// The judging is the harness's (ops.Env): each op is one Env step, which checks the answer against the
 // allocator contract (contract.ContractState), every state invariant of the spec on the View after the step,
 // and the history invariants (INV-STREAM, INV-RELEASESAFE, INV-NOSPURIOUSOOM). On top the executor adds
 // what only the device's data can show: a pattern written into every allocation and verified before its
@@ -19,7 +19,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gmlake/gmlake/harness"
+	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/spec"
@@ -77,7 +77,7 @@ type ExecReport struct {
 type executor struct {
 	p       *Program
 	opts    ExecOptions
-	env     *harness.Env
+	env     *ops.Env
 	checker vmm.Stream // the stream the executor writes and reads patterns on (never the allocator's)
 	live    map[uint64]*liveAlloc
 	freed   map[uint64]vmm.DevicePtr
@@ -128,7 +128,7 @@ func (x *executor) setup(policy string) []Violation {
 	if capacity == 0 {
 		capacity = sim.H200Capacity
 	}
-	env, err := harness.NewEnv(harness.EnvConfig{Policy: policy, Capacity: capacity, Streams: max(x.p.Streams, 1),
+	env, err := ops.NewEnv(ops.Config{Policy: policy, Capacity: capacity, Streams: max(x.p.Streams, 1),
 		Mutations: x.opts.Mutations, Seed: x.p.Seed})
 	if err != nil {
 		return []Violation{{CheckError, err.Error()}}
@@ -141,7 +141,7 @@ func (x *executor) setup(policy string) []Violation {
 }
 
 // run steps the harness environment and converts its violations.
-func (x *executor) run(o harness.Op) harness.StepResult {
+func (x *executor) run(o ops.Op) ops.StepResult {
 	r := x.env.Step(o)
 	if r.Err != nil {
 		x.rep.Errors++
@@ -178,7 +178,7 @@ func (x *executor) step(o Op) []Violation {
 			return nil
 		}
 		si := x.stream(o.Stream)
-		r := x.run(harness.Op{Kind: harness.OpAlloc, ID: int(o.ID), Size: o.Size, Stream: si})
+		r := x.run(ops.Op{Kind: ops.OpAlloc, ID: int(o.ID), Size: o.Size, Stream: si})
 		if len(r.Violations) > 0 || r.Err != nil {
 			return violations(r.Violations)
 		}
@@ -196,7 +196,7 @@ func (x *executor) step(o Op) []Violation {
 		if err := verify(x.env.Dev, l.ptr, l.size, l.val, x.checker, x.env.Dev.Granularity(), x.opts.Probes, x.buf); err != nil {
 			return []Violation{{CheckIntegrity, fmt.Sprintf("allocation %d before its free: %v", o.ID, err)}}
 		}
-		r := x.run(harness.Op{Kind: harness.OpFree, ID: int(o.ID)})
+		r := x.run(ops.Op{Kind: ops.OpFree, ID: int(o.ID)})
 		if len(r.Violations) > 0 {
 			return violations(r.Violations)
 		}
@@ -210,27 +210,27 @@ func (x *executor) step(o Op) []Violation {
 			return nil
 		}
 		si := x.stream(o.Stream)
-		r := x.run(harness.Op{Kind: harness.OpRecord, ID: int(o.ID), Stream: si})
+		r := x.run(ops.Op{Kind: ops.OpRecord, ID: int(o.ID), Stream: si})
 		if len(r.Violations) > 0 || r.Err != nil {
 			return violations(r.Violations)
 		}
 		// The other stream's use of the block: pending work there.
-		return violations(x.run(harness.Op{Kind: harness.OpLaunch, Stream: si}).Violations)
+		return violations(x.run(ops.Op{Kind: ops.OpLaunch, Stream: si}).Violations)
 	case OpLaunch:
-		return violations(x.run(harness.Op{Kind: harness.OpLaunch, Stream: x.stream(o.Stream)}).Violations)
+		return violations(x.run(ops.Op{Kind: ops.OpLaunch, Stream: x.stream(o.Stream)}).Violations)
 	case OpComplete:
 		if o.Stream == AllStreams {
-			return violations(x.run(harness.Op{Kind: harness.OpCompleteAll}).Violations)
+			return violations(x.run(ops.Op{Kind: ops.OpCompleteAll}).Violations)
 		}
-		return violations(x.run(harness.Op{Kind: harness.OpComplete, Stream: x.stream(o.Stream)}).Violations)
+		return violations(x.run(ops.Op{Kind: ops.OpComplete, Stream: x.stream(o.Stream)}).Violations)
 	case OpEmptyCache:
-		return violations(x.run(harness.Op{Kind: harness.OpEmptyCache}).Violations)
+		return violations(x.run(ops.Op{Kind: ops.OpEmptyCache}).Violations)
 	case OpFail:
 		if o.Call < 0 || o.Call >= vmm.NumCallKinds || o.Call == vmm.CallMemset || o.Call == vmm.CallRead ||
 			o.N < 1 || o.Result == vmm.Success {
 			return nil
 		}
-		return violations(x.run(harness.Op{Kind: harness.OpFail, Call: o.Call, N: o.N, Result: o.Result}).Violations)
+		return violations(x.run(ops.Op{Kind: ops.OpFail, Call: o.Call, N: o.N, Result: o.Result}).Violations)
 	case OpMisuse:
 		return x.misuse(o)
 	}
@@ -240,37 +240,37 @@ func (x *executor) step(o Op) []Violation {
 // misuse makes a call the allocator must refuse, changing nothing: the contract judges the answer.
 func (x *executor) misuse(o Op) []Violation {
 	bad := func() int { x.nextBad++; return x.nextBad }
-	var r harness.StepResult
+	var r ops.StepResult
 	switch o.Misuse {
 	case MisuseDoubleFree:
 		p, ok := x.freed[o.ID]
 		if !ok || x.ptrLive(p) {
 			return nil // never freed, or the address was handed out again: not a double free
 		}
-		r = x.run(harness.Op{Kind: harness.OpFree, ID: int(o.ID)})
+		r = x.run(ops.Op{Kind: ops.OpFree, ID: int(o.ID)})
 	case MisuseInterior:
 		l := x.live[o.ID]
 		if l == nil || l.size < 2 {
 			return nil
 		}
-		r = x.run(harness.Op{Kind: harness.OpFreeInterior, ID: int(o.ID), Offset: 1 + (l.size-1)/2})
+		r = x.run(ops.Op{Kind: ops.OpFreeInterior, ID: int(o.ID), Offset: 1 + (l.size-1)/2})
 	case MisuseUnknownPtr:
-		r = x.run(harness.Op{Kind: harness.OpFree, ID: bad()})
+		r = x.run(ops.Op{Kind: ops.OpFree, ID: bad()})
 	case MisuseUnknownStream:
 		id := bad()
-		r = x.run(harness.Op{Kind: harness.OpAlloc, ID: id, Size: 4096, Stream: 1 << 20})
+		r = x.run(ops.Op{Kind: ops.OpAlloc, ID: id, Size: 4096, Stream: 1 << 20})
 		if len(r.Violations) == 0 && r.Err == nil {
-			r = x.run(harness.Op{Kind: harness.OpFree, ID: id})
+			r = x.run(ops.Op{Kind: ops.OpFree, ID: id})
 		}
 	case MisuseZeroSize:
 		// Size 0 may be a valid allocation (the engine documents which); it must then free cleanly.
 		id := bad()
-		r = x.run(harness.Op{Kind: harness.OpAlloc, ID: id, Size: 0, Stream: 0})
+		r = x.run(ops.Op{Kind: ops.OpAlloc, ID: id, Size: 0, Stream: 0})
 		if len(r.Violations) == 0 && r.Err == nil {
-			r = x.run(harness.Op{Kind: harness.OpFree, ID: id})
+			r = x.run(ops.Op{Kind: ops.OpFree, ID: id})
 		}
 	case MisuseRecordUnknown:
-		r = x.run(harness.Op{Kind: harness.OpRecord, ID: bad(), Stream: 0})
+		r = x.run(ops.Op{Kind: ops.OpRecord, ID: bad(), Stream: 0})
 	}
 	return violations(r.Violations)
 }
@@ -278,7 +278,7 @@ func (x *executor) misuse(o Op) []Violation {
 // finish frees what is live (unless CloseLive), then lets the harness complete all work, Close, and check
 // INV-NOLEAK; then asks the device itself what it still holds.
 func (x *executor) finish() []Violation {
-	if v := x.run(harness.Op{Kind: harness.OpClearFaults}).Violations; len(v) > 0 {
+	if v := x.run(ops.Op{Kind: ops.OpClearFaults}).Violations; len(v) > 0 {
 		return violations(v)
 	}
 	if !x.p.CloseLive {

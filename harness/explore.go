@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/spec"
 	"github.com/gmlake/gmlake/vmm"
@@ -48,7 +49,7 @@ type ExploreResult struct {
 	Depth     int // the depth fully explored
 	Truncated bool
 	Violation []spec.Violation
-	Ops       []Op // the sequence that produced Violation
+	Ops       []ops.Op // the sequence that produced Violation
 	Elapsed   time.Duration
 }
 
@@ -73,21 +74,21 @@ func DefaultExploreCapacity(policy string) uint64 {
 }
 
 // exploreOps lists every op enabled in env's current state.
-func exploreOps(env *Env, cfg ExploreConfig) []Op {
-	var ops []Op
+func exploreOps(env *ops.Env, cfg ExploreConfig) []ops.Op {
+	var seq []ops.Op
 	id := env.NextID()
 	for s := 0; s < cfg.Streams && (cfg.MaxLive == 0 || len(env.LiveIDs()) < cfg.MaxLive); s++ {
 		for _, sz := range cfg.Sizes {
-			ops = append(ops, Op{Kind: OpAlloc, ID: id, Size: sz, Stream: s})
+			seq = append(seq, ops.Op{Kind: ops.OpAlloc, ID: id, Size: sz, Stream: s})
 		}
 	}
 	for _, l := range env.LiveIDs() {
-		ops = append(ops, Op{Kind: OpFree, ID: l})
-		p := env.ptrs[l]
+		seq = append(seq, ops.Op{Kind: ops.OpFree, ID: l})
+		p := env.Ptr(l)
 		if c, ok := env.Contract.LiveAt(p); ok {
 			for s := 0; s < cfg.Streams; s++ {
 				if env.Streams[s] != c.Stream && !containsStream(c.Uses, env.Streams[s]) {
-					ops = append(ops, Op{Kind: OpRecord, ID: l, Stream: s})
+					seq = append(seq, ops.Op{Kind: ops.OpRecord, ID: l, Stream: s})
 				}
 			}
 		}
@@ -98,38 +99,38 @@ func exploreOps(env *Env, cfg ExploreConfig) []Op {
 	}
 	for s := 0; s < cfg.Streams; s++ {
 		if env.Hist.Pending(env.Streams[s]) < uint64(maxPending) {
-			ops = append(ops, Op{Kind: OpLaunch, Stream: s})
+			seq = append(seq, ops.Op{Kind: ops.OpLaunch, Stream: s})
 		}
 		if env.Hist.Pending(env.Streams[s]) > 0 {
-			ops = append(ops, Op{Kind: OpComplete, Stream: s})
+			seq = append(seq, ops.Op{Kind: ops.OpComplete, Stream: s})
 		}
 	}
-	ops = append(ops, Op{Kind: OpEmptyCache})
-	return ops
+	seq = append(seq, ops.Op{Kind: ops.OpEmptyCache})
+	return seq
 }
 
 // faultOps are the compound transitions "allocate while a driver call fails": arm the fault, allocate,
 // clear. They keep the explored states free of armed faults.
-func faultOps(env *Env, cfg ExploreConfig) [][]Op {
+func faultOps(env *ops.Env, cfg ExploreConfig) [][]ops.Op {
 	if !cfg.Faults {
 		return nil
 	}
-	var out [][]Op
+	var out [][]ops.Op
 	id := env.NextID()
 	if cfg.FaultCalls != nil {
 		live := env.LiveIDs()
 		for _, k := range cfg.FaultCalls {
-			arm := Op{Kind: OpFail, Call: k, N: 1, Result: vmm.UnknownCUDAError}
+			arm := ops.Op{Kind: ops.OpFail, Call: k, N: 1, Result: vmm.UnknownCUDAError}
 			if k == vmm.CallCreate {
 				arm.Result = vmm.OutOfMemory
 			}
 			if cfg.MaxLive == 0 || len(live) < cfg.MaxLive {
-				out = append(out, []Op{arm, {Kind: OpAlloc, ID: id, Size: cfg.Sizes[len(cfg.Sizes)-1]}, {Kind: OpClearFaults}})
+				out = append(out, []ops.Op{arm, {Kind: ops.OpAlloc, ID: id, Size: cfg.Sizes[len(cfg.Sizes)-1]}, {Kind: ops.OpClearFaults}})
 			}
 			if len(live) > 0 {
-				out = append(out, []Op{arm, {Kind: OpFree, ID: live[0]}, {Kind: OpClearFaults}})
+				out = append(out, []ops.Op{arm, {Kind: ops.OpFree, ID: live[0]}, {Kind: ops.OpClearFaults}})
 			}
-			out = append(out, []Op{arm, {Kind: OpEmptyCache}, {Kind: OpClearFaults}})
+			out = append(out, []ops.Op{arm, {Kind: ops.OpEmptyCache}, {Kind: ops.OpClearFaults}})
 		}
 		return out
 	}
@@ -139,7 +140,7 @@ func faultOps(env *Env, cfg ExploreConfig) [][]Op {
 		r vmm.Result
 	}{{vmm.CallMap, 2, vmm.UnknownCUDAError}, {vmm.CallSetAccess, 1, vmm.UnknownCUDAError}, {vmm.CallCreate, 1, vmm.OutOfMemory}} {
 		for _, sz := range cfg.Sizes[1:] {
-			out = append(out, []Op{{Kind: OpFail, Call: c.k, N: c.n, Result: c.r}, {Kind: OpAlloc, ID: id, Size: sz}, {Kind: OpClearFaults}})
+			out = append(out, []ops.Op{{Kind: ops.OpFail, Call: c.k, N: c.n, Result: c.r}, {Kind: ops.OpAlloc, ID: id, Size: sz}, {Kind: ops.OpClearFaults}})
 		}
 	}
 	return out
@@ -173,13 +174,13 @@ func Explore(cfg ExploreConfig) (ExploreResult, error) {
 		cfg.Depth = 4
 	}
 	start := time.Now()
-	envCfg := EnvConfig{Policy: cfg.Policy, Capacity: cfg.Capacity, Streams: cfg.Streams, Mutations: cfg.Mutations,
+	envCfg := ops.Config{Policy: cfg.Policy, Capacity: cfg.Capacity, Streams: cfg.Streams, Mutations: cfg.Mutations,
 		Ignore: cfg.Ignore, Differential: cfg.Differential, Knobs: cfg.Knobs, SyncStreams: cfg.SyncStreams}
 	var res ExploreResult
-	replay := func(prefix []Op) (*Env, error) {
+	replay := func(prefix []ops.Op) (*ops.Env, error) {
 		light := envCfg
 		light.NoChecks = true
-		env, err := NewEnv(light)
+		env, err := ops.NewEnv(light)
 		if err != nil {
 			return nil, err
 		}
@@ -187,19 +188,18 @@ func Explore(cfg ExploreConfig) (ExploreResult, error) {
 			env.Step(o)
 			res.Steps++
 		}
-		env.Cfg.NoChecks = false
-		env.lastOK = false
+		env.ResumeChecks()
 		return env, nil
 	}
-	init, err := NewEnv(envCfg)
+	init, err := ops.NewEnv(envCfg)
 	if err != nil {
 		return res, err
 	}
 	seen := map[uint64]bool{canonicalHash(init): true}
 	res.States = 1
-	frontier := [][]Op{nil}
+	frontier := [][]ops.Op{nil}
 	for depth := 0; depth < cfg.Depth && len(frontier) > 0; depth++ {
-		var next [][]Op
+		var next [][]ops.Op
 		for _, prefix := range frontier {
 			if cfg.Deadline > 0 && time.Since(start) > cfg.Deadline || cfg.MaxStates > 0 && res.States >= cfg.MaxStates {
 				res.Truncated = true
@@ -210,9 +210,9 @@ func Explore(cfg ExploreConfig) (ExploreResult, error) {
 			if err != nil {
 				return res, err
 			}
-			var moves [][]Op
+			var moves [][]ops.Op
 			for _, o := range exploreOps(probe, cfg) {
-				moves = append(moves, []Op{o})
+				moves = append(moves, []ops.Op{o})
 			}
 			moves = append(moves, faultOps(probe, cfg)...)
 			for _, mv := range moves {
@@ -227,7 +227,7 @@ func Explore(cfg ExploreConfig) (ExploreResult, error) {
 					res.Steps++
 					vs = append(vs, r.Violations...)
 				}
-				seq := append(append([]Op(nil), prefix...), mv...)
+				seq := append(append([]ops.Op(nil), prefix...), mv...)
 				if len(vs) == 0 {
 					h := canonicalHash(env)
 					if seen[h] {
@@ -258,7 +258,7 @@ func Explore(cfg ExploreConfig) (ExploreResult, error) {
 // mappings and handles, the stream clock and the outstanding marks, with every virtual address written as
 // (reservation index, offset) and every handle renumbered in order of first mapping, so two states that
 // differ only in the concrete addresses or handle ids the device chose hash the same.
-func canonicalHash(env *Env) uint64 {
+func canonicalHash(env *ops.Env) uint64 {
 	v := env.View()
 	res := v.Device.Reservations
 	addr := func(p vmm.DevicePtr) string {
@@ -312,7 +312,7 @@ func canonicalHash(env *Env) uint64 {
 }
 
 // contractShape is the contract's freed ranges with addresses made canonical by their order.
-func contractShape(env *Env) string {
+func contractShape(env *ops.Env) string {
 	var b strings.Builder
 	for _, f := range env.Contract.Freed {
 		fmt.Fprintf(&b, "%x:%v;", f.Range.Size, len(f.Wait))

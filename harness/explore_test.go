@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/vmm"
 )
@@ -52,9 +53,9 @@ func TestExplore(t *testing.T) {
 				t.Logf("policy %s, %s universe: depth %d explored in full (truncated=%v): %d distinct states, %d sequences, %d steps, %v",
 					p, u.name, r.Depth, r.Truncated, r.States, r.Sequences, r.Steps, r.Elapsed.Round(time.Millisecond))
 				if r.Violation != nil {
-					path := saveOps(exploreHeader(u.cfg) + FormatOps(r.Ops))
+					path := saveOps(exploreHeader(u.cfg) + ops.Format(r.Ops))
 					t.Fatalf("violation after %d ops: %v\nreplay: GMLAKE_OPS=%s go test ./harness -run TestOpsFile -v\n%s",
-						len(r.Ops), r.Violation, path, FormatOps(r.Ops))
+						len(r.Ops), r.Violation, path, ops.Format(r.Ops))
 				}
 			})
 		}
@@ -75,7 +76,7 @@ func exploreHeader(cfg ExploreConfig) string {
 	if cfg.SyncStreams {
 		h += " sync=true"
 	}
-	if k := knobString(cfg.Knobs); k != "" {
+	if k := ops.KnobString(cfg.Knobs); k != "" {
 		h += " " + k
 	}
 	return h + "\n"
@@ -118,7 +119,7 @@ func TestExploreDeep(t *testing.T) {
 		}
 		deep, faults := c, c
 		deep.Depth, deep.Deadline = depth, budget
-		faults.Depth, faults.Deadline, faults.Faults, faults.FaultCalls = faultDepth, budget/2, true, swarmFaultCalls
+		faults.Depth, faults.Deadline, faults.Faults, faults.FaultCalls = faultDepth, budget/2, true, ops.SwarmFaultCalls
 		us = append(us, universe{p + "/deep", deep}, universe{p + "/faults", faults})
 	}
 	for _, u := range us {
@@ -130,9 +131,9 @@ func TestExploreDeep(t *testing.T) {
 			t.Logf("%s: depth %d explored in full (asked %d, truncated=%v): %d distinct states, %d sequences, %d steps, %v",
 				u.policy, r.Depth, u.cfg.Depth, r.Truncated, r.States, r.Sequences, r.Steps, r.Elapsed.Round(time.Millisecond))
 			if r.Violation != nil {
-				path := saveOps(exploreHeader(u.cfg) + FormatOps(r.Ops))
+				path := saveOps(exploreHeader(u.cfg) + ops.Format(r.Ops))
 				t.Fatalf("violation after %d ops: %v\nreplay: GMLAKE_OPS=%s go test ./harness -run TestOpsFile -v\n%s",
-					len(r.Ops), r.Violation, path, FormatOps(r.Ops))
+					len(r.Ops), r.Violation, path, ops.Format(r.Ops))
 			}
 		})
 	}

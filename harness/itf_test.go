@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/gmlake/gmlake/harness/itf"
+	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/spec"
 	"github.com/gmlake/gmlake/vmm"
@@ -206,8 +207,8 @@ func itfConfig() impl.Config {
 
 // newITFEnv opens the judge's environment (ops_env.go: the contract, spec.Check and the history invariants
 // after every step) on a device of capacity chunks, with the engine configured as itfConfig says.
-func newITFEnv(capacity int64) (*Env, error) {
-	e, err := NewEnv(EnvConfig{Policy: impl.PolicyGMLake, Capacity: uint64(capacity) * itfGran, Granularity: itfGran, Streams: 2})
+func newITFEnv(capacity int64) (*ops.Env, error) {
+	e, err := ops.NewEnv(ops.Config{Policy: impl.PolicyGMLake, Capacity: uint64(capacity) * itfGran, Granularity: itfGran, Streams: 2})
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +261,7 @@ func runITF(t *testing.T, tr *itf.Trace, sum *itfSummary) {
 	}
 	ids := map[int64]int{} // spec allocation id -> Env allocation id
 	waivedAt := -1         // the step whose violations were waived; the trace stops after it
-	step := func(i int, op Op) StepResult {
+	step := func(i int, op ops.Op) ops.StepResult {
 		t.Helper()
 		r := e.Step(op)
 		if waived := itfWaived(r.Violations); waived != "" {
@@ -270,14 +271,14 @@ func runITF(t *testing.T, tr *itf.Trace, sum *itfSummary) {
 		}
 		if len(r.Violations) > 0 {
 			t.Fatalf("step %d (%s): %v: %v\nops so far (harness text format):\n%s", i, tr.States[i].ActionTaken(), op,
-				r.Violations, FormatOps(e.Ops))
+				r.Violations, ops.Format(e.Ops))
 		}
 		return r
 	}
 	fail := func(i int, format string, args ...any) {
 		t.Helper()
 		t.Fatalf("step %d (%s): %s\nops so far (harness text format):\n%s", i, tr.States[i].ActionTaken(),
-			fmt.Sprintf(format, args...), FormatOps(e.Ops))
+			fmt.Sprintf(format, args...), ops.Format(e.Ops))
 	}
 	leave := func(why string) { sum.diverged[why]++ }
 	for i := 1; i < len(tr.States); i++ {
@@ -301,12 +302,12 @@ func runITF(t *testing.T, tr *itf.Trace, sum *itfSummary) {
 			fault := l.kase == "fail"
 			st0, maps0 := e.A.Stats(), e.Dev.Counts()[vmm.CallMap]
 			if fault {
-				step(i, Op{Kind: OpFail, Call: vmm.CallMap, N: 1, Result: vmm.UnknownCUDAError})
+				step(i, ops.Op{Kind: ops.OpFail, Call: vmm.CallMap, N: 1, Result: vmm.UnknownCUDAError})
 			}
 			id := e.NextID()
-			r := step(i, Op{Kind: OpAlloc, ID: id, Size: size, Stream: int(l.stream)})
+			r := step(i, ops.Op{Kind: ops.OpAlloc, ID: id, Size: size, Stream: int(l.stream)})
 			if fault {
-				step(i, Op{Kind: OpClearFaults})
+				step(i, ops.Op{Kind: ops.OpClearFaults})
 			}
 			oom := errors.Is(r.Err, vmm.ErrOutOfMemory)
 			switch {
@@ -345,25 +346,25 @@ func runITF(t *testing.T, tr *itf.Trace, sum *itfSummary) {
 			}
 		case "free":
 			v := before[l.id]
-			step(i, Op{Kind: OpLaunch, Stream: int(v.stream)})
+			step(i, ops.Op{Kind: ops.OpLaunch, Stream: int(v.stream)})
 			for _, u := range v.uses {
-				step(i, Op{Kind: OpLaunch, Stream: int(u)})
+				step(i, ops.Op{Kind: ops.OpLaunch, Stream: int(u)})
 			}
-			if r := step(i, Op{Kind: OpFree, ID: ids[l.id]}); r.Err != nil {
+			if r := step(i, ops.Op{Kind: ops.OpFree, ID: ids[l.id]}); r.Err != nil {
 				fail(i, "Free: %v", r.Err)
 			}
 			delete(ids, l.id)
 		case "record":
-			if r := step(i, Op{Kind: OpRecord, ID: ids[l.id], Stream: int(l.stream)}); r.Err != nil {
+			if r := step(i, ops.Op{Kind: ops.OpRecord, ID: ids[l.id], Stream: int(l.stream)}); r.Err != nil {
 				fail(i, "RecordStream: %v", r.Err)
 			}
 		case "complete":
-			step(i, Op{Kind: OpComplete, Stream: int(l.stream)})
+			step(i, ops.Op{Kind: ops.OpComplete, Stream: int(l.stream)})
 		case "stitchfree":
 			// The engine has no call for it: it tears cached sBlocks down by its own LRU rule. Nothing compared
 			// here depends on it (it changes mapped views, not bytes reserved or allocated).
 		case "emptycache":
-			if r := step(i, Op{Kind: OpEmptyCache}); r.Err != nil {
+			if r := step(i, ops.Op{Kind: ops.OpEmptyCache}); r.Err != nil {
 				fail(i, "EmptyCache: %v", r.Err)
 			}
 			if itfQuiescent(cur) {
@@ -429,7 +430,7 @@ func itfQuiescent(st itf.State) bool {
 }
 
 // compareITF asserts the live set and counts agreement on the policy-dependent observables.
-func compareITF(t *testing.T, i int, st itf.State, e *Env, ids map[int64]int, sum *itfSummary,
+func compareITF(t *testing.T, i int, st itf.State, e *ops.Env, ids map[int64]int, sum *itfSummary,
 	fail func(int, string, ...any)) {
 	t.Helper()
 	reserved, err1 := stateInt(st, "reserved")
@@ -464,7 +465,7 @@ func compareITF(t *testing.T, i int, st itf.State, e *Env, ids map[int64]int, su
 		byPtr[l.Ptr] = l
 	}
 	for id, v := range live {
-		li, ok := byPtr[e.ptrOf(ids[id])]
+		li, ok := byPtr[e.Ptr(ids[id])]
 		if !ok {
 			fail(i, "spec allocation #%d is not live in the engine", id)
 		}

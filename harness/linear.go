@@ -13,6 +13,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/model/contract"
 	"github.com/gmlake/gmlake/model/sim"
@@ -101,9 +102,9 @@ func runLinearHist(cfg LinearConfig) (LinearResult, []porcupine.Operation, *cont
 	if err != nil {
 		return LinearResult{Err: err}, nil, nil
 	}
-	rule := PolicyOOMRule(cfg.Policy, dev.Granularity())
+	rule := ops.PolicyOOMRule(cfg.Policy, dev.Granularity())
 	ccfg := &contract.ContractConfig{Capacity: dev.Capacity(), Granularity: dev.Granularity(), Streams: streams[1:],
-		Errors: ContractErrors, Footprint: rule.Need}
+		Errors: ops.ContractErrors, Footprint: rule.Need}
 
 	var clock atomic.Int64
 	var mu sync.Mutex

@@ -8,6 +8,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/model/contract"
 	"github.com/gmlake/gmlake/vmm"
@@ -17,7 +18,7 @@ import (
 // illegal (C-NOOVERLAP); the visualization is written. Reordering them to overlap in time does not help.
 // A legal history (free between the two) passes.
 func TestLinearizableCheckerBites(t *testing.T) {
-	ccfg := &contract.ContractConfig{Capacity: 64 * vmm.MiB, Granularity: 2 * vmm.MiB, Streams: []vmm.Stream{1}, Errors: ContractErrors}
+	ccfg := &contract.ContractConfig{Capacity: 64 * vmm.MiB, Granularity: 2 * vmm.MiB, Streams: []vmm.Stream{1}, Errors: ops.ContractErrors}
 	p := vmm.DevicePtr(0x7f0000000000)
 	alloc := func(client int, call, ret int64, ptr vmm.DevicePtr) porcupine.Operation {
 		return porcupine.Operation{ClientId: client, Input: contract.ContractInput{Op: contract.COpAlloc, Size: 4096, Stream: vmm.Stream(client)},
@@ -45,15 +46,15 @@ func TestLinearizableCheckerBites(t *testing.T) {
 // C-STREAM, C-OOM, C-FREE, i.e. INV-NOOVERLAP, INV-STREAM and INV-NOSPURIOUSOOM at the API). An illegal
 // history writes porcupine's HTML visualization; the test prints its path.
 func TestLinearizable(t *testing.T) {
-	histories, ops := 100, 40
+	histories, seq := 100, 40
 	if longProfile() {
-		histories, ops = 2000, 60
+		histories, seq = 2000, 60
 	}
 	for _, p := range impl.Policies {
 		t.Run(p, func(t *testing.T) {
 			total, unknown := 0, 0
 			for seed := int64(1); seed <= int64(histories); seed++ {
-				r := RunLinear(LinearConfig{Policy: p, Seed: seed, Ops: ops})
+				r := RunLinear(LinearConfig{Policy: p, Seed: seed, Ops: seq})
 				if r.Err != nil {
 					t.Fatal(r.Err)
 				}

@@ -11,6 +11,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"pgregory.net/rapid"
 
+	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/spec"
 	"github.com/gmlake/gmlake/vmm"
@@ -119,17 +120,17 @@ func invNames(vs []spec.Violation) []string {
 }
 
 // randomRun is the plain random checker: a seeded sequence of ops (no shrinking) through an Env.
-func randomRun(seed int64, mut impl.Mutation, ignore map[string]bool) ([]spec.Violation, *Env) {
+func randomRun(seed int64, mut impl.Mutation, ignore map[string]bool) ([]spec.Violation, *ops.Env) {
 	rng := rand.New(rand.NewSource(seed))
 	caps := []uint64{16 * vmm.MiB, 64 * vmm.MiB, 512 * vmm.MiB}
-	env, err := NewEnv(EnvConfig{Policy: mutPolicy, Capacity: caps[rng.Intn(len(caps))], Streams: 3, Mutations: mut, Ignore: ignore,
+	env, err := ops.NewEnv(ops.Config{Policy: mutPolicy, Capacity: caps[rng.Intn(len(caps))], Streams: 3, Mutations: mut, Ignore: ignore,
 		Differential: true})
 	if err != nil {
 		return []spec.Violation{{Inv: "setup", Msg: err.Error()}}, env
 	}
 	sizes := TraceSizes()
 	for i := 0; i < 60; i++ {
-		var op Op
+		var op ops.Op
 		switch r := rng.Intn(20); {
 		case r < 8:
 			var sz uint64
@@ -141,30 +142,30 @@ func randomRun(seed int64, mut impl.Mutation, ignore map[string]bool) ([]spec.Vi
 			default:
 				sz = uint64(rng.Int63n(int64(24*vmm.MiB)) + 1)
 			}
-			op = Op{Kind: OpAlloc, ID: env.NextID(), Size: sz, Stream: rng.Intn(3)}
+			op = ops.Op{Kind: ops.OpAlloc, ID: env.NextID(), Size: sz, Stream: rng.Intn(3)}
 		case r < 13:
 			ids := env.LiveIDs()
 			if len(ids) == 0 {
 				continue
 			}
-			op = Op{Kind: OpFree, ID: ids[rng.Intn(len(ids))]}
+			op = ops.Op{Kind: ops.OpFree, ID: ids[rng.Intn(len(ids))]}
 		case r < 14:
 			ids := env.LiveIDs()
 			if len(ids) == 0 {
 				continue
 			}
-			op = Op{Kind: OpRecord, ID: ids[rng.Intn(len(ids))], Stream: rng.Intn(3)}
+			op = ops.Op{Kind: ops.OpRecord, ID: ids[rng.Intn(len(ids))], Stream: rng.Intn(3)}
 		case r < 16:
-			op = Op{Kind: OpLaunch, Stream: rng.Intn(3)}
+			op = ops.Op{Kind: ops.OpLaunch, Stream: rng.Intn(3)}
 		case r < 17:
-			op = Op{Kind: OpComplete, Stream: rng.Intn(3)}
+			op = ops.Op{Kind: ops.OpComplete, Stream: rng.Intn(3)}
 		case r < 18:
-			op = Op{Kind: OpEmptyCache}
+			op = ops.Op{Kind: ops.OpEmptyCache}
 		case r < 19:
-			op = Op{Kind: OpFail, Call: faultCalls[rng.Intn(len(faultCalls))], N: 1 + rng.Intn(3),
+			op = ops.Op{Kind: ops.OpFail, Call: ops.FaultCalls[rng.Intn(len(ops.FaultCalls))], N: 1 + rng.Intn(3),
 				Result: []vmm.Result{vmm.OutOfMemory, vmm.UnknownCUDAError}[rng.Intn(2)]}
 		default:
-			op = Op{Kind: OpClearFaults}
+			op = ops.Op{Kind: ops.OpClearFaults}
 		}
 		if r := env.Step(op); len(r.Violations) > 0 {
 			return r.Violations, env

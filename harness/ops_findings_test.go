@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"github.com/gmlake/gmlake/harness/ops"
 	"os"
 	"path/filepath"
 	"testing"
@@ -151,13 +152,13 @@ alloc a9 20971520 s1
 	strict := os.Getenv("GMLAKE_FINDINGS") == "strict"
 	for _, f := range findings {
 		t.Run(f.name, func(t *testing.T) {
-			ops, err := ParseOps(f.ops)
+			seq, err := ops.Parse(f.ops)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var cfg EnvConfig
-			ParseOpsHeader(f.ops, &cfg)
-			i, vs, env, err := RunOps(cfg, ops)
+			var cfg ops.Config
+			ops.ParseHeader(f.ops, &cfg)
+			i, vs, env, err := ops.Run(cfg, seq)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,7 +166,7 @@ alloc a9 20971520 s1
 			case i >= 0 && f.open && !strict:
 				t.Skipf("still open (spec/FINDINGS.md): step %d: %v", i, vs)
 			case i >= 0:
-				t.Fatalf("step %d (%s) violates: %v", i, opAt(ops, i), vs)
+				t.Fatalf("step %d (%s) violates: %v", i, opAt(seq, i), vs)
 			case f.open:
 				t.Logf("%s runs clean now: mark it closed here and in spec/FINDINGS.md", f.name)
 			}

@@ -12,6 +12,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/harness/trace"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/spec"
@@ -96,32 +97,28 @@ func SizeGen() *rapid.Generator[uint64] {
 	return rapid.OneOf(gens...)
 }
 
-// faultCalls are the driver calls fault injection targets.
-var faultCalls = []vmm.CallKind{vmm.CallCreate, vmm.CallReserve, vmm.CallMap, vmm.CallSetAccess, vmm.CallUnmap,
-	vmm.CallRelease, vmm.CallFreeAddress, vmm.CallRecordEvent, vmm.CallCreateEvent, vmm.CallQueryEvent}
-
 // RunRapid runs one rapid test case: a random sequence of ops through a fresh Env, failing t at the first
 // violation with the violations and the op list (the reproducer), and checking INV-NOLEAK at the end.
 // Unless cfg.NoSwarm, the sequence first draws its own configuration and action set (DrawSwarm: streams,
 // sync, capacity, knobs, fault schedule, actions switched off).
 func RunRapid(t *rapid.T, cfg RapidConfig) {
-	var sw Swarm
+	var sw ops.Swarm
 	if cfg.NoSwarm {
-		sw = Swarm{Streams: 3, Capacity: rapid.SampledFrom([]uint64{64 * vmm.MiB, 512 * vmm.MiB, 4 * vmm.GiB}).Draw(t, "capacity"),
+		sw = ops.Swarm{Streams: 3, Capacity: rapid.SampledFrom([]uint64{64 * vmm.MiB, 512 * vmm.MiB, 4 * vmm.GiB}).Draw(t, "capacity"),
 			Off: map[string]bool{"alloc-threshold": true, "alloc-repeat": true, "pending-pair": true}}
 		if !cfg.NoFaults {
-			sw.Faults = faultCalls
+			sw.Faults = ops.FaultCalls
 		} else {
 			sw.Off["fail"], sw.Off["clearfaults"] = true, true
 		}
 	} else {
-		sw = DrawSwarm(t, cfg.Policy, cfg.NoFaults)
+		sw = ops.DrawSwarm(t, cfg.Policy, cfg.NoFaults)
 	}
 	if cfg.Streams != 0 {
 		sw.Streams = cfg.Streams
 	}
 	streams := sw.Streams
-	env, err := NewEnv(EnvConfig{Policy: cfg.Policy, Capacity: sw.Capacity, Streams: streams, SyncStreams: sw.Sync,
+	env, err := ops.NewEnv(ops.Config{Policy: cfg.Policy, Capacity: sw.Capacity, Streams: streams, SyncStreams: sw.Sync,
 		Knobs: sw.Knobs, Mutations: cfg.Mutations, Ignore: cfg.Ignore, Differential: cfg.Differential})
 	if err != nil {
 		t.Fatalf("%v", err)
@@ -130,7 +127,7 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 		cfg.Counters.Sequences.Add(1)
 	}
 	var used []uint64 // request sizes of this sequence (rule sizes-repeat)
-	thresholds := rapid.SampledFrom(Thresholds(cfg.Policy, sw.Knobs, env.Cfg.Granularity))
+	thresholds := rapid.SampledFrom(ops.Thresholds(cfg.Policy, sw.Knobs, env.Cfg.Granularity))
 	sizes := rapid.OneOf(SizeGen(), SizeGen(), thresholds, rapid.Uint64Range(1, env.Dev.Capacity()))
 	drawSize := func(t *rapid.T) uint64 {
 		var sz uint64
@@ -142,7 +139,7 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 		used = append(used, sz)
 		return sz
 	}
-	step := func(t *rapid.T, op Op) StepResult {
+	step := func(t *rapid.T, op ops.Op) ops.StepResult {
 		r := env.Step(op)
 		if cfg.Counters != nil {
 			cfg.Counters.Steps.Add(1)
@@ -164,9 +161,9 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 	}
 	stream := rapid.IntRange(0, streams-1)
 	alloc := func(t *rapid.T) {
-		step(t, Op{Kind: OpAlloc, ID: env.NextID(), Size: drawSize(t), Stream: stream.Draw(t, "stream")})
+		step(t, ops.Op{Kind: ops.OpAlloc, ID: env.NextID(), Size: drawSize(t), Stream: stream.Draw(t, "stream")})
 	}
-	free := func(t *rapid.T) { step(t, Op{Kind: OpFree, ID: pickLive(t)}) }
+	free := func(t *rapid.T) { step(t, ops.Op{Kind: ops.OpFree, ID: pickLive(t)}) }
 	actions := map[string]func(*rapid.T){
 		"alloc":  alloc,
 		"alloc2": alloc,
@@ -174,12 +171,12 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 		"alloc-threshold2": func(t *rapid.T) {
 			sz := thresholds.Draw(t, "threshold")
 			used = append(used, sz)
-			step(t, Op{Kind: OpAlloc, ID: env.NextID(), Size: sz, Stream: stream.Draw(t, "stream")})
+			step(t, ops.Op{Kind: ops.OpAlloc, ID: env.NextID(), Size: sz, Stream: stream.Draw(t, "stream")})
 		},
 		"alloc-threshold": func(t *rapid.T) {
 			sz := thresholds.Draw(t, "threshold")
 			used = append(used, sz)
-			step(t, Op{Kind: OpAlloc, ID: env.NextID(), Size: sz, Stream: stream.Draw(t, "stream")})
+			step(t, ops.Op{Kind: ops.OpAlloc, ID: env.NextID(), Size: sz, Stream: stream.Draw(t, "stream")})
 		},
 		"free":  free,
 		"free2": free,
@@ -188,21 +185,21 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 			if len(ids) == 0 {
 				t.Skip("nothing freed")
 			}
-			step(t, Op{Kind: OpFree, ID: rapid.SampledFrom(ids).Draw(t, "freed")})
+			step(t, ops.Op{Kind: ops.OpFree, ID: rapid.SampledFrom(ids).Draw(t, "freed")})
 		},
 		"free-interior": func(t *rapid.T) {
-			step(t, Op{Kind: OpFreeInterior, ID: pickLive(t), Offset: rapid.Uint64Range(1, 4096).Draw(t, "offset")})
+			step(t, ops.Op{Kind: ops.OpFreeInterior, ID: pickLive(t), Offset: rapid.Uint64Range(1, 4096).Draw(t, "offset")})
 		},
 		"record": func(t *rapid.T) {
-			step(t, Op{Kind: OpRecord, ID: pickLive(t), Stream: stream.Draw(t, "stream")})
+			step(t, ops.Op{Kind: ops.OpRecord, ID: pickLive(t), Stream: stream.Draw(t, "stream")})
 		},
-		"launch":      func(t *rapid.T) { step(t, Op{Kind: OpLaunch, Stream: stream.Draw(t, "stream")}) },
-		"launch2":     func(t *rapid.T) { step(t, Op{Kind: OpLaunch, Stream: stream.Draw(t, "stream")}) },
-		"complete":    func(t *rapid.T) { step(t, Op{Kind: OpComplete, Stream: stream.Draw(t, "stream")}) },
-		"completeall": func(t *rapid.T) { step(t, Op{Kind: OpCompleteAll}) },
-		"emptycache":  func(t *rapid.T) { step(t, Op{Kind: OpEmptyCache}) },
+		"launch":      func(t *rapid.T) { step(t, ops.Op{Kind: ops.OpLaunch, Stream: stream.Draw(t, "stream")}) },
+		"launch2":     func(t *rapid.T) { step(t, ops.Op{Kind: ops.OpLaunch, Stream: stream.Draw(t, "stream")}) },
+		"complete":    func(t *rapid.T) { step(t, ops.Op{Kind: ops.OpComplete, Stream: stream.Draw(t, "stream")}) },
+		"completeall": func(t *rapid.T) { step(t, ops.Op{Kind: ops.OpCompleteAll}) },
+		"emptycache":  func(t *rapid.T) { step(t, ops.Op{Kind: ops.OpEmptyCache}) },
 		"bad-stream": func(t *rapid.T) { // a stream the device does not know: ErrUnknownStream
-			step(t, Op{Kind: OpAlloc, ID: env.NextID(), Size: drawSize(t), Stream: streams})
+			step(t, ops.Op{Kind: ops.OpAlloc, ID: env.NextID(), Size: drawSize(t), Stream: streams})
 		},
 		// pending-pair (a scenario template): a block and its neighbour on stream a, the block recorded on
 		// stream b, work pending on both, both freed; then maybe b completes, maybe the cache is emptied,
@@ -213,36 +210,36 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 			b := stream.Draw(t, "pair-b")
 			x, y := env.NextID(), env.NextID()+1
 			sx, sy := drawSize(t), drawSize(t)
-			if r := step(t, Op{Kind: OpAlloc, ID: x, Size: sx, Stream: a}); r.Err != nil {
+			if r := step(t, ops.Op{Kind: ops.OpAlloc, ID: x, Size: sx, Stream: a}); r.Err != nil {
 				return
 			}
-			if r := step(t, Op{Kind: OpAlloc, ID: y, Size: sy, Stream: a}); r.Err != nil {
+			if r := step(t, ops.Op{Kind: ops.OpAlloc, ID: y, Size: sy, Stream: a}); r.Err != nil {
 				y = -1
 			}
-			step(t, Op{Kind: OpRecord, ID: x, Stream: b})
-			step(t, Op{Kind: OpLaunch, Stream: a})
-			step(t, Op{Kind: OpLaunch, Stream: b})
-			step(t, Op{Kind: OpFree, ID: x})
+			step(t, ops.Op{Kind: ops.OpRecord, ID: x, Stream: b})
+			step(t, ops.Op{Kind: ops.OpLaunch, Stream: a})
+			step(t, ops.Op{Kind: ops.OpLaunch, Stream: b})
+			step(t, ops.Op{Kind: ops.OpFree, ID: x})
 			if y >= 0 {
-				step(t, Op{Kind: OpFree, ID: y})
+				step(t, ops.Op{Kind: ops.OpFree, ID: y})
 			}
 			switch rapid.IntRange(0, 3).Draw(t, "pair-then") {
 			case 0:
-				step(t, Op{Kind: OpComplete, Stream: a})
-				step(t, Op{Kind: OpEmptyCache})
+				step(t, ops.Op{Kind: ops.OpComplete, Stream: a})
+				step(t, ops.Op{Kind: ops.OpEmptyCache})
 			case 1:
-				step(t, Op{Kind: OpComplete, Stream: b})
-				step(t, Op{Kind: OpEmptyCache})
+				step(t, ops.Op{Kind: ops.OpComplete, Stream: b})
+				step(t, ops.Op{Kind: ops.OpEmptyCache})
 			case 2:
-				step(t, Op{Kind: OpAlloc, ID: env.NextID(), Size: sx, Stream: b})
+				step(t, ops.Op{Kind: ops.OpAlloc, ID: env.NextID(), Size: sx, Stream: b})
 			}
 		},
 		"close": func(t *rapid.T) { // rarely: Close mid-sequence, then every call must fail with ErrClosed
 			if rapid.IntRange(0, 9).Draw(t, "close?") != 0 {
 				t.Skip("not this time")
 			}
-			step(t, Op{Kind: OpCompleteAll})
-			step(t, Op{Kind: OpClose})
+			step(t, ops.Op{Kind: ops.OpCompleteAll})
+			step(t, ops.Op{Kind: ops.OpClose})
 		},
 		"": func(t *rapid.T) {}, // the invariants run inside each step
 	}
@@ -252,10 +249,10 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 				cfg.Counters.Faults.Add(1)
 			}
 			res := rapid.SampledFrom([]vmm.Result{vmm.OutOfMemory, vmm.UnknownCUDAError, vmm.InvalidValue}).Draw(t, "result")
-			step(t, Op{Kind: OpFail, Call: rapid.SampledFrom(sw.Faults).Draw(t, "call"),
+			step(t, ops.Op{Kind: ops.OpFail, Call: rapid.SampledFrom(sw.Faults).Draw(t, "call"),
 				N: rapid.IntRange(1, 4).Draw(t, "n"), Result: res})
 		}
-		actions["clearfaults"] = func(t *rapid.T) { step(t, Op{Kind: OpClearFaults}) }
+		actions["clearfaults"] = func(t *rapid.T) { step(t, ops.Op{Kind: ops.OpClearFaults}) }
 	}
 	for name := range sw.Off {
 		delete(actions, name)
@@ -269,70 +266,37 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 func errIsOOM(err error) bool { return errors.Is(err, vmm.ErrOutOfMemory) }
 
 // failRapid fails t with the violations, the op list, and where the op list was saved.
-func failRapid(t *rapid.T, env *Env, vs []spec.Violation) {
+func failRapid(t *rapid.T, env *ops.Env, vs []spec.Violation) {
 	var b strings.Builder
 	for _, v := range vs {
 		fmt.Fprintf(&b, "  %v\n", v)
 	}
-	ops := env.Describe()
+	seq := env.Describe()
 	// One file per configuration, overwritten by each failing attempt: rapid replays the shrunk case last.
-	path := saveOpsAs(fmt.Sprintf("gmlake-rapid-%s-%#x.ops", env.Cfg.Policy, uint32(env.Cfg.Mutations)), ops)
+	path := saveOpsAs(fmt.Sprintf("gmlake-rapid-%s-%#x.ops", env.Cfg.Policy, uint32(env.Cfg.Mutations)), seq)
 	t.Fatalf("invariant violated after %d steps:\n%sops (replay: gmlake fuzz --replay %s, or GMLAKE_OPS=%s go test ./harness -run TestOpsFile -v):\n%s",
-		env.Steps, b.String(), path, path, ops)
+		env.Steps, b.String(), path, path, seq)
 }
 
 // saveOpsAs writes an op list to the named file in the temporary folder and returns its path ("" if it
 // could not).
-func saveOpsAs(name, ops string) string {
+func saveOpsAs(name, seq string) string {
 	path := filepath.Join(os.TempDir(), name)
-	if err := os.WriteFile(path, []byte(ops), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(seq), 0o644); err != nil {
 		return ""
 	}
 	return path
 }
 
 // saveOps writes an op list to a fresh temporary file and returns its path ("" if it could not).
-func saveOps(ops string) string {
+func saveOps(seq string) string {
 	f, err := os.CreateTemp("", "gmlake-ops-*.ops")
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
-	if _, err := f.WriteString(ops); err != nil {
+	if _, err := f.WriteString(seq); err != nil {
 		return ""
 	}
 	return f.Name()
-}
-
-// ParseOpsHeader reads the "# policy=... capacity=..." header Describe writes into an EnvConfig.
-func ParseOpsHeader(text string, cfg *EnvConfig) {
-	for _, line := range strings.Split(text, "\n") {
-		if !strings.HasPrefix(line, "# policy=") {
-			continue
-		}
-		for _, kv := range strings.Fields(strings.TrimPrefix(line, "#")) {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case "policy":
-				cfg.Policy = v
-			case "capacity":
-				fmt.Sscan(v, &cfg.Capacity)
-			case "granularity":
-				fmt.Sscan(v, &cfg.Granularity)
-			case "streams":
-				fmt.Sscan(v, &cfg.Streams)
-			case "sync":
-				cfg.SyncStreams = v == "true"
-			case "chunk":
-				fmt.Sscan(v, &cfg.Knobs.ChunkSize)
-			case "stitchmin":
-				fmt.Sscan(v, &cfg.Knobs.StitchMin)
-			case "sblockcache":
-				fmt.Sscan(v, &cfg.Knobs.SBlockCache)
-			case "nocross":
-				cfg.Knobs.NoCrossStream = v == "true"
-			}
-		}
-		return
-	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/impl"
 )
 
@@ -102,36 +103,36 @@ func TestOpsFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := ParseOps(string(data))
+	seq, err := ops.Parse(string(data))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg EnvConfig
-	ParseOpsHeader(string(data), &cfg)
-	i, vs, env, err := RunOps(cfg, ops)
+	var cfg ops.Config
+	ops.ParseHeader(string(data), &cfg)
+	i, vs, env, err := ops.Run(cfg, seq)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if i >= 0 {
 		if os.Getenv("GMLAKE_SHRINK") != "" {
-			small, svs := ShrinkOps(cfg, ops)
-			senv, err := NewEnv(cfg)
+			small, svs := ops.Shrink(cfg, seq)
+			senv, err := ops.NewEnv(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, o := range small[:max(len(small)-1, 0)] {
 				senv.Step(o)
 			}
-			t.Logf("shrunk to %d ops (%v); state before the last op:\n%s\n%s", len(small), svs, DescribeView(senv.View()), FormatOps(small))
+			t.Logf("shrunk to %d ops (%v); state before the last op:\n%s\n%s", len(small), svs, ops.DescribeView(senv.View()), ops.Format(small))
 		}
-		t.Fatalf("step %d (%v) violates: %v\n%s", i, opAt(ops, i), vs, env.Describe())
+		t.Fatalf("step %d (%v) violates: %v\n%s", i, opAt(seq, i), vs, env.Describe())
 	}
-	t.Logf("%d ops ran clean", len(ops))
+	t.Logf("%d ops ran clean", len(seq))
 }
 
-func opAt(ops []Op, i int) string {
-	if i < len(ops) {
-		return ops[i].String()
+func opAt(seq []ops.Op, i int) string {
+	if i < len(seq) {
+		return seq[i].String()
 	}
 	return "finish"
 }

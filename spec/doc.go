@@ -4,7 +4,7 @@
 //
 // The pieces:
 //   - View: the allocator's state (impl.Snapshot) beside the device's (sim.Device.State()), built by
-//     harness.ViewOf. Device.Backing resolves a virtual range through the device's mappings into physical
+//     ops.ViewOf. Device.Backing resolves a virtual range through the device's mappings into physical
 //     byte ranges, the ground truth every aliasing check uses.
 //   - Check(View): every state invariant (INV-NOOVERLAP, INV-MAPPED, INV-NOALIAS, INV-REFCOUNT, INV-STATS,
 //     INV-MIRROR, INV-BLOCKS, INV-NOLEAK), one exported predicate each; a Violation names its INV.

@@ -8,7 +8,7 @@ import (
 
 // View is what the checkers see at one instant: the allocator's state (as its snapshot reports it) and the
 // device's state (as the device reports it), side by side, so that every predicate can compare what the
-// engine believes with what the device holds. The harness builds it (harness/state.go) from impl.Snapshot
+// engine believes with what the device holds. The harness builds it (harness/ops/view.go) from impl.Snapshot
 // and sim.Device.State(); spec defines it so that it imports only vmm.
 //
 // Every slice is sorted as documented; predicates do not mutate a View.

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gmlake/gmlake/fuzz"
-	"github.com/gmlake/gmlake/harness"
+	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/vmm"
 )
@@ -140,7 +140,7 @@ Examples:
 
 // runReplayProgram runs a saved program through its policy (or the given one, or all).
 func runReplayProgram(cmd *cobra.Command, path, policy string, minimize bool, minimizeFor time.Duration) error {
-	if text, err := os.ReadFile(path); err == nil && harness.IsOpList(string(text)) {
+	if text, err := os.ReadFile(path); err == nil && ops.IsOpList(string(text)) {
 		return runReplayOps(cmd, path, string(text), policy, minimize)
 	}
 	p, err := fuzz.ReadProgramFile(path)
@@ -188,36 +188,36 @@ func runReplayProgram(cmd *cobra.Command, path, policy string, minimize bool, mi
 	return nil
 }
 
-// runReplayOps replays an op list saved by rapid, the explorer, porcupine or the findings (harness/ops.go)
-// through harness.Env, every invariant after every step; --policy overrides the header's policy, and
+// runReplayOps replays an op list saved by rapid, the explorer, porcupine or the findings (harness/ops)
+// through ops.Env, every invariant after every step; --policy overrides the header's policy, and
 // --minimize shrinks a failure to PATH.min.ops.
 func runReplayOps(cmd *cobra.Command, path, text, policy string, minimize bool) error {
-	ops, err := harness.ParseOps(text)
+	seq, err := ops.Parse(text)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	var cfg harness.EnvConfig
-	harness.ParseOpsHeader(text, &cfg)
+	var cfg ops.Config
+	ops.ParseHeader(text, &cfg)
 	if cmd.Flags().Changed("policy") {
 		cfg.Policy = policy
 	}
-	i, vs, env, err := harness.RunOps(cfg, ops)
+	i, vs, env, err := ops.Run(cfg, seq)
 	if err != nil {
 		return err
 	}
 	if i < 0 {
-		fmt.Fprintf(cmd.OutOrStdout(), "%s: ok: %d ops ran clean under %s\n", path, len(ops), env.Cfg.Policy)
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: ok: %d ops ran clean under %s\n", path, len(seq), env.Cfg.Policy)
 		return nil
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%s: FAIL at op %d under %s: %v\n", path, i, env.Cfg.Policy, vs)
 	if minimize {
-		small, svs := harness.ShrinkOps(cfg, ops)
+		small, svs := ops.Shrink(cfg, seq)
 		mpath := strings.TrimSuffix(path, ".ops") + ".min.ops"
 		env.Ops = small
 		if werr := os.WriteFile(mpath, []byte(env.Describe()), 0o644); werr != nil {
 			return werr
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "minimized to %d ops (%v): %s\n", len(small), svs, mpath)
+		fmt.Fprintf(cmd.OutOrStdout(), "minimized to %d seq (%v): %s\n", len(small), svs, mpath)
 	}
 	return fmt.Errorf("%s fails", path)
 }

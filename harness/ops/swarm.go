@@ -1,4 +1,4 @@
-package harness
+package ops
 
 import (
 	"fmt"
@@ -46,12 +46,12 @@ func (s Swarm) String() string {
 	}
 	sort.Strings(off)
 	return fmt.Sprintf("streams=%d sync=%v capacity=%s knobs={%s} faults=%d off=%s", s.Streams, s.Sync,
-		vmm.FormatBytes(s.Capacity), knobString(s.Knobs), len(s.Faults), strings.Join(off, ","))
+		vmm.FormatBytes(s.Capacity), KnobString(s.Knobs), len(s.Faults), strings.Join(off, ","))
 }
 
-// swarmFaultCalls are the call kinds the engine makes after New (granularity and the first MemInfo come
+// SwarmFaultCalls are the call kinds the engine makes after New (granularity and the first MemInfo come
 // at New, before any fault can be armed).
-var swarmFaultCalls = []vmm.CallKind{vmm.CallCreate, vmm.CallRelease, vmm.CallReserve, vmm.CallFreeAddress,
+var SwarmFaultCalls = []vmm.CallKind{vmm.CallCreate, vmm.CallRelease, vmm.CallReserve, vmm.CallFreeAddress,
 	vmm.CallMap, vmm.CallUnmap, vmm.CallSetAccess, vmm.CallMemInfo, vmm.CallStreamQuery, vmm.CallCreateEvent,
 	vmm.CallRecordEvent, vmm.CallQueryEvent, vmm.CallStreamWaitEvent, vmm.CallDestroyEvent}
 
@@ -82,7 +82,7 @@ func DrawSwarm(t *rapid.T, policy string, noFaults bool) Swarm {
 		s.Knobs.SBlockCache = rapid.IntRange(0, 4).Draw(t, "swarm-sblockcache")
 	}
 	if !noFaults && rapid.IntRange(0, 3).Draw(t, "swarm-faults") != 0 {
-		for _, k := range swarmFaultCalls {
+		for _, k := range SwarmFaultCalls {
 			if rapid.Bool().Draw(t, "swarm-fault-"+k.Short()) {
 				s.Faults = append(s.Faults, k)
 			}
@@ -132,8 +132,8 @@ func or64(v, def uint64) uint64 {
 	return v
 }
 
-// knobString prints the knobs that differ from the defaults, as the op file's header writes them.
-func knobString(k impl.Config) string {
+// KnobString prints the knobs that differ from the defaults, as the op file's header writes them.
+func KnobString(k impl.Config) string {
 	var f []string
 	if k.ChunkSize != 0 {
 		f = append(f, fmt.Sprintf("chunk=%d", k.ChunkSize))

@@ -1,4 +1,4 @@
-package harness
+package ops
 
 import (
 	"fmt"
@@ -7,12 +7,12 @@ import (
 	"github.com/gmlake/gmlake/spec"
 )
 
-// ShrinkOps reduces a failing op list to a shorter one that still violates the same invariant (the first
+// Shrink reduces a failing op list to a shorter one that still violates the same invariant (the first
 // violation's INV), by deleting chunks of ops and then single ops while the failure persists (delta
 // debugging). It returns ops unchanged if they do not fail.
-func ShrinkOps(cfg EnvConfig, ops []Op) ([]Op, []spec.Violation) {
+func Shrink(cfg Config, ops []Op) ([]Op, []spec.Violation) {
 	fails := func(ops []Op) (string, []spec.Violation) {
-		i, vs, _, err := RunOps(cfg, ops)
+		i, vs, _, err := Run(cfg, ops)
 		if err != nil || i < 0 {
 			return "", nil
 		}

@@ -1,4 +1,4 @@
-package harness
+package ops
 
 // Operations as values that print as text and parse back (the pebble metamorphic style): a saved op list
 // is the reproducer. One op per line; '#' starts a comment line. Allocations are named by an id bound by
@@ -88,8 +88,8 @@ func (o Op) String() string {
 	return o.Kind.String()
 }
 
-// FormatOps prints ops one per line.
-func FormatOps(ops []Op) string {
+// Format prints ops one per line.
+func Format(ops []Op) string {
 	var b strings.Builder
 	for _, o := range ops {
 		b.WriteString(o.String())
@@ -199,8 +199,8 @@ func IsOpList(text string) bool {
 	return false
 }
 
-// ParseOps parses a whole op list (one op a line, blank lines and '#' comments skipped).
-func ParseOps(text string) ([]Op, error) {
+// Parse parses a whole op list (one op a line, blank lines and '#' comments skipped).
+func Parse(text string) ([]Op, error) {
 	var ops []Op
 	sc := bufio.NewScanner(strings.NewReader(text))
 	line := 0
@@ -281,7 +281,7 @@ func OpsFromBytes(b []byte, streams int) []Op {
 		case k == 13:
 			ops = append(ops, Op{Kind: OpEmptyCache})
 		case k == 14:
-			call := faultCalls[int(next())%len(faultCalls)]
+			call := FaultCalls[int(next())%len(FaultCalls)]
 			ops = append(ops, Op{Kind: OpFail, Call: call, N: 1 + int(next())%3, Result: faultResults[int(next())%3]})
 		default:
 			if nid > 0 && next()%2 == 0 {
@@ -292,4 +292,41 @@ func OpsFromBytes(b []byte, streams int) []Op {
 		}
 	}
 	return ops
+}
+
+// FaultCalls are the driver calls fault injection targets.
+var FaultCalls = []vmm.CallKind{vmm.CallCreate, vmm.CallReserve, vmm.CallMap, vmm.CallSetAccess, vmm.CallUnmap,
+	vmm.CallRelease, vmm.CallFreeAddress, vmm.CallRecordEvent, vmm.CallCreateEvent, vmm.CallQueryEvent}
+
+// ParseHeader reads the "# policy=... capacity=..." header Describe writes into a Config.
+func ParseHeader(text string, cfg *Config) {
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, "# policy=") {
+			continue
+		}
+		for _, kv := range strings.Fields(strings.TrimPrefix(line, "#")) {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "policy":
+				cfg.Policy = v
+			case "capacity":
+				fmt.Sscan(v, &cfg.Capacity)
+			case "granularity":
+				fmt.Sscan(v, &cfg.Granularity)
+			case "streams":
+				fmt.Sscan(v, &cfg.Streams)
+			case "sync":
+				cfg.SyncStreams = v == "true"
+			case "chunk":
+				fmt.Sscan(v, &cfg.Knobs.ChunkSize)
+			case "stitchmin":
+				fmt.Sscan(v, &cfg.Knobs.StitchMin)
+			case "sblockcache":
+				fmt.Sscan(v, &cfg.Knobs.SBlockCache)
+			case "nocross":
+				cfg.Knobs.NoCrossStream = v == "true"
+			}
+		}
+		return
+	}
 }

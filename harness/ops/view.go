@@ -1,4 +1,4 @@
-package harness
+package ops
 
 import (
 	"github.com/gmlake/gmlake/impl"

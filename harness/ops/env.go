@@ -1,4 +1,4 @@
-package harness
+package ops
 
 import (
 	"errors"
@@ -13,8 +13,8 @@ import (
 	"github.com/gmlake/gmlake/vmm"
 )
 
-// EnvConfig configures an Env: the device, the engine and the checkers that judge it.
-type EnvConfig struct {
+// Config configures an Env: the device, the engine and the checkers that judge it.
+type Config struct {
 	Policy      string // one of impl.Policies; "" is the default policy
 	Capacity    uint64 // device bytes; 0: 8 GiB
 	Granularity uint64 // 0: 2 MiB
@@ -39,12 +39,12 @@ type EnvConfig struct {
 	_ struct{}
 }
 
-// Env runs operations (ops.go) through the engine on the reference device, step by step, and judges each
+// Env runs operations (op.go) through the engine on the reference device, step by step, and judges each
 // step three ways: the allocator contract (contract.ContractState: was the answer legal?), the state
 // invariants of the spec (spec.Check on the View after the step), and the history invariants
 // (spec.History: INV-STREAM, INV-RELEASESAFE, INV-NOSPURIOUSOOM). It is not safe for concurrent use.
 type Env struct {
-	Cfg      EnvConfig
+	Cfg      Config
 	Dev      *sim.Device
 	A        *impl.Allocator
 	Streams  []vmm.Stream // index -> device stream; Streams[0] is the default stream
@@ -117,7 +117,7 @@ func PolicyOOMRule(policy string, gran uint64) spec.OOMRule {
 }
 
 // NewEnv makes a device, creates the streams, and opens the engine on it.
-func NewEnv(cfg EnvConfig) (*Env, error) {
+func NewEnv(cfg Config) (*Env, error) {
 	if cfg.Capacity == 0 {
 		cfg.Capacity = 8 * vmm.GiB
 	}
@@ -195,14 +195,21 @@ func (e *Env) NextID() int {
 	return n
 }
 
+// ResumeChecks turns the predicates back on after a light replay (Config.NoChecks) and forgets the View
+// kept from before, so the next step judges from a fresh one.
+func (e *Env) ResumeChecks() {
+	e.Cfg.NoChecks = false
+	e.lastOK = false
+}
+
 // Faulty reports whether an injected driver fault may still be pending.
 func (e *Env) Faulty() bool { return e.faulty }
 
 // Closed reports whether Close ran.
 func (e *Env) Closed() bool { return e.closed }
 
-// ptrOf returns the pointer bound to id, or a pointer that was never allocated.
-func (e *Env) ptrOf(id int) vmm.DevicePtr {
+// Ptr returns the pointer bound to id, or a pointer that was never allocated.
+func (e *Env) Ptr(id int) vmm.DevicePtr {
 	if p, ok := e.ptrs[id]; ok {
 		return p
 	}
@@ -272,7 +279,7 @@ func errorKind(err error) string {
 }
 
 // History prints the run as an op list with each op's outcome (`alloc a0 4194304 s0 // ok`): the header
-// and ops replay as they are (ParseOps drops the comments), and a golden history pins every answer.
+// and ops replay as they are (Parse drops the comments), and a golden history pins every answer.
 func (e *Env) History() string {
 	var b strings.Builder
 	d := e.Describe()
@@ -307,7 +314,7 @@ func (e *Env) step(op Op) StepResult {
 		}
 	case OpFree, OpFreeInterior:
 		before, haveBefore = e.viewBefore(), true
-		p := e.ptrOf(op.ID)
+		p := e.Ptr(op.ID)
 		if op.Kind == OpFreeInterior {
 			p = p.Add(op.Offset)
 		}
@@ -328,7 +335,7 @@ func (e *Env) step(op Op) StepResult {
 			}
 		}
 	case OpRecord:
-		in = contract.ContractInput{Op: contract.COpRecordStream, Ptr: e.ptrOf(op.ID), Stream: e.stream(op.Stream)}
+		in = contract.ContractInput{Op: contract.COpRecordStream, Ptr: e.Ptr(op.ID), Stream: e.stream(op.Stream)}
 		res.Err = e.A.RecordStream(in.Ptr, in.Stream)
 	case OpLaunch:
 		in = contract.ContractInput{Op: contract.COpLaunch, Stream: e.stream(op.Stream)}
@@ -464,17 +471,17 @@ func (e *Env) Describe() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# policy=%s capacity=%d granularity=%d streams=%d sync=%v mutations=%v",
 		e.Cfg.Policy, e.Cfg.Capacity, e.Cfg.Granularity, e.Cfg.Streams, e.Cfg.SyncStreams, e.Cfg.Mutations)
-	if k := knobString(e.Cfg.Knobs); k != "" {
+	if k := KnobString(e.Cfg.Knobs); k != "" {
 		b.WriteString(" " + k)
 	}
 	b.WriteByte('\n')
-	b.WriteString(FormatOps(e.Ops))
+	b.WriteString(Format(e.Ops))
 	return b.String()
 }
 
-// RunOps runs ops in a fresh Env and returns the first step with a violation (index -1 if none), and the
+// Run runs ops in a fresh Env and returns the first step with a violation (index -1 if none), and the
 // Env. Finish runs at the end when no step failed (so INV-NOLEAK is judged too).
-func RunOps(cfg EnvConfig, ops []Op) (int, []spec.Violation, *Env, error) {
+func Run(cfg Config, ops []Op) (int, []spec.Violation, *Env, error) {
 	e, err := NewEnv(cfg)
 	if err != nil {
 		return -1, nil, nil, err

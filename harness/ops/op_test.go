@@ -1,4 +1,4 @@
-package harness
+package ops
 
 import (
 	"testing"
@@ -24,7 +24,7 @@ func TestOpsRoundTrip(t *testing.T) {
 		case OpLaunch, OpComplete:
 			o.Stream = rapid.IntRange(0, 8).Draw(t, "s")
 		case OpFail:
-			o.Call = rapid.SampledFrom(faultCalls).Draw(t, "call")
+			o.Call = rapid.SampledFrom(FaultCalls).Draw(t, "call")
 			o.N = rapid.IntRange(1, 9).Draw(t, "n")
 			o.Result = rapid.SampledFrom(faultResults).Draw(t, "r")
 		}
@@ -36,22 +36,22 @@ func TestOpsRoundTrip(t *testing.T) {
 			t.Fatalf("%q parsed as %+v, want %+v", o.String(), back, o)
 		}
 	})
-	if _, err := ParseOps("alloc a1 12\n"); err == nil {
+	if _, err := Parse("alloc a1 12\n"); err == nil {
 		t.Fatal("a short alloc line must not parse")
 	}
 	if _, err := ParseOp("fail create 0 CUDA_ERROR_OUT_OF_MEMORY"); err == nil {
 		t.Fatal("fail needs N >= 1")
 	}
-	ops, err := ParseOps("# comment\nalloc a0 512 s1\n\nfail create 2 CUDA_ERROR_OUT_OF_MEMORY\ncompleteall\n")
+	ops, err := Parse("# comment\nalloc a0 512 s1\n\nfail create 2 CUDA_ERROR_OUT_OF_MEMORY\ncompleteall\n")
 	if err != nil || len(ops) != 3 || ops[1].Result != vmm.OutOfMemory {
-		t.Fatalf("ParseOps: %v %v", ops, err)
+		t.Fatalf("Parse: %v %v", ops, err)
 	}
 }
 
 // INV-SELFCHECK: a panic inside a step (the engine's own invariant checks panic) is reported as a
 // violation, not a crash of the checker.
 func TestStepReportsEnginePanic(t *testing.T) {
-	env, err := NewEnv(EnvConfig{Capacity: 64 * vmm.MiB})
+	env, err := NewEnv(Config{Capacity: 64 * vmm.MiB})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestStepReportsEnginePanic(t *testing.T) {
 
 // A clean sequence through every op kind passes every check, and the contract state follows it.
 func TestEnvCleanSequence(t *testing.T) {
-	ops, err := ParseOps(`
+	ops, err := Parse(`
 alloc a0 4096 s0
 alloc a1 8388608 s1
 record a0 s1
@@ -86,7 +86,7 @@ free a2
 		t.Fatal(err)
 	}
 	for _, p := range []string{"gmlake", "caching", "expandable", "gmlake-paper"} {
-		i, vs, env, err := RunOps(EnvConfig{Policy: p, Capacity: 256 * vmm.MiB}, ops)
+		i, vs, env, err := Run(Config{Policy: p, Capacity: 256 * vmm.MiB}, ops)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func TestOpsFromBytes(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		b := rapid.SliceOfN(rapid.Byte(), 0, 64).Draw(t, "bytes")
 		ops := OpsFromBytes(b, 3)
-		back, err := ParseOps(FormatOps(ops))
+		back, err := Parse(Format(ops))
 		if err != nil || len(back) != len(ops) {
 			t.Fatalf("round trip: %v (%d vs %d ops)", err, len(back), len(ops))
 		}
@@ -117,11 +117,11 @@ func TestOpsFromBytes(t *testing.T) {
 // Ops naming streams the environment does not have are harmless: launch/complete do nothing, alloc and
 // record must be refused by the engine (ErrUnknownStream), which the contract checks.
 func TestEnvUnknownStreamOps(t *testing.T) {
-	ops, err := ParseOps("launch s9\ncomplete s9\nalloc a0 4096 s9\nalloc a1 4096 s0\nrecord a1 s9\nfree a1\n")
+	ops, err := Parse("launch s9\ncomplete s9\nalloc a0 4096 s9\nalloc a1 4096 s0\nrecord a1 s9\nfree a1\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if i, vs, env, err := RunOps(EnvConfig{Capacity: 64 * vmm.MiB}, ops); err != nil || i >= 0 {
+	if i, vs, env, err := Run(Config{Capacity: 64 * vmm.MiB}, ops); err != nil || i >= 0 {
 		t.Fatalf("step %d: %v %v\n%s", i, vs, err, env.Describe())
 	}
 }
