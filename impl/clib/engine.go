@@ -11,12 +11,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unicode"
 
 	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/impl/serve"
 	"github.com/gmlake/gmlake/vmm"
 	"github.com/gmlake/gmlake/vmm/wrap"
 )
@@ -213,59 +213,18 @@ func ApplyKnobs(cfg *impl.Config, knobs map[string]string) error {
 	return nil
 }
 
-// Engine is one engine of the C library: an impl.Allocator on one device, addressed with plain integers
-// (pointers and CUDA streams as uintptr). Safe for concurrent use (the engine is; the stream table of the
-// simulated device has its own lock).
+// Engine is one engine of the C library: a serve.Engine (the memory cap, sync-and-retry on out of memory,
+// stream mapping: what every checker of the harness drives) on one device, addressed with plain integers
+// (pointers and CUDA streams as uintptr). Safe for concurrent use.
 type Engine struct {
 	cfg   Config
-	a     *impl.Allocator
-	drv   *wrap.Limit // the driver given to NewCEngine, with the memory-fraction cap (over timer, if any)
-	inner vmm.Driver  // the driver given to New, under every wrapper: its Close and modeled time
-	timer *wrap.Meter // times every driver call by kind (Config.TimeDriver); nil: not timed
-	total uint64      // the device's total memory at open
-
-	// ownStreams maps a C stream value to a stream of the driver's (cfg.OwnStreams only; nil otherwise):
-	// such a driver knows only streams it created, so each new C stream gets one. Guarded by ownMu.
-	ownMu      sync.Mutex
-	ownStreams map[uintptr]vmm.Stream
-
-	// syncer is the driver's stream synchronisation (the real GPU), nil if it has none. seen holds every
-	// stream allocated on (keys uintptr), lastSeen the latest, so that the hot path touches seen only when the
-	// stream changes; both are read when synchronising before releasing memory (see syncStreams).
-	syncer     vmm.StreamSyncer
-	seen       sync.Map
-	lastSeen   atomic.Uintptr
-	syncRetry  atomic.Uint64 // allocations that succeeded only after synchronising the streams
-	syncErrors atomic.Uint64 // synchronisations that failed
+	s     *serve.Engine
+	a     *impl.Allocator // s's engine
+	inner vmm.Driver      // the driver given to New, under every wrapper: its Close and modeled time
+	timer *wrap.Meter     // times every driver call by kind (Config.TimeDriver); nil: not timed
 
 	torch torchCounters             // PyTorch's statistics kept here rather than in the engine (torch.go)
 	hook  atomic.Pointer[EventHook] // receives segment and out-of-memory events (torch.go); nil: none
-}
-
-// syncStreams waits for the work of every stream allocated on. PyTorch's allocator does the same (a device
-// synchronisation) before it returns cached memory to CUDA, on empty_cache and on its out-of-memory path:
-// the engine releases a cached block only once the event recorded after its free has completed, so without
-// waiting, memory still in use by queued kernels could not be released and a request would fail that PyTorch
-// would serve.
-func (e *Engine) syncStreams() {
-	if e.a.Capturing() {
-		return // synchronising a capturing stream is illegal (and waits for nothing)
-	}
-	e.torch.syncs.Add(1)
-	if e.syncer == nil {
-		return
-	}
-	if err := e.syncer.Synchronize(vmm.DefaultStream); err != nil {
-		e.syncErrors.Add(1)
-	}
-	e.seen.Range(func(k, _ any) bool {
-		if s := k.(uintptr); s != 0 {
-			if err := e.syncer.Synchronize(vmm.Stream(s)); err != nil {
-				e.syncErrors.Add(1)
-			}
-		}
-		return true
-	})
 }
 
 // New starts an engine on d, which it owns from then on: Close closes d, and so does a failed
@@ -287,79 +246,26 @@ func New(d vmm.Driver, cfg Config) (*Engine, error) {
 		e.timer = wrap.NewTimer(d)
 		under = e.timer
 	}
-	e.drv = wrap.NewLimit(under, cfg.MemoryLimit)
-	if cfg.OwnStreams {
-		e.ownStreams = map[uintptr]vmm.Stream{0: vmm.DefaultStream}
-	}
-	if _, total, err := d.MemInfo(); err == nil {
-		e.total = total
-	}
-	if sy, ok := d.(vmm.StreamSyncer); ok {
-		e.syncer = sy
-	}
-	a, err := impl.New(e.drv, icfg)
+	s, err := serve.New(under, serve.Config{Engine: icfg, MemoryLimit: cfg.MemoryLimit, MapStreams: cfg.OwnStreams})
 	if err != nil {
 		closeDriver()
 		return nil, fmt.Errorf("gmlake: starting policy %q on %s device %d: %w", cfg.Policy, cfg.Driver, cfg.Device, err)
 	}
-	e.a = a
+	e.s, e.a = s, s.Allocator()
 	return e, nil
 }
 
-// stream turns a C stream into the driver's stream. On the real GPU a cudaStream_t is the CUstream itself.
-func (e *Engine) stream(s uintptr) (vmm.Stream, error) {
-	if e.ownStreams == nil {
-		return vmm.Stream(s), nil
-	}
-	e.ownMu.Lock()
-	defer e.ownMu.Unlock()
-	if v, ok := e.ownStreams[s]; ok {
-		return v, nil
-	}
-	v, err := e.drv.CreateStream()
-	if err != nil {
-		return 0, err
-	}
-	e.ownStreams[s] = v
-	return v, nil
-}
-
 // Alloc allocates size bytes for use on stream and returns the device address. On the real GPU, a request
-// that fails for lack of memory is retried once after the streams' work has completed (see syncStreams).
+// that fails for lack of memory is retried once after the streams' work has completed (serve.Engine).
 func (e *Engine) Alloc(size uint64, stream uintptr) (uintptr, error) {
 	return e.AllocPool(size, stream, impl.PoolID{})
 }
 
 // AllocPool is Alloc from memory pool pool (impl.AllocPool; the zero id is the default pool).
 func (e *Engine) AllocPool(size uint64, stream uintptr, pool impl.PoolID) (uintptr, error) {
-	s, err := e.stream(stream)
-	if err != nil {
-		return 0, err
-	}
-	if e.syncer != nil && e.lastSeen.Load() != stream {
-		if _, ok := e.seen.Load(stream); !ok {
-			e.seen.Store(stream, struct{}{})
-		}
-		e.lastSeen.Store(stream)
-	}
-	if size > e.total && e.total != 0 {
-		err := e.oversize(size, s) // an out of memory, as in PyTorch (not an invalid size)
-		e.afterCall(size, stream)
-		return 0, err
-	}
-	p, err := e.a.AllocPool(size, s, pool)
-	if err != nil && e.syncer != nil && IsOutOfMemory(err) {
-		e.syncStreams()
-		var q vmm.DevicePtr
-		if q, err = e.a.AllocPool(size, s, pool); err == nil {
-			e.syncRetry.Add(1)
-			e.afterCall(0, stream)
-			return uintptr(q), nil
-		}
-	}
+	p, err := e.s.AllocPool(size, vmm.Stream(stream), pool)
 	oom := uint64(0)
 	if err != nil && IsOutOfMemory(err) {
-		e.torch.ooms.Add(1)
 		oom = size
 	}
 	if oom != 0 || e.a.SegmentEventsPending() {
@@ -369,23 +275,18 @@ func (e *Engine) AllocPool(size uint64, stream uintptr, pool impl.PoolID) (uintp
 }
 
 // Free frees ptr, stream-ordered on its allocation stream.
-func (e *Engine) Free(ptr uintptr) error { return e.a.Free(vmm.DevicePtr(ptr)) }
+func (e *Engine) Free(ptr uintptr) error { return e.s.Free(vmm.DevicePtr(ptr)) }
 
 // RecordStream marks ptr as used on stream too: its memory is reused only after that stream's work
 // submitted before the free has completed.
 func (e *Engine) RecordStream(ptr, stream uintptr) error {
-	s, err := e.stream(stream)
-	if err != nil {
-		return err
-	}
-	return e.a.RecordStream(vmm.DevicePtr(ptr), s)
+	return e.s.RecordStream(vmm.DevicePtr(ptr), vmm.Stream(stream))
 }
 
 // EmptyCache returns every cached (free) byte to the device, after the streams' work has completed (as
 // torch.cuda.empty_cache, which synchronises the device).
 func (e *Engine) EmptyCache() error {
-	e.syncStreams()
-	err := e.a.EmptyCache()
+	err := e.s.EmptyCache()
 	e.afterCall(0, 0)
 	return err
 }
@@ -394,11 +295,11 @@ func (e *Engine) EmptyCache() error {
 func (e *Engine) Policy() string { return e.a.Policy() }
 
 // TotalMemory returns the device's total memory in bytes, as the driver reported it at open.
-func (e *Engine) TotalMemory() uint64 { return e.total }
+func (e *Engine) TotalMemory() uint64 { return e.s.TotalMemory() }
 
 // SetMemoryLimit caps the physical bytes the engine may hold (0 removes the cap). Memory already held
 // beyond a new cap stays until it is freed and released (EmptyCache).
-func (e *Engine) SetMemoryLimit(bytes uint64) { e.drv.SetLimit(bytes) }
+func (e *Engine) SetMemoryLimit(bytes uint64) { e.s.SetMemoryLimit(bytes) }
 
 // SetMemoryFraction caps the engine at fraction f of the device's total memory, as PyTorch's
 // set_per_process_memory_fraction: f must be a finite number in (0, 1] (1: no cap) whose cap is at least
@@ -411,17 +312,18 @@ func (e *Engine) SetMemoryFraction(f float64) error {
 		e.SetMemoryLimit(0)
 		return nil
 	}
-	limit := uint64(f * float64(e.total))
+	total := e.s.TotalMemory()
+	limit := uint64(f * float64(total))
 	if limit == 0 {
 		return fmt.Errorf("%w: memory fraction %g of the device's %d bytes caps it at 0 bytes: want at least %g",
-			ErrBadKnob, f, e.total, 1/float64(max(e.total, 1)))
+			ErrBadKnob, f, total, 1/float64(max(total, 1)))
 	}
 	e.SetMemoryLimit(limit)
 	return nil
 }
 
 // MemoryLimit returns the cap set by SetMemoryLimit (0: none).
-func (e *Engine) MemoryLimit() uint64 { return e.drv.Limit() }
+func (e *Engine) MemoryLimit() uint64 { return e.s.MemoryLimit() }
 
 // IsConfigError reports whether err is about the configuration (a knob, the policy, a limit), not the
 // device: the C library says those once, naming the variable.
@@ -461,8 +363,8 @@ func (e *Engine) Stats(extra map[string]any) map[string]any {
 		"num_stitches": s.NumStitches, "num_stitch_reuses": s.NumStitchReuses, "num_stitch_frees": s.NumStitchFrees,
 		"num_ooms": s.NumOOMs, "num_cache_flushes": s.NumCacheFlushes,
 		"driver_calls": s.DriverCalls.Map(), "driver_calls_total": s.DriverCalls.Total(),
-		"memory_limit_bytes": e.drv.Limit(), "device_total_bytes": e.total,
-		"oom_sync_retries": e.syncRetry.Load(), "sync_errors": e.syncErrors.Load(),
+		"memory_limit_bytes": e.s.MemoryLimit(), "device_total_bytes": e.s.TotalMemory(),
+		"oom_sync_retries": e.s.Counters().SyncRetries, "sync_errors": e.s.Counters().SyncErrors,
 	}
 	if c, ok := e.inner.(vmm.CallCounter); ok {
 		m["modeled_driver_seconds"] = c.ModeledTime().Seconds()
@@ -495,7 +397,7 @@ func (e *Engine) StatsJSON(extra map[string]any) []byte {
 // Close releases everything the engine holds and closes the driver. It returns how many allocations were
 // still live (released anyway) and how many physical bytes went back to the device.
 func (e *Engine) Close() (live int, released uint64, err error) {
-	rep, err := e.a.Close()
+	rep, err := e.s.Close()
 	live, released = len(rep.Live), rep.ReleasedBytes
 	if c, ok := e.inner.(interface{ Close() error }); ok {
 		err = errors.Join(err, c.Close())

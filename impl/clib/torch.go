@@ -21,11 +21,10 @@ type (
 	StatArray   = impl.StatArray
 )
 
-// torchCounters are the statistics the C library keeps itself, because its own retry (synchronise the
-// streams, allocate again) sits above the engine: an out of memory is counted once it reaches the caller.
+// torchCounters are the bases of the statistics the serving layer counts, because its retry (synchronise
+// the streams, allocate again) sits above the engine: an out of memory is counted once it reaches the caller.
 type torchCounters struct {
-	ooms, syncs         atomic.Int64 // allocations failed with out of memory; synchronisations of all streams
-	oomsBase, syncsBase atomic.Int64 // their values at the last ResetAccumulatedStats
+	oomsBase, syncsBase atomic.Uint64 // serve.Counters' OOMs and Syncs at the last ResetAccumulatedStats
 }
 
 // TorchStats returns PyTorch's DeviceStats of the engine (see impl/torchstats.go for the meaning), with
@@ -34,8 +33,9 @@ type torchCounters struct {
 // out-of-memory path; counted on the simulated device too, where they complete at once).
 func (e *Engine) TorchStats() impl.DeviceStats {
 	s := e.a.TorchStats()
-	s.NumOOMs = e.torch.ooms.Load() - e.torch.oomsBase.Load()
-	s.NumSyncAllStreams = e.torch.syncs.Load() - e.torch.syncsBase.Load()
+	c := e.s.Counters()
+	s.NumOOMs = int64(c.OOMs - e.torch.oomsBase.Load())
+	s.NumSyncAllStreams = int64(c.Syncs - e.torch.syncsBase.Load())
 	return s
 }
 
@@ -45,18 +45,9 @@ func (e *Engine) ResetPeakStats() { e.a.ResetPeakStats() }
 // ResetAccumulatedStats zeroes the accumulated totals and the num_* counters.
 func (e *Engine) ResetAccumulatedStats() {
 	e.a.ResetAccumulatedStats()
-	e.torch.oomsBase.Store(e.torch.ooms.Load())
-	e.torch.syncsBase.Store(e.torch.syncs.Load())
-}
-
-// oversize is the out-of-memory error of a request larger than the device (counted in num_ooms).
-func (e *Engine) oversize(size uint64, s vmm.Stream) error {
-	e.torch.ooms.Add(1)
-	st := e.a.Stats()
-	free, _, _ := e.drv.MemInfo()
-	return &impl.OOMError{Requested: size, Rounded: size, Reserved: st.ReservedBytes,
-		Cached: st.ReservedBytes - min(st.ReservedBytes, st.AllocatedBytes), Live: st.AllocatedBytes,
-		DeviceFree: free, Stream: s}
+	c := e.s.Counters()
+	e.torch.oomsBase.Store(c.OOMs)
+	e.torch.syncsBase.Store(c.Syncs)
 }
 
 // Failure kinds of AllocFailure (gmlake.h's GMLAKE_FAIL_*).
@@ -76,7 +67,7 @@ type AllocFailure struct {
 
 // Failure describes the failure err of an allocation of size bytes.
 func (e *Engine) Failure(size uint64, err error) AllocFailure {
-	f := AllocFailure{Kind: FailOther, Requested: size, DeviceTotal: e.total, Limit: e.drv.Limit()}
+	f := AllocFailure{Kind: FailOther, Requested: size, DeviceTotal: e.s.TotalMemory(), Limit: e.s.MemoryLimit()}
 	var oom *impl.OOMError
 	switch {
 	case errors.As(err, &oom):
@@ -90,7 +81,7 @@ func (e *Engine) Failure(size uint64, err error) AllocFailure {
 	st := e.a.Stats()
 	f.Allocated, f.Reserved = st.AllocatedBytes, st.ReservedBytes
 	f.Cached = st.ReservedBytes - min(st.ReservedBytes, st.AllocatedBytes)
-	f.DeviceFree, _, _ = e.drv.MemInfo()
+	f.DeviceFree, _, _ = e.s.Driver().MemInfo()
 	return f
 }
 
@@ -105,27 +96,15 @@ func (e *Engine) BaseAllocation(ptr uintptr) (uintptr, uint64, error) {
 
 // MemoryFraction returns the cap on the physical memory as a fraction of the device (1: no cap).
 func (e *Engine) MemoryFraction() float64 {
-	lim := e.drv.Limit()
-	if lim == 0 || e.total == 0 || lim >= e.total {
+	lim, total := e.s.MemoryLimit(), e.s.TotalMemory()
+	if lim == 0 || total == 0 || lim >= total {
 		return 1
 	}
-	return float64(lim) / float64(e.total)
+	return float64(lim) / float64(total)
 }
 
 // cStream turns a driver stream back into the C stream it stands for.
-func (e *Engine) cStream(s vmm.Stream) uintptr {
-	if e.ownStreams == nil {
-		return uintptr(s)
-	}
-	e.ownMu.Lock()
-	defer e.ownMu.Unlock()
-	for c, v := range e.ownStreams {
-		if v == s {
-			return c
-		}
-	}
-	return uintptr(s)
-}
+func (e *Engine) cStream(s vmm.Stream) uintptr { return uintptr(e.s.CallerStream(s)) }
 
 // Event actions of the event hook (gmlake.h's GMLAKE_EVENT_*).
 const (
@@ -288,11 +267,7 @@ func (e *Engine) PoolLive(id PoolID) []uintptr {
 
 // SetCapturing says that stream begins (on) or ends (off) a CUDA graph capture (impl.SetCapturing).
 func (e *Engine) SetCapturing(stream uintptr, on bool) error {
-	s, err := e.stream(stream)
-	if err != nil {
-		return err
-	}
-	err = e.a.SetCapturing(s, on)
+	err := e.s.SetCapturing(vmm.Stream(stream), on)
 	e.afterCall(0, 0)
 	return err
 }
