@@ -19,6 +19,9 @@ enum {
 	CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED = 128,
 	CU_EVENT_DISABLE_TIMING = 2,
 	CU_STREAM_DEFAULT = 0,
+	CU_STREAM_NON_BLOCKING = 1,
+	CU_STREAM_WAIT_VALUE_GEQ = 0,
+	CU_STREAM_WRITE_VALUE_DEFAULT = 0,
 };
 
 _Static_assert(sizeof(CUmemAccessDesc) == 12, "CUmemAccessDesc is 12 bytes");
@@ -56,6 +59,9 @@ static CUresult (*p_cuMemcpyDtoH)(void *, CUdeviceptr, size_t);        // _v2
 static CUresult (*p_cuMemAlloc)(CUdeviceptr *, size_t);                // _v2
 static CUresult (*p_cuMemFree)(CUdeviceptr);                           // _v2
 static CUresult (*p_cuGetErrorName)(CUresult, const char **);
+// Optional (NULL when absent): stream memory operations, for the test clock of harness/gpu.
+static CUresult (*p_cuStreamWaitValue32)(CUstream, CUdeviceptr, uint32_t, unsigned int);  // _v2 if present
+static CUresult (*p_cuStreamWriteValue32)(CUstream, CUdeviceptr, uint32_t, unsigned int); // _v2 if present
 
 static void *lib;
 
@@ -108,6 +114,10 @@ int gm_load(char *err, int errlen) {
 	LOAD(p_cuMemAlloc, "cuMemAlloc_v2");
 	LOAD(p_cuMemFree, "cuMemFree_v2");
 	LOAD(p_cuGetErrorName, "cuGetErrorName");
+	*(void **)(&p_cuStreamWaitValue32) = dlsym(lib, "cuStreamWaitValue32_v2");
+	if (!p_cuStreamWaitValue32) *(void **)(&p_cuStreamWaitValue32) = dlsym(lib, "cuStreamWaitValue32");
+	*(void **)(&p_cuStreamWriteValue32) = dlsym(lib, "cuStreamWriteValue32_v2");
+	if (!p_cuStreamWriteValue32) *(void **)(&p_cuStreamWriteValue32) = dlsym(lib, "cuStreamWriteValue32");
 	return 0;
 }
 
@@ -230,6 +240,26 @@ CUresult gm_stream_create(CUcontext ctx, uint64_t *stream) {
 	CUresult r = p_cuStreamCreate(&s, CU_STREAM_DEFAULT);
 	*stream = (uint64_t)(uintptr_t)s;
 	return r;
+}
+
+CUresult gm_stream_create_nonblocking(CUcontext ctx, uint64_t *stream) {
+	CTX(ctx);
+	CUstream s = 0;
+	CUresult r = p_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+	*stream = (uint64_t)(uintptr_t)s;
+	return r;
+}
+
+CUresult gm_stream_wait_value32(CUcontext ctx, uint64_t stream, uint64_t addr, uint32_t value) {
+	if (!p_cuStreamWaitValue32) return 801; // CUDA_ERROR_NOT_SUPPORTED
+	CTX(ctx);
+	return p_cuStreamWaitValue32((CUstream)(uintptr_t)stream, (CUdeviceptr)addr, value, CU_STREAM_WAIT_VALUE_GEQ);
+}
+
+CUresult gm_stream_write_value32(CUcontext ctx, uint64_t stream, uint64_t addr, uint32_t value) {
+	if (!p_cuStreamWriteValue32) return 801; // CUDA_ERROR_NOT_SUPPORTED
+	CTX(ctx);
+	return p_cuStreamWriteValue32((CUstream)(uintptr_t)stream, (CUdeviceptr)addr, value, CU_STREAM_WRITE_VALUE_DEFAULT);
 }
 
 CUresult gm_stream_destroy(CUcontext ctx, uint64_t stream) {

@@ -83,6 +83,13 @@ CUresult gm_read(CUcontext ctx, uint64_t ptr, void *dst, uint64_t size, uint64_t
 CUresult gm_mem_alloc(CUcontext ctx, uint64_t size, uint64_t *ptr);
 CUresult gm_mem_free(CUcontext ctx, uint64_t ptr);
 
+// For a stream clock in tests (harness/gpu): streams that do not synchronise with the legacy default stream,
+// and stream memory operations (cuStreamWaitValue32/cuStreamWriteValue32, optional symbols: without them
+// both return CUDA_ERROR_NOT_SUPPORTED).
+CUresult gm_stream_create_nonblocking(CUcontext ctx, uint64_t *stream);
+CUresult gm_stream_wait_value32(CUcontext ctx, uint64_t stream, uint64_t addr, uint32_t value);
+CUresult gm_stream_write_value32(CUcontext ctx, uint64_t stream, uint64_t addr, uint32_t value);
+
 // gm_time_ns returns a monotonic clock in nanoseconds, for timing inside C.
 uint64_t gm_time_ns(void);
 

@@ -409,6 +409,40 @@ func (d *Driver) Synchronize(s vmm.Stream) error {
 	return d.fail(vmm.CallStreamQuery, C.gm_stream_sync(d.ctx, C.uint64_t(s)), "cuStreamSynchronize(stream %#x)", uint64(s))
 }
 
+// CreateStreamNonBlocking is cuStreamCreate with CU_STREAM_NON_BLOCKING: the stream does not synchronise
+// with the legacy default stream, so work held back on one stream (WaitValue32) holds back no other.
+func (d *Driver) CreateStreamNonBlocking() (vmm.Stream, error) {
+	if err := d.closedErr(vmm.CallCreateStream); err != nil {
+		return 0, err
+	}
+	var s C.uint64_t
+	if err := d.fail(vmm.CallCreateStream, C.gm_stream_create_nonblocking(d.ctx, &s), "cuStreamCreate(NON_BLOCKING)"); err != nil {
+		return 0, err
+	}
+	return vmm.Stream(s), nil
+}
+
+// WaitValue32 is cuStreamWaitValue32 with CU_STREAM_WAIT_VALUE_GEQ: work submitted to s after it starts only
+// once the 32-bit word at addr (device memory, 4-byte aligned) is at least v. With WriteValue32 it makes a
+// stream clock a test controls on the real GPU (harness/gpu), as the simulated device's Launch and Complete.
+// CUDA_ERROR_NOT_SUPPORTED where the driver has no stream memory operations.
+func (d *Driver) WaitValue32(s vmm.Stream, addr vmm.DevicePtr, v uint32) error {
+	if err := d.closedErr(vmm.CallStreamWaitEvent); err != nil {
+		return err
+	}
+	return d.fail(vmm.CallStreamWaitEvent, C.gm_stream_wait_value32(d.ctx, C.uint64_t(s), C.uint64_t(addr), C.uint32_t(v)),
+		"cuStreamWaitValue32(stream %#x, %v >= %d)", uint64(s), addr, v)
+}
+
+// WriteValue32 is cuStreamWriteValue32: once s reaches it, the 32-bit word at addr becomes v.
+func (d *Driver) WriteValue32(s vmm.Stream, addr vmm.DevicePtr, v uint32) error {
+	if err := d.closedErr(vmm.CallMemset); err != nil {
+		return err
+	}
+	return d.fail(vmm.CallMemset, C.gm_stream_write_value32(d.ctx, C.uint64_t(s), C.uint64_t(addr), C.uint32_t(v)),
+		"cuStreamWriteValue32(stream %#x, %v = %d)", uint64(s), addr, v)
+}
+
 // MemAlloc and MemFree are cuMemAlloc_v2/cuMemFree_v2 (what cudaMalloc/cudaFree do), outside the VMM
 // calls of vmm.Driver: the cost probe (harness/probe) times them for comparison.
 func (d *Driver) MemAlloc(size uint64) (vmm.DevicePtr, error) {

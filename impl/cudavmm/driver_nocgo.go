@@ -97,3 +97,7 @@ func (d *Driver) Synchronize(s vmm.Stream) error { return errNoCgo }
 func (d *Driver) MemAlloc(size uint64) (vmm.DevicePtr, error) { return 0, errNoCgo }
 
 func (d *Driver) MemFree(p vmm.DevicePtr) error { return errNoCgo }
+
+func (d *Driver) CreateStreamNonBlocking() (vmm.Stream, error)                  { return 0, errNoCgo }
+func (d *Driver) WaitValue32(s vmm.Stream, addr vmm.DevicePtr, v uint32) error  { return errNoCgo }
+func (d *Driver) WriteValue32(s vmm.Stream, addr vmm.DevicePtr, v uint32) error { return errNoCgo }

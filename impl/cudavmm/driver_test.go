@@ -228,3 +228,42 @@ func TestRealDriverFromManyGoroutines(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestWaitValueHoldsAStreamUntilWritten: work queued behind WaitValue32 on a non-blocking stream does not
+// complete until WriteValue32 from another stream releases it (the stream clock of harness/gpu), and a
+// non-blocking stream held back holds back neither the legacy default stream nor another stream.
+func TestWaitValueHoldsAStreamUntilWritten(t *testing.T) {
+	d := open(t)
+	word, err := d.MemAlloc(64 * vmm.KiB)
+	must(t, err)
+	defer func() { must(t, d.MemFree(word)) }()
+	s, err := d.CreateStreamNonBlocking()
+	must(t, err)
+	sig, err := d.CreateStreamNonBlocking()
+	must(t, err)
+	defer func() { must(t, d.DestroyStream(s)); must(t, d.DestroyStream(sig)) }()
+	must(t, d.Memset(word, 4, 0, sig))
+	must(t, d.Synchronize(sig))
+	if err := d.WaitValue32(s, word, 1); err != nil {
+		t.Fatalf("WaitValue32: %v (stream memory operations unsupported here?)", err)
+	}
+	ev, err := d.CreateEvent()
+	must(t, err)
+	defer func() { must(t, d.DestroyEvent(ev)) }()
+	must(t, d.RecordEvent(ev, s))
+	other, err := d.CreateEvent()
+	must(t, err)
+	defer func() { must(t, d.DestroyEvent(other)) }()
+	must(t, d.RecordEvent(other, vmm.DefaultStream))
+	must(t, d.Synchronize(vmm.DefaultStream)) // must not wait for s
+	for i := 0; i < 3; i++ {
+		if done, err := d.QueryEvent(ev); err != nil || done {
+			t.Fatalf("the event behind a closed gate: done=%v err=%v, want not done", done, err)
+		}
+	}
+	must(t, d.WriteValue32(sig, word, 1))
+	must(t, d.Synchronize(s))
+	if done, err := d.QueryEvent(ev); err != nil || !done {
+		t.Fatalf("after the gate opened and the stream synchronised: done=%v err=%v", done, err)
+	}
+}
