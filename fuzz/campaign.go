@@ -11,7 +11,7 @@ package fuzz
 //     block on that stream; on the simulated device a unit of pending work).
 //   - Lock-step checks: every CheckEvery the workers are paused between operations (a RWMutex: workers hold
 //     it for reading around each operation), the allocator's snapshot and the device's state (the simulated
-//     device's own, or on a GPU the ledger of what this process holds, ledger.go) are judged by the spec's
+//     device's own, or on a GPU the ledger of what this process holds, harness/gpu.Ledger) are judged by the spec's
 //     invariants, and the allocator's live set is compared with the workers'.
 //   - At the end every worker frees what it holds, all stream work completes, the allocator is closed, and
 //     the device must hold nothing of ours (the device's leak report, or the ledger; and cuMemGetInfo's
@@ -37,6 +37,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gmlake/gmlake/harness/gpu"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/impl/cudavmm"
 	"github.com/gmlake/gmlake/model/sim"
@@ -121,7 +122,7 @@ type campaign struct {
 	cfg     CampaignConfig
 	drv     vmm.Driver  // what the allocator uses (the ledger on cuda)
 	sim     *sim.Device // nil on cuda
-	led     *ledger     // nil on sim
+	led     *gpu.Ledger // nil on sim
 	a       *impl.Allocator
 	streams []vmm.Stream
 	budget  uint64
@@ -208,7 +209,7 @@ func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
 		c.sim = sim.NewDevice(sim.DeviceConfig{Capacity: cfg.Capacity, Seed: cfg.Seed})
 		c.drv = c.sim
 		if cfg.ledgerOnSim {
-			c.led = newLedger(c.sim)
+			c.led = gpu.NewLedger(c.sim)
 			c.drv = c.led
 		}
 	case "cuda":
@@ -217,7 +218,7 @@ func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
 			return nil, fmt.Errorf("fuzz: --device cuda: %w", err)
 		}
 		defer d.Close()
-		c.led = newLedger(d)
+		c.led = gpu.NewLedger(d)
 		c.drv = c.led
 		if cfg.Capacity == 0 {
 			free, _, err := d.MemInfo()

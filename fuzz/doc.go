@@ -27,6 +27,6 @@
 //
 // RunCampaign (campaign.go) runs one goroutine per stream on one allocator, writing and verifying patterns
 // on the device, pausing all workers periodically to check the invariants (on a GPU against a ledger of the
-// driver calls that succeeded, ledger.go), checking for leaks at the end, and on failure saving the
+// driver calls that succeeded, harness/gpu.Ledger), checking for leaks at the end, and on failure saving the
 // operation log as a program, re-running it single-threaded and minimizing it (minimize.go).
 package fuzz

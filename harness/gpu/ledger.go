@@ -1,10 +1,10 @@
-package fuzz
+package gpu
 
 // The ledger: a vmm.Driver wrapper that books every reservation, mapping and physical handle the
 // allocator holds through it. On a real GPU it stands in for sim.Device.State(): the spec's invariants
 // (INV-MIRROR, INV-MAPPED, INV-NOALIAS, INV-STATS, INV-NOLEAK) are checked against what this process asked
 // the driver for and the driver accepted, and the leak check at the end does not depend on other processes
-// sharing the GPU (cuMemGetInfo is device-wide).
+// sharing the GPU (cuMemGetInfo is device-wide). The fuzz campaign and the GPU checkers (Device) use it.
 
 import (
 	"sort"
@@ -26,8 +26,8 @@ type ledgerMapping struct {
 	accessible bool
 }
 
-// ledger wraps a driver and books what succeeded. Safe for concurrent use.
-type ledger struct {
+// Ledger wraps a driver and books what succeeded. Safe for concurrent use.
+type Ledger struct {
 	vmm.Driver
 	mu struct {
 		sync.Mutex
@@ -39,8 +39,8 @@ type ledger struct {
 	total uint64
 }
 
-func newLedger(d vmm.Driver) *ledger {
-	l := &ledger{Driver: d}
+func NewLedger(d vmm.Driver) *Ledger {
+	l := &Ledger{Driver: d}
 	l.mu.reservations = make(map[vmm.DevicePtr]uint64)
 	l.mu.mappings = make(map[vmm.DevicePtr]*ledgerMapping)
 	l.mu.handles = make(map[vmm.Handle]*ledgerHandle)
@@ -50,7 +50,7 @@ func newLedger(d vmm.Driver) *ledger {
 	return l
 }
 
-func (l *ledger) Create(size uint64) (vmm.Handle, error) {
+func (l *Ledger) Create(size uint64) (vmm.Handle, error) {
 	h, err := l.Driver.Create(size)
 	if err == nil {
 		l.mu.Lock()
@@ -61,14 +61,14 @@ func (l *ledger) Create(size uint64) (vmm.Handle, error) {
 	return h, err
 }
 
-func (l *ledger) maybeFreeLocked(h vmm.Handle, lh *ledgerHandle) {
+func (l *Ledger) maybeFreeLocked(h vmm.Handle, lh *ledgerHandle) {
 	if lh.released && lh.mappings == 0 {
 		delete(l.mu.handles, h)
 		l.mu.used -= lh.size
 	}
 }
 
-func (l *ledger) Release(h vmm.Handle) error {
+func (l *Ledger) Release(h vmm.Handle) error {
 	err := l.Driver.Release(h)
 	if err == nil {
 		l.mu.Lock()
@@ -81,7 +81,7 @@ func (l *ledger) Release(h vmm.Handle) error {
 	return err
 }
 
-func (l *ledger) Reserve(size uint64) (vmm.DevicePtr, error) {
+func (l *Ledger) Reserve(size uint64) (vmm.DevicePtr, error) {
 	p, err := l.Driver.Reserve(size)
 	if err == nil {
 		l.mu.Lock()
@@ -91,7 +91,7 @@ func (l *ledger) Reserve(size uint64) (vmm.DevicePtr, error) {
 	return p, err
 }
 
-func (l *ledger) FreeAddress(p vmm.DevicePtr, size uint64) error {
+func (l *Ledger) FreeAddress(p vmm.DevicePtr, size uint64) error {
 	err := l.Driver.FreeAddress(p, size)
 	if err == nil {
 		l.mu.Lock()
@@ -101,7 +101,7 @@ func (l *ledger) FreeAddress(p vmm.DevicePtr, size uint64) error {
 	return err
 }
 
-func (l *ledger) Map(p vmm.DevicePtr, size uint64, h vmm.Handle, off uint64) error {
+func (l *Ledger) Map(p vmm.DevicePtr, size uint64, h vmm.Handle, off uint64) error {
 	err := l.Driver.Map(p, size, h, off)
 	if err == nil {
 		l.mu.Lock()
@@ -115,7 +115,7 @@ func (l *ledger) Map(p vmm.DevicePtr, size uint64, h vmm.Handle, off uint64) err
 }
 
 // inRangeLocked returns the bases of the mappings inside [p, p+size), sorted.
-func (l *ledger) inRangeLocked(p vmm.DevicePtr, size uint64) []vmm.DevicePtr {
+func (l *Ledger) inRangeLocked(p vmm.DevicePtr, size uint64) []vmm.DevicePtr {
 	var out []vmm.DevicePtr
 	for b, m := range l.mu.mappings {
 		if b >= p && uint64(b)+m.size <= uint64(p)+size {
@@ -126,7 +126,7 @@ func (l *ledger) inRangeLocked(p vmm.DevicePtr, size uint64) []vmm.DevicePtr {
 	return out
 }
 
-func (l *ledger) Unmap(p vmm.DevicePtr, size uint64) error {
+func (l *Ledger) Unmap(p vmm.DevicePtr, size uint64) error {
 	err := l.Driver.Unmap(p, size)
 	if err == nil {
 		l.mu.Lock()
@@ -143,7 +143,7 @@ func (l *ledger) Unmap(p vmm.DevicePtr, size uint64) error {
 	return err
 }
 
-func (l *ledger) SetAccess(p vmm.DevicePtr, size uint64) error {
+func (l *Ledger) SetAccess(p vmm.DevicePtr, size uint64) error {
 	err := l.Driver.SetAccess(p, size)
 	if err == nil {
 		l.mu.Lock()
@@ -156,7 +156,7 @@ func (l *ledger) SetAccess(p vmm.DevicePtr, size uint64) error {
 }
 
 // State returns what this process holds, in the shape of the simulated device's state.
-func (l *ledger) State() sim.DeviceState {
+func (l *Ledger) State() sim.DeviceState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := sim.DeviceState{Used: l.mu.used, Capacity: l.total}
@@ -176,7 +176,7 @@ func (l *ledger) State() sim.DeviceState {
 }
 
 // Empty reports whether nothing is held, and what is.
-func (l *ledger) Empty() (bool, string) {
+func (l *Ledger) Empty() (bool, string) {
 	s := l.State()
 	if len(s.Reservations) == 0 && len(s.Mappings) == 0 && len(s.Handles) == 0 {
 		return true, ""

@@ -1,0 +1,247 @@
+package gpu
+
+// See doc.go.
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/gmlake/gmlake/impl/cudavmm"
+	"github.com/gmlake/gmlake/model/sim"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// Config configures a Device.
+type Config struct {
+	Ordinal int // the CUDA device
+	// Capacity is the memory the judge sees as the device's (the contract's capacity, View.Device.Capacity):
+	// the memory cap the engine runs under (serve.Config.MemoryLimit), a few GiB of the 141 GB of an H200.
+	Capacity  uint64
+	MaxGates  int    // streams with a gate, the default stream included; 0: 16
+	WorkBytes uint64 // bytes each launched unit memsets (real work on the stream); 0: 8 MiB
+
+	_ struct{}
+}
+
+// Device is the real GPU as the op executor's device (see doc.go): a Ledger over impl/cudavmm for the
+// engine, and a stream clock the test controls. Launch, Complete and CompleteAll are safe for concurrent
+// use (porcupine's goroutines, one per stream).
+type Device struct {
+	*Ledger // the engine's driver: what it holds is booked
+	cu      *cudavmm.Driver
+	cfg     Config
+	sig     vmm.Stream    // non-blocking stream that opens gates
+	words   vmm.DevicePtr // gate words: 4 bytes per gate, MaxGates of them (cuMemAlloc)
+	scratch vmm.DevicePtr // the launched work's target, WorkBytes (cuMemAlloc)
+
+	mu struct {
+		sync.Mutex
+		gate     map[vmm.Stream]int // stream -> its gate's index. Invariant: distinct indexes < MaxGates.
+		launched []uint32           // per gate: units launched. Invariant: released[i] <= launched[i].
+		released []uint32           // per gate: the value written to its word (units allowed to run)
+		created  []vmm.Stream       // streams made by NewStream, destroyed by Close
+		err      error              // the first driver error of the clock (the test reports it)
+	}
+}
+
+// ErrNoGates is returned when the driver has no stream memory operations (the clock cannot hold work back).
+var ErrNoGates = errors.New("gpu: the driver has no stream memory operations (cuStreamWaitValue32)")
+
+// Open opens the CUDA device and sets up the clock. Without a driver the error matches vmm.ErrDriverNotLoaded.
+func Open(cfg Config) (*Device, error) {
+	if cfg.MaxGates == 0 {
+		cfg.MaxGates = 16
+	}
+	if cfg.WorkBytes == 0 {
+		cfg.WorkBytes = 8 * vmm.MiB
+	}
+	cu, err := cudavmm.New(cfg.Ordinal)
+	if err != nil {
+		return nil, err
+	}
+	d := &Device{Ledger: NewLedger(cu), cu: cu, cfg: cfg}
+	d.mu.gate = map[vmm.Stream]int{}
+	fail := func(err error) (*Device, error) {
+		d.release()
+		return nil, err
+	}
+	if d.sig, err = cu.CreateStreamNonBlocking(); err != nil {
+		return fail(err)
+	}
+	if d.words, err = cu.MemAlloc(uint64(4 * cfg.MaxGates)); err != nil {
+		return fail(err)
+	}
+	if d.scratch, err = cu.MemAlloc(cfg.WorkBytes); err != nil {
+		return fail(err)
+	}
+	if err := cu.Memset(d.words, uint64(4*cfg.MaxGates), 0, d.sig); err != nil {
+		return fail(err)
+	}
+	if err := cu.Synchronize(d.sig); err != nil {
+		return fail(err)
+	}
+	// A probe: a gate on sig itself, opened at once.
+	if err := cu.WaitValue32(d.sig, d.words, 0); err != nil {
+		return fail(fmt.Errorf("%w: %v", ErrNoGates, err))
+	}
+	if err := d.addGate(vmm.DefaultStream); err != nil {
+		return fail(err)
+	}
+	return d, nil
+}
+
+// CUDA returns the real driver under the ledger.
+func (d *Device) CUDA() *cudavmm.Driver { return d.cu }
+
+// Capacity is the memory the judge sees as the device's (Config.Capacity).
+func (d *Device) Capacity() uint64 { return d.cfg.Capacity }
+
+func (d *Device) addGate(s vmm.Stream) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.mu.launched) >= d.cfg.MaxGates {
+		return fmt.Errorf("gpu: more than %d streams with a gate", d.cfg.MaxGates)
+	}
+	d.mu.gate[s] = len(d.mu.launched)
+	d.mu.launched = append(d.mu.launched, 0)
+	d.mu.released = append(d.mu.released, 0)
+	return nil
+}
+
+// NewStream creates a non-blocking stream with a gate (the environment's streams; the engine's driver is
+// not asked, so the stream is the test's, not the engine's).
+func (d *Device) NewStream() (vmm.Stream, error) {
+	s, err := d.cu.CreateStreamNonBlocking()
+	if err != nil {
+		return 0, err
+	}
+	if err := d.addGate(s); err != nil {
+		_ = d.cu.DestroyStream(s)
+		return 0, err
+	}
+	d.mu.Lock()
+	d.mu.created = append(d.mu.created, s)
+	d.mu.Unlock()
+	return s, nil
+}
+
+func (d *Device) word(i int) vmm.DevicePtr { return d.words.Add(uint64(4 * i)) }
+
+func (d *Device) noteLocked(err error) {
+	if err != nil && d.mu.err == nil {
+		d.mu.err = err
+	}
+}
+
+// Err returns the first driver error the clock met (nil: none).
+func (d *Device) Err() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.err
+}
+
+// Launch submits one unit of work to s: held back until Complete(s), then a real memset on s. A stream
+// without a gate is ignored (the environment launches only on its own streams).
+func (d *Device) Launch(s vmm.Stream) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	i, ok := d.mu.gate[s]
+	if !ok {
+		return
+	}
+	d.mu.launched[i]++
+	d.noteLocked(d.cu.WaitValue32(s, d.word(i), d.mu.launched[i]))
+	d.noteLocked(d.cu.Memset(d.scratch, d.cfg.WorkBytes, byte(d.mu.launched[i]), s))
+}
+
+// Complete releases the work submitted to s so far and waits until it (and whatever was queued on s
+// behind it: the engine's events) has completed.
+func (d *Device) Complete(s vmm.Stream) {
+	d.mu.Lock()
+	i, ok := d.mu.gate[s]
+	if !ok {
+		d.mu.Unlock()
+		return
+	}
+	if d.mu.released[i] < d.mu.launched[i] {
+		d.mu.released[i] = d.mu.launched[i]
+		d.noteLocked(d.cu.WriteValue32(d.sig, d.word(i), d.mu.released[i]))
+	}
+	d.mu.Unlock()
+	err := d.cu.Synchronize(s)
+	d.mu.Lock()
+	d.noteLocked(err)
+	d.mu.Unlock()
+}
+
+// Synchronize is Complete as a vmm.StreamSyncer (the serving layer's synchronisation on out of memory).
+func (d *Device) Synchronize(s vmm.Stream) error {
+	d.Complete(s)
+	return nil
+}
+
+// CompleteAll completes the work of every stream with a gate.
+func (d *Device) CompleteAll() {
+	d.mu.Lock()
+	ss := make([]vmm.Stream, 0, len(d.mu.gate))
+	for s := range d.mu.gate {
+		ss = append(ss, s)
+	}
+	d.mu.Unlock()
+	for _, s := range ss {
+		d.Complete(s)
+	}
+}
+
+// Pending returns the units launched on s and not yet released.
+func (d *Device) Pending(s vmm.Stream) uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if i, ok := d.mu.gate[s]; ok {
+		return uint64(d.mu.launched[i] - d.mu.released[i])
+	}
+	return 0
+}
+
+// State returns what this process holds (the Ledger), with the judge's capacity.
+func (d *Device) State() sim.DeviceState {
+	st := d.Ledger.State()
+	st.Capacity = d.cfg.Capacity
+	return st
+}
+
+// Leaks returns what the engine still holds on the device (the Ledger's account).
+func (d *Device) Leaks() sim.LeakReport {
+	st := d.Ledger.State()
+	return sim.LeakReport{Reservations: st.Reservations, Mappings: st.Mappings, Handles: st.Handles, Used: st.Used}
+}
+
+// release frees the clock's own resources.
+func (d *Device) release() error {
+	var errs []error
+	d.mu.Lock()
+	created := d.mu.created
+	d.mu.created = nil
+	d.mu.Unlock()
+	for _, s := range created {
+		errs = append(errs, d.cu.DestroyStream(s))
+	}
+	if d.sig != 0 {
+		errs = append(errs, d.cu.DestroyStream(d.sig))
+	}
+	if d.words != 0 {
+		errs = append(errs, d.cu.MemFree(d.words))
+	}
+	if d.scratch != 0 {
+		errs = append(errs, d.cu.MemFree(d.scratch))
+	}
+	errs = append(errs, d.cu.Close())
+	return errors.Join(errs...)
+}
+
+// Close releases every gate, waits for all work, and closes the device. The engine must be closed first.
+func (d *Device) Close() error {
+	d.CompleteAll()
+	return errors.Join(d.Err(), d.release())
+}
