@@ -42,7 +42,8 @@ var allowedImports = map[string][]string{
 	"harness":             {"harness/ops", "harness/trace", "impl", "model/contract", "model/sim", "spec", "vmm"},
 	"harness/conformance": {"impl", "model/sim", "vmm"},
 	"harness/mutate":      {},
-	"fuzz":                {"harness/ops", "harness/trace", "impl", "impl/cudavmm", "model/sim", "spec", "vmm"},
+	"harness/gpu":         {"impl/cudavmm", "model/sim", "vmm"},
+	"fuzz":                {"harness/gpu", "harness/ops", "harness/trace", "impl", "impl/cudavmm", "model/sim", "spec", "vmm"},
 
 	// The measurements and the CLI.
 	"harness/replay": {"harness/trace", "impl", "model/sim", "vmm", "vmm/wrap"},
@@ -53,7 +54,7 @@ var allowedImports = map[string][]string{
 
 // judges are the packages the product must not link: the oracle, the invariants, the checkers and the
 // fuzzers. harness/trace is a pure format package (libgmlake writes traces with it), not a judge.
-var judges = []string{"model/contract", "spec", "harness/ops", "harness", "harness/conformance", "harness/mutate", "fuzz", "cmd/gmlake"}
+var judges = []string{"model/contract", "spec", "harness/ops", "harness", "harness/gpu", "harness/conformance", "harness/mutate", "fuzz", "cmd/gmlake"}
 
 // projectImports parses the non-test Go files of the module and returns, for each folder, the project
 // packages it imports (module-relative, "." for the root) and the files that import "C" or unsafe.
