@@ -15,6 +15,7 @@ import (
 
 	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/impl/serve"
 	"github.com/gmlake/gmlake/model/contract"
 	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
@@ -31,9 +32,42 @@ type LinearConfig struct {
 	Seed       int64         // the goroutines' random choices
 	Mutations  impl.Mutation // seeded bugs
 	Timeout    time.Duration // porcupine's budget; 0: 10 s
-	_          struct{}
+	// Serve: the goroutines call the serving layer (impl/serve: what libgmlake runs) under MemoryLimit
+	// bytes (0: no cap); each stream it synchronises on out of memory or EmptyCache is in the history as
+	// that stream's completion, over the synchronisation's interval.
+	Serve       bool
+	MemoryLimit uint64
+	// Device, if set, opens the device the history runs on instead of a simulated one of Capacity bytes
+	// (harness/gpu: the real GPU), closed at the end.
+	Device func() (ops.Device, error)
 
 	_ struct{}
+}
+
+// linearEngine is what the goroutines call: impl.Allocator, or the serving layer over it.
+type linearEngine interface {
+	Alloc(size uint64, s vmm.Stream) (vmm.DevicePtr, error)
+	Free(p vmm.DevicePtr) error
+	RecordStream(p vmm.DevicePtr, s vmm.Stream) error
+	EmptyCache() error
+	Close() (impl.CloseReport, error)
+}
+
+// recordedSync is the serving layer's synchroniser in a concurrent history: it completes the stream's work
+// on the device and records the completion as an operation of its own (client: the stream's index past the
+// goroutines'), so porcupine linearizes it inside the synchronisation's interval, before the retry.
+type recordedSync struct {
+	dev    ops.Device
+	client map[vmm.Stream]int
+	record func(client int, in contract.ContractInput, call func() contract.ContractOutput) contract.ContractOutput
+}
+
+func (r recordedSync) Synchronize(s vmm.Stream) error {
+	r.record(r.client[s], contract.ContractInput{Op: contract.COpComplete, Stream: s}, func() contract.ContractOutput {
+		r.dev.Complete(s)
+		return contract.ContractOutput{}
+	})
+	return nil
 }
 
 // LinearResult is the verdict on one history.
@@ -89,7 +123,19 @@ func runLinearHist(cfg LinearConfig) (LinearResult, []porcupine.Operation, *cont
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
 	}
-	dev := sim.NewDevice(sim.DeviceConfig{Capacity: cfg.Capacity})
+	var dev ops.Device
+	if cfg.Device != nil {
+		d, err := cfg.Device()
+		if err != nil {
+			return LinearResult{Err: err}, nil, nil
+		}
+		dev = d
+		if c, ok := d.(interface{ Close() error }); ok {
+			defer func() { _ = c.Close() }()
+		}
+	} else {
+		dev = sim.NewDevice(sim.DeviceConfig{Capacity: cfg.Capacity})
+	}
 	streams := []vmm.Stream{vmm.DefaultStream}
 	for len(streams) < cfg.Goroutines {
 		s, err := dev.CreateStream()
@@ -98,12 +144,12 @@ func runLinearHist(cfg LinearConfig) (LinearResult, []porcupine.Operation, *cont
 		}
 		streams = append(streams, s)
 	}
-	a, err := impl.New(dev, impl.Config{Policy: cfg.Policy, TestOnlyMutations: cfg.Mutations})
-	if err != nil {
-		return LinearResult{Err: err}, nil, nil
-	}
 	rule := ops.PolicyOOMRule(cfg.Policy, dev.Granularity())
-	ccfg := &contract.ContractConfig{Capacity: dev.Capacity(), Granularity: dev.Granularity(), Streams: streams[1:],
+	capacity := dev.Capacity()
+	if cfg.Serve && cfg.MemoryLimit != 0 {
+		capacity = min(capacity, cfg.MemoryLimit)
+	}
+	ccfg := &contract.ContractConfig{Capacity: capacity, Granularity: dev.Granularity(), Streams: streams[1:],
 		Errors: ops.ContractErrors, Footprint: rule.Need}
 
 	var clock atomic.Int64
@@ -124,6 +170,25 @@ func runLinearHist(cfg LinearConfig) (LinearResult, []porcupine.Operation, *cont
 		history = append(history, porcupine.Operation{ClientId: client, Input: in, Call: start, Output: out, Return: end})
 		mu.Unlock()
 		return out
+	}
+	kc := impl.Config{Policy: cfg.Policy, TestOnlyMutations: cfg.Mutations}
+	var a linearEngine
+	if cfg.Serve {
+		rs := recordedSync{dev: dev, client: map[vmm.Stream]int{}, record: record}
+		for i, s := range streams {
+			rs.client[s] = cfg.Goroutines + i
+		}
+		e, err := serve.New(dev, serve.Config{Engine: kc, MemoryLimit: cfg.MemoryLimit, Sync: rs})
+		if err != nil {
+			return LinearResult{Err: err}, nil, nil
+		}
+		a = e
+	} else {
+		e, err := impl.New(dev, kc)
+		if err != nil {
+			return LinearResult{Err: err}, nil, nil
+		}
+		a = e
 	}
 	var wg sync.WaitGroup
 	for g := 0; g < cfg.Goroutines; g++ {

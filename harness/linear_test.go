@@ -44,7 +44,9 @@ func TestLinearizableCheckerBites(t *testing.T) {
 // TestLinearizable records concurrent histories, one goroutine per stream (4 streams), for each policy,
 // and checks each for linearizability against the allocator contract (INV-CONTRACT: C-NOOVERLAP,
 // C-STREAM, C-OOM, C-FREE, i.e. INV-NOOVERLAP, INV-STREAM and INV-NOSPURIOUSOOM at the API). An illegal
-// history writes porcupine's HTML visualization; the test prints its path.
+// history writes porcupine's HTML visualization; the test prints its path. Half the histories (odd seeds)
+// call the serving layer as libgmlake does (impl/serve: sync-and-retry on out of memory, every fourth under
+// a 64 MiB cap), its synchronisations in the history as the streams' completions.
 func TestLinearizable(t *testing.T) {
 	histories, seq := 100, 40
 	if longProfile() {
@@ -54,7 +56,11 @@ func TestLinearizable(t *testing.T) {
 		t.Run(p, func(t *testing.T) {
 			total, unknown := 0, 0
 			for seed := int64(1); seed <= int64(histories); seed++ {
-				r := RunLinear(LinearConfig{Policy: p, Seed: seed, Ops: seq})
+				cfg := LinearConfig{Policy: p, Seed: seed, Ops: seq, Serve: seed%2 == 1}
+				if seed%4 == 3 {
+					cfg.MemoryLimit = 64 * vmm.MiB
+				}
+				r := RunLinear(cfg)
 				if r.Err != nil {
 					t.Fatal(r.Err)
 				}
@@ -62,13 +68,38 @@ func TestLinearizable(t *testing.T) {
 				switch r.Result {
 				case porcupine.Illegal:
 					t.Fatalf("seed %d: history of %d ops is not linearizable against the contract; visualization: %s\n"+
-						"replay: go test ./harness -run 'TestLinearizable/%s$' -v", seed, r.Ops, r.VizPath, p)
+						"serving layer %v, limit %d; replay: go test ./harness -run 'TestLinearizable/%s$' -v", seed, r.Ops, r.VizPath, cfg.Serve, cfg.MemoryLimit, p)
 				case porcupine.Unknown:
 					unknown++
 					t.Logf("seed %d: porcupine timed out (%d ops): inconclusive", seed, r.Ops)
 				}
 			}
-			t.Logf("policy %s: %d histories checked (%d inconclusive), %d operations, 4 goroutines on 4 streams", p, histories, unknown, total)
+			t.Logf("policy %s: %d histories checked (%d inconclusive, half through the serving layer), %d operations, 4 goroutines on 4 streams", p, histories, unknown, total)
 		})
+	}
+}
+
+// TestLinearServeRecordsTheSynchronisations: through the serving layer on a small device, the layer's
+// synchronisations (out of memory, EmptyCache) appear in the history as completions of the streams they
+// waited for, on clients of their own, and the history is linearizable with them.
+func TestLinearServeRecordsTheSynchronisations(t *testing.T) {
+	syncs := 0
+	for seed := int64(1); seed <= 20 && syncs == 0; seed++ {
+		cfg := LinearConfig{Policy: impl.PolicyGMLake, Seed: seed, Ops: 40, Serve: true, Capacity: 48 * vmm.MiB}
+		r, hist, _ := runLinearHist(cfg)
+		if r.Err != nil || r.Result != porcupine.Ok {
+			t.Fatalf("seed %d: %v %v (%s)", seed, r.Err, r.Result, r.VizPath)
+		}
+		for _, o := range hist {
+			if o.ClientId >= 4 {
+				if in := o.Input.(contract.ContractInput); in.Op != contract.COpComplete {
+					t.Fatalf("a synchronisation recorded as %v", in)
+				}
+				syncs++
+			}
+		}
+	}
+	if syncs == 0 {
+		t.Fatal("20 histories through the serving layer on a 48 MiB device recorded no synchronisation")
 	}
 }

@@ -32,7 +32,16 @@ type RapidConfig struct {
 	Differential bool
 	// Counters, if non-nil, count runs (sequences) and steps.
 	Counters *RapidCounters
-	_        struct{}
+	// Device, if set, opens the device each sequence runs on instead of a simulated one (harness/gpu: the
+	// real GPU), closed when the sequence ends; the swarm's capacity and sync do not apply there, and
+	// faults and streams unknown to the device are off (the real driver has no fault injection, and a
+	// made-up CUstream is not a call to make).
+	Device func() (ops.Device, error)
+	// Serve runs every sequence through the serving layer (the swarm draws it for half of them otherwise),
+	// under MemoryLimit bytes when that is set.
+	Serve       bool
+	MemoryLimit uint64
+	_           struct{}
 
 	_ struct{}
 }
@@ -117,9 +126,30 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 	if cfg.Streams != 0 {
 		sw.Streams = cfg.Streams
 	}
+	if cfg.Serve {
+		sw.Serve, sw.MemoryLimit = true, cfg.MemoryLimit
+	}
+	var dev ops.Device
+	if cfg.Device != nil {
+		d, err := cfg.Device()
+		if err != nil {
+			t.Fatalf("opening the device: %v", err)
+		}
+		dev = d
+		if c, ok := d.(interface{ Close() error }); ok {
+			defer func() {
+				if err := c.Close(); err != nil {
+					t.Fatalf("closing the device: %v", err)
+				}
+			}()
+		}
+		sw.Faults = nil
+		sw.Off["fail"], sw.Off["clearfaults"], sw.Off["bad-stream"] = true, true, true
+	}
 	streams := sw.Streams
 	env, err := ops.NewEnv(ops.Config{Policy: cfg.Policy, Capacity: sw.Capacity, Streams: streams, SyncStreams: sw.Sync,
-		Knobs: sw.Knobs, Mutations: cfg.Mutations, Ignore: cfg.Ignore, Differential: cfg.Differential})
+		Knobs: sw.Knobs, Mutations: cfg.Mutations, Ignore: cfg.Ignore, Differential: cfg.Differential,
+		Device: dev, Serve: sw.Serve, MemoryLimit: sw.MemoryLimit})
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -128,7 +158,7 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 	}
 	var used []uint64 // request sizes of this sequence (rule sizes-repeat)
 	thresholds := rapid.SampledFrom(ops.Thresholds(cfg.Policy, sw.Knobs, env.Cfg.Granularity))
-	sizes := rapid.OneOf(SizeGen(), SizeGen(), thresholds, rapid.Uint64Range(1, env.Dev.Capacity()))
+	sizes := rapid.OneOf(SizeGen(), SizeGen(), thresholds, rapid.Uint64Range(1, env.Capacity()))
 	drawSize := func(t *rapid.T) uint64 {
 		var sz uint64
 		if len(used) > 0 && !sw.Off["alloc-repeat"] && rapid.IntRange(0, 5).Draw(t, "repeat?") == 0 {

@@ -40,7 +40,7 @@ type Device struct {
 		gate     map[vmm.Stream]int // stream -> its gate's index. Invariant: distinct indexes < MaxGates.
 		launched []uint32           // per gate: units launched. Invariant: released[i] <= launched[i].
 		released []uint32           // per gate: the value written to its word (units allowed to run)
-		created  []vmm.Stream       // streams made by NewStream, destroyed by Close
+		created  []vmm.Stream       // streams made by CreateStream, destroyed by Close
 		err      error              // the first driver error of the clock (the test reports it)
 	}
 }
@@ -109,9 +109,9 @@ func (d *Device) addGate(s vmm.Stream) error {
 	return nil
 }
 
-// NewStream creates a non-blocking stream with a gate (the environment's streams; the engine's driver is
-// not asked, so the stream is the test's, not the engine's).
-func (d *Device) NewStream() (vmm.Stream, error) {
+// CreateStream creates a non-blocking stream with a gate (the environment's streams, and any the engine
+// asks for), destroyed by Close.
+func (d *Device) CreateStream() (vmm.Stream, error) {
 	s, err := d.cu.CreateStreamNonBlocking()
 	if err != nil {
 		return 0, err

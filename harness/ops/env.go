@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/impl/serve"
 	"github.com/gmlake/gmlake/model/contract"
 	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/spec"
@@ -34,7 +35,18 @@ type Config struct {
 	// not show the same invariant broken at the same step, so that a catch is the mutation's doing and not
 	// a bug the engine has anyway (TestMutationsCaught).
 	Differential bool
-	_            struct{}
+	// Device runs the engine on this device instead of a fresh simulated one (harness/gpu: the real GPU);
+	// Capacity and Granularity are then the device's, SyncStreams and Seed do not apply, and fault ops are
+	// refused (not run, not told to the contract). The Env does not close it.
+	Device Device
+	// Serve drives the engine through the serving layer, exactly as libgmlake runs it (impl/serve): the cap
+	// MemoryLimit, synchronise-every-stream-and-retry on out of memory, and (on the simulated device) the
+	// environment's streams given as caller values that the layer maps to the device's own. A
+	// synchronisation completes the streams' work on the device, and the contract and the history are told
+	// before the call that synchronised is judged: so a retry may succeed where the bare engine runs out of
+	// memory, and an out of memory after it is judged with that work completed (C-OOM, INV-NOSPURIOUSOOM).
+	Serve       bool
+	MemoryLimit uint64 // with Serve: the cap on the engine's physical bytes (0: none); the judge's capacity
 
 	_ struct{}
 }
@@ -45,12 +57,26 @@ type Config struct {
 // (spec.History: INV-STREAM, INV-RELEASESAFE, INV-NOSPURIOUSOOM). It is not safe for concurrent use.
 type Env struct {
 	Cfg      Config
-	Dev      *sim.Device
+	Dev      *sim.Device   // the simulated device; nil when Config.Device is set
+	Device   Device        // the device the engine runs on (Dev, or Config.Device)
 	A        *impl.Allocator
+	S        *serve.Engine // the serving layer over A (Config.Serve); nil without it
 	Streams  []vmm.Stream // index -> device stream; Streams[0] is the default stream
 	Contract contract.ContractState
 	Hist     *spec.History
 	Rule     spec.OOMRule
+
+	// callers[i] is the stream value the engine is called with for stream index i: Streams[i] itself, or
+	// with Serve on the simulated device a caller value the layer maps to Streams[i]; callers[len(Streams)]
+	// stands for every stream index the environment does not have (a value the engine must refuse, or
+	// under the layer's mapping one more stream). synced: streams the layer synchronised during the
+	// current call (clockSync), not yet told to the contract and the history.
+	callers []vmm.Stream
+	other   vmm.Stream // the device stream callers[len(Streams)] maps to (Serve with mapping), else 0
+	synced  []vmm.Stream
+	// syncTellsOnly: a synchronisation tells the judges without completing the work (a test that the
+	// judges account for the synchronisation: TestServeOOMAfterSyncIsJudgedSpurious).
+	syncTellsOnly bool
 
 	ptrs   map[int]vmm.DevicePtr // allocation id -> pointer (live or freed)
 	live   map[int]bool
@@ -130,34 +156,106 @@ func NewEnv(cfg Config) (*Env, error) {
 	if cfg.Policy == "" {
 		cfg.Policy = impl.PolicyGMLake
 	}
-	dev := sim.NewDevice(sim.DeviceConfig{Capacity: cfg.Capacity, Granularity: cfg.Granularity,
-		SyncStreams: cfg.SyncStreams, Seed: cfg.Seed})
-	streams := []vmm.Stream{vmm.DefaultStream}
-	for len(streams) < cfg.Streams {
-		s, err := dev.CreateStream()
-		if err != nil {
-			return nil, fmt.Errorf("harness: creating stream: %w", err)
+	e := &Env{Cfg: cfg, Hist: spec.NewHistory(), ptrs: map[int]vmm.DevicePtr{}, live: map[int]bool{}}
+	e.Device = cfg.Device
+	if e.Device == nil {
+		e.Dev = sim.NewDevice(sim.DeviceConfig{Capacity: cfg.Capacity, Granularity: cfg.Granularity,
+			SyncStreams: cfg.SyncStreams, Seed: cfg.Seed})
+		e.Device = e.Dev
+	} else {
+		e.Cfg.Capacity, e.Cfg.Granularity = e.Device.Capacity(), e.Device.Granularity()
+		cfg = e.Cfg
+	}
+	mapped := cfg.Serve && e.Dev != nil // the simulated device knows only streams it created
+	e.Streams = []vmm.Stream{vmm.DefaultStream}
+	if !mapped {
+		for len(e.Streams) < cfg.Streams {
+			s, err := e.Device.CreateStream()
+			if err != nil {
+				return nil, fmt.Errorf("ops: creating stream: %w", err)
+			}
+			e.Streams = append(e.Streams, s)
 		}
-		streams = append(streams, s)
+		e.callers = append(append([]vmm.Stream(nil), e.Streams...), vmm.Stream(1<<40)) // unknown to the device
 	}
 	kc := cfg.Knobs
 	kc.Policy, kc.TestOnlyMutations = cfg.Policy, cfg.Mutations
-	a, err := impl.New(dev, kc)
-	if err != nil {
-		return nil, fmt.Errorf("harness: opening policy %q: %w", cfg.Policy, err)
+	if cfg.Serve {
+		s, err := serve.New(e.Device, serve.Config{Engine: kc, MemoryLimit: cfg.MemoryLimit, MapStreams: mapped, Sync: clockSync{e}})
+		if err != nil {
+			return nil, fmt.Errorf("ops: opening policy %q through the serving layer: %w", cfg.Policy, err)
+		}
+		e.S, e.A = s, s.Allocator()
+		if mapped {
+			// Caller values as a C library gets them (stream pointers), mapped by the layer; one more
+			// for the stream indexes the environment does not have: under the mapping any value is a stream.
+			e.Streams = e.Streams[:0]
+			for i := 0; i <= cfg.Streams; i++ {
+				c := vmm.Stream(0)
+				if i > 0 {
+					c = vmm.Stream(0x7f00_0000_0000 + uint64(i)*0x100)
+				}
+				ds, err := s.Stream(c)
+				if err != nil {
+					return nil, fmt.Errorf("ops: mapping caller stream %#x: %w", uint64(c), err)
+				}
+				e.callers = append(e.callers, c)
+				e.Streams = append(e.Streams, ds)
+			}
+			e.other = e.Streams[cfg.Streams]
+			e.Streams = e.Streams[:cfg.Streams]
+		}
+	} else {
+		a, err := impl.New(e.Device, kc)
+		if err != nil {
+			return nil, fmt.Errorf("ops: opening policy %q: %w", cfg.Policy, err)
+		}
+		e.A = a
 	}
-	rule := PolicyOOMRule(cfg.Policy, cfg.Granularity)
+	e.Rule = PolicyOOMRule(cfg.Policy, cfg.Granularity)
 	if cfg.Policy == impl.PolicyGMLakePaper && cfg.Knobs.StitchMin != 0 {
-		rule.StitchMin = cfg.Knobs.StitchMin // the engine's own threshold, not the default
+		e.Rule.StitchMin = cfg.Knobs.StitchMin // the engine's own threshold, not the default
 	}
-	ccfg := &contract.ContractConfig{Capacity: dev.Capacity(), Granularity: cfg.Granularity, Streams: streams[1:],
-		Errors: ContractErrors, Footprint: rule.Need}
-	return &Env{Cfg: cfg, Dev: dev, A: a, Streams: streams, Contract: contract.NewContract(ccfg),
-		Hist: spec.NewHistory(), Rule: rule, ptrs: map[int]vmm.DevicePtr{}, live: map[int]bool{}}, nil
+	known := append([]vmm.Stream(nil), e.Streams[1:]...)
+	if e.other != 0 {
+		known = append(known, e.other)
+	}
+	ccfg := &contract.ContractConfig{Capacity: e.Capacity(), Granularity: cfg.Granularity, Streams: known,
+		Errors: ContractErrors, Footprint: e.Rule.Need}
+	e.Contract = contract.NewContract(ccfg)
+	return e, nil
+}
+
+// Capacity is the physical memory the judge counts: the device's, or the serving layer's cap if smaller.
+func (e *Env) Capacity() uint64 {
+	c := e.Device.Capacity()
+	if e.Cfg.Serve && e.Cfg.MemoryLimit != 0 && e.Cfg.MemoryLimit < c {
+		c = e.Cfg.MemoryLimit
+	}
+	return c
+}
+
+// deviceState is the device's state as the judge sees it (the capacity under the serving layer's cap).
+func (e *Env) deviceState() sim.DeviceState {
+	st := e.Device.State()
+	st.Capacity = e.Capacity()
+	return st
+}
+
+// tellSynced tells the contract and the history that the work of every stream the serving layer
+// synchronised during the last call has completed (it has: clockSync completed it on the device).
+func (e *Env) tellSynced() {
+	for _, s := range e.synced {
+		if _, next, why := e.Contract.Explain(contract.ContractInput{Op: contract.COpComplete, Stream: s}, contract.ContractOutput{}); why == "" {
+			e.Contract = next
+		}
+		e.Hist.Completed(s)
+	}
+	e.synced = e.synced[:0]
 }
 
 // View returns the judge's picture now.
-func (e *Env) View() spec.View { return ViewOf(e.A.Snapshot(), e.Dev.State()) }
+func (e *Env) View() spec.View { return ViewOf(e.A.Snapshot(), e.deviceState()) }
 
 // LiveIDs returns the ids of the live allocations, in pointer order.
 func (e *Env) LiveIDs() []int {
@@ -220,7 +318,47 @@ func (e *Env) stream(i int) vmm.Stream {
 	if i >= 0 && i < len(e.Streams) {
 		return e.Streams[i]
 	}
+	if e.other != 0 {
+		return e.other // under the serving layer's mapping every caller value is a stream
+	}
 	return vmm.Stream(1 << 40) // unknown to the device: the engine must refuse it
+}
+
+// caller returns the stream value the engine is called with for stream index i (see Env.callers).
+func (e *Env) caller(i int) vmm.Stream {
+	if i >= 0 && i < len(e.Streams) {
+		return e.callers[i]
+	}
+	return e.callers[len(e.Streams)]
+}
+
+// The engine's calls, through the serving layer when there is one.
+func (e *Env) alloc(size uint64, i int) (vmm.DevicePtr, error) {
+	if e.S != nil {
+		return e.S.Alloc(size, e.caller(i))
+	}
+	return e.A.Alloc(size, e.caller(i))
+}
+
+func (e *Env) free(p vmm.DevicePtr) error {
+	if e.S != nil {
+		return e.S.Free(p)
+	}
+	return e.A.Free(p)
+}
+
+func (e *Env) recordStream(p vmm.DevicePtr, i int) error {
+	if e.S != nil {
+		return e.S.RecordStream(p, e.caller(i))
+	}
+	return e.A.RecordStream(p, e.caller(i))
+}
+
+func (e *Env) emptyCache() error {
+	if e.S != nil {
+		return e.S.EmptyCache()
+	}
+	return e.A.EmptyCache()
 }
 
 // Step runs one op and judges it.
@@ -302,12 +440,12 @@ func (e *Env) step(op Op) StepResult {
 	res := StepResult{Op: op}
 	var in contract.ContractInput
 	var before spec.View
-	var haveBefore bool
+	var haveBefore, refused bool
 	switch op.Kind {
 	case OpAlloc:
 		before, haveBefore = e.viewBefore(), true
 		in = contract.ContractInput{Op: contract.COpAlloc, Size: op.Size, Stream: e.stream(op.Stream)}
-		res.Ptr, res.Err = e.A.Alloc(op.Size, in.Stream)
+		res.Ptr, res.Err = e.alloc(op.Size, op.Stream)
 		if res.Err == nil {
 			e.ptrs[op.ID] = res.Ptr
 			e.live[op.ID] = true
@@ -319,7 +457,7 @@ func (e *Env) step(op Op) StepResult {
 			p = p.Add(op.Offset)
 		}
 		in = contract.ContractInput{Op: contract.COpFree, Ptr: p}
-		res.Err = e.A.Free(p)
+		res.Err = e.free(p)
 		if errors.Is(res.Err, impl.ErrInteriorPtr) && !interiorOfLive(before, p) {
 			// C-FREE-KIND, the half the contract cannot judge (it knows requested sizes, not blocks): an
 			// interior-pointer error needs a live block that p is inside of.
@@ -336,36 +474,42 @@ func (e *Env) step(op Op) StepResult {
 		}
 	case OpRecord:
 		in = contract.ContractInput{Op: contract.COpRecordStream, Ptr: e.Ptr(op.ID), Stream: e.stream(op.Stream)}
-		res.Err = e.A.RecordStream(in.Ptr, in.Stream)
+		res.Err = e.recordStream(in.Ptr, op.Stream)
 	case OpLaunch:
 		in = contract.ContractInput{Op: contract.COpLaunch, Stream: e.stream(op.Stream)}
 		if op.Stream < 0 || op.Stream >= len(e.Streams) {
 			in.Op = contract.COpCompleteAll // no such stream: nothing to launch (a no-op for the contract)
 		} else if !e.Cfg.SyncStreams {
-			e.Dev.Launch(in.Stream)
+			e.Device.Launch(in.Stream)
 			e.Hist.Launch(in.Stream)
 		} else {
 			in.Op = contract.COpCompleteAll // a no-op for the contract
 		}
 	case OpComplete:
 		in = contract.ContractInput{Op: contract.COpComplete, Stream: e.stream(op.Stream)}
-		e.Dev.Complete(in.Stream)
+		e.Device.Complete(in.Stream)
 		e.Hist.Completed(in.Stream)
 	case OpCompleteAll:
 		in = contract.ContractInput{Op: contract.COpCompleteAll}
-		e.Dev.CompleteAll()
+		e.Device.CompleteAll()
 		e.Hist.CompletedAll()
 	case OpEmptyCache:
 		in = contract.ContractInput{Op: contract.COpEmptyCache}
-		res.Err = e.A.EmptyCache()
+		res.Err = e.emptyCache()
 	case OpFail:
 		in = contract.ContractInput{Op: contract.COpInjectFault}
+		if e.Dev == nil {
+			refused = true // no fault injection on this device: nothing armed, nothing told
+			break
+		}
 		e.Dev.FailNth(op.Call, max(op.N, 1), op.Result)
 		e.faulty = true
 		e.eventFault = e.eventFault || op.Call == vmm.CallDestroyEvent
 	case OpClearFaults:
 		in = contract.ContractInput{Op: contract.COpClearFaults}
-		e.Dev.ClearFaults()
+		if e.Dev != nil {
+			e.Dev.ClearFaults()
+		}
 		e.faulty = false
 	case OpClose:
 		in = contract.ContractInput{Op: contract.COpClose}
@@ -375,8 +519,13 @@ func (e *Env) step(op Op) StepResult {
 			e.live = map[int]bool{}
 		}
 	}
+	// The serving layer's synchronisations happened before its answer: tell the judges first.
+	e.tellSynced()
 	// The contract: was the answer legal?
 	ok, next, why := e.Contract.Explain(in, contract.ContractOutput{Ptr: res.Ptr, Err: res.Err})
+	if refused {
+		ok, next = true, e.Contract
+	}
 	if !ok {
 		res.Violations = append(res.Violations, spec.Violation{Inv: spec.InvContract, Msg: why})
 	} else {
@@ -452,7 +601,7 @@ func (e *Env) Finish() []spec.Violation {
 			out = append(out, spec.Violation{Inv: spec.InvNoLeak, Msg: "Close failed: " + r.Err.Error()})
 		}
 	}
-	if l := e.Dev.Leaks(); (!l.Empty() || len(l.Events) > 0 && !e.eventFault) && !e.Cfg.Ignore[spec.InvNoLeak] {
+	if l := e.Device.Leaks(); (!l.Empty() || len(l.Events) > 0 && !e.eventFault) && !e.Cfg.Ignore[spec.InvNoLeak] {
 		// Events count too: every event the engine created (fences, free events, its pool) must be
 		// destroyed by Close. The streams are the environment's own, not the engine's.
 		out = append(out, spec.Violation{Inv: spec.InvNoLeak, Msg: "device leak report after Close: " + l.String()})
@@ -473,6 +622,9 @@ func (e *Env) Describe() string {
 		e.Cfg.Policy, e.Cfg.Capacity, e.Cfg.Granularity, e.Cfg.Streams, e.Cfg.SyncStreams, e.Cfg.Mutations)
 	if k := KnobString(e.Cfg.Knobs); k != "" {
 		b.WriteString(" " + k)
+	}
+	if e.Cfg.Serve {
+		fmt.Fprintf(&b, " serve=true limit=%d", e.Cfg.MemoryLimit)
 	}
 	b.WriteByte('\n')
 	b.WriteString(Format(e.Ops))

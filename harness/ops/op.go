@@ -325,6 +325,10 @@ func ParseHeader(text string, cfg *Config) {
 				fmt.Sscan(v, &cfg.Knobs.SBlockCache)
 			case "nocross":
 				cfg.Knobs.NoCrossStream = v == "true"
+			case "serve":
+				cfg.Serve = v == "true"
+			case "limit":
+				fmt.Sscan(v, &cfg.MemoryLimit)
 			}
 		}
 		return

@@ -35,7 +35,11 @@ type Swarm struct {
 	Knobs    impl.Config
 	Faults   []vmm.CallKind  // call kinds faults may hit; empty: no faults this sequence
 	Off      map[string]bool // actions switched off this sequence
-	_        struct{}
+	// Serve: the sequence drives the engine through the serving layer (Config.Serve: what libgmlake runs),
+	// under a memory cap of MemoryLimit bytes (0: none).
+	Serve       bool
+	MemoryLimit uint64
+	_           struct{}
 }
 
 // String is the swarm's one-line summary (the op file's header says the same in its own words).
@@ -45,8 +49,8 @@ func (s Swarm) String() string {
 		off = append(off, k)
 	}
 	sort.Strings(off)
-	return fmt.Sprintf("streams=%d sync=%v capacity=%s knobs={%s} faults=%d off=%s", s.Streams, s.Sync,
-		vmm.FormatBytes(s.Capacity), KnobString(s.Knobs), len(s.Faults), strings.Join(off, ","))
+	return fmt.Sprintf("streams=%d sync=%v capacity=%s knobs={%s} faults=%d off=%s serve=%v limit=%s", s.Streams, s.Sync,
+		vmm.FormatBytes(s.Capacity), KnobString(s.Knobs), len(s.Faults), strings.Join(off, ","), s.Serve, vmm.FormatBytes(s.MemoryLimit))
 }
 
 // SwarmFaultCalls are the call kinds the engine makes after New (granularity and the first MemInfo come
@@ -95,6 +99,10 @@ func DrawSwarm(t *rapid.T, policy string, noFaults bool) Swarm {
 		if rapid.Bool().Draw(t, "swarm-off-"+a) {
 			s.Off[a] = true
 		}
+	}
+	// Half the sequences run what libgmlake runs: the serving layer, sometimes under a cap below the device.
+	if s.Serve = rapid.Bool().Draw(t, "swarm-serve"); s.Serve {
+		s.MemoryLimit = rapid.SampledFrom([]uint64{0, s.Capacity / 2, s.Capacity - gran}).Draw(t, "swarm-limit")
 	}
 	return s
 }

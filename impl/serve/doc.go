@@ -14,8 +14,8 @@
 // What an Engine adds, step by step, to an Alloc(size, s):
 //  1. s is mapped to the driver's stream (Config.MapStreams; a new value gets a new stream) and remembered
 //     among the streams to synchronise (so are the streams of RecordStream).
-//  2. A request larger than the device's total memory is an out of memory at once (as in PyTorch), not an
-//     invalid size.
+//  2. A request larger than the device's total memory is an out of memory (as in PyTorch), not the engine's
+//     invalid size (a closed engine still answers that it is closed).
 //  3. The engine allocates; if it runs out of memory and a synchroniser is there (Config.Sync, or the
 //     driver's vmm.StreamSyncer), the default stream and every remembered stream are synchronised (not
 //     during a graph capture, where that is illegal) and the engine allocates once more.

@@ -178,11 +178,13 @@ func (e *Engine) AllocPool(size uint64, s vmm.Stream, pool impl.PoolID) (vmm.Dev
 		return 0, err
 	}
 	e.remember(ds)
-	if e.total != 0 && size > e.total {
-		e.ooms.Add(1)
-		return 0, e.oversize(size, ds) // an out of memory, as in PyTorch (not an invalid size)
-	}
 	p, err := e.a.AllocPool(size, ds, pool)
+	if err != nil && e.total != 0 && size > e.total && errors.Is(err, impl.ErrInvalidSize) {
+		// The engine refuses a request larger than the device as an invalid size; PyTorch says out of
+		// memory. (Asked after the engine, so that a closed engine still says it is closed.)
+		e.ooms.Add(1)
+		return 0, e.oversize(size, ds)
+	}
 	if err != nil && e.sync != nil && errors.Is(err, vmm.ErrOutOfMemory) && !e.a.Capturing() {
 		e.syncStreams()
 		if p, err = e.a.AllocPool(size, ds, pool); err == nil {

@@ -202,3 +202,16 @@ func TestNoSyncDuringCapture(t *testing.T) {
 	}
 	must(t, e.SetCapturing(ss[1], false))
 }
+
+// TestClosedBeatsOversize: after Close every call says the engine is closed, a request larger than the
+// device too (found by rapid through the serving layer: it said out of memory).
+func TestClosedBeatsOversize(t *testing.T) {
+	d := sim.NewDevice(sim.DeviceConfig{Capacity: 64 * vmm.MiB})
+	e, err := New(d, Config{})
+	must(t, err)
+	_, err = e.Close()
+	must(t, err)
+	if _, err := e.Alloc(65*vmm.MiB, vmm.DefaultStream); !errors.Is(err, impl.ErrClosed) {
+		t.Fatalf("Alloc(65 MiB) after Close: %v, want %v", err, impl.ErrClosed)
+	}
+}

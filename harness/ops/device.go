@@ -1,0 +1,35 @@
+package ops
+
+import (
+	"github.com/gmlake/gmlake/model/sim"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// Device is the Env's device: the driver the engine runs on, the stream clock the ops launch, complete and
+// completeall drive, and what the judge sees of it. A fresh simulated device (sim.Device, with fault
+// injection) is the default; harness/gpu's Device is the real GPU (impl/cudavmm under a ledger, with a
+// stream clock the test holds back and releases on real streams).
+type Device interface {
+	vmm.Driver
+	Launch(s vmm.Stream)    // submit one unit of work to s
+	Complete(s vmm.Stream)  // complete all work submitted to s so far (returns once it has)
+	CompleteAll()           // complete all work on every stream
+	Capacity() uint64       // the physical bytes the judge counts as the device's
+	State() sim.DeviceState // the judge's picture of the device
+	Leaks() sim.LeakReport  // what is still held after Close (INV-NOLEAK)
+}
+
+var _ Device = (*sim.Device)(nil)
+
+// clockSync is the serving layer's synchroniser in an Env (serve.Config.Sync): it completes the stream's
+// work on the Env's device and notes the stream, so the Env tells the contract and the history that the
+// work completed (a synchronisation moves the stream clock) before it judges the call that synchronised.
+type clockSync struct{ e *Env }
+
+func (c clockSync) Synchronize(s vmm.Stream) error {
+	if !c.e.syncTellsOnly {
+		c.e.Device.Complete(s)
+	}
+	c.e.synced = append(c.e.synced, s)
+	return nil
+}
