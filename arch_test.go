@@ -39,7 +39,7 @@ var allowedImports = map[string][]string{
 	"model/contract":      {"vmm"},
 	"spec":                {"vmm"},
 	"harness/ops":         {"harness/trace", "impl", "impl/serve", "model/contract", "model/sim", "spec", "vmm"},
-	"harness":             {"harness/ops", "harness/trace", "impl", "model/contract", "model/sim", "spec", "vmm"},
+	"harness":             {"harness/ops", "harness/trace", "impl", "impl/serve", "model/contract", "model/sim", "spec", "vmm"},
 	"harness/conformance": {"impl", "model/sim", "vmm"},
 	"harness/mutate":      {},
 	"harness/gpu":         {"impl/cudavmm", "model/sim", "vmm"},

@@ -57,11 +57,11 @@ type Config struct {
 // (spec.History: INV-STREAM, INV-RELEASESAFE, INV-NOSPURIOUSOOM). It is not safe for concurrent use.
 type Env struct {
 	Cfg      Config
-	Dev      *sim.Device   // the simulated device; nil when Config.Device is set
-	Device   Device        // the device the engine runs on (Dev, or Config.Device)
+	Dev      *sim.Device // the simulated device; nil when Config.Device is set
+	Device   Device      // the device the engine runs on (Dev, or Config.Device)
 	A        *impl.Allocator
 	S        *serve.Engine // the serving layer over A (Config.Serve); nil without it
-	Streams  []vmm.Stream // index -> device stream; Streams[0] is the default stream
+	Streams  []vmm.Stream  // index -> device stream; Streams[0] is the default stream
 	Contract contract.ContractState
 	Hist     *spec.History
 	Rule     spec.OOMRule
