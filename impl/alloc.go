@@ -22,15 +22,17 @@ func (a *Allocator) allocLocked(size uint64, ss *streamState) (*block, error) {
 	if a.p.paper {
 		a.evTempLocked(1) // GMLake's search key is a Block, and every Block creates a CUDA event
 	}
-	b := a.bestFitLocked(ss, pool, rs)
-	if b == nil {
+	var b *block
+	if pb := a.bestFitLocked(ss, pool, rs); pb != nil {
+		b = &pb.block
+	} else {
 		var err error
 		if b, err = a.allocMissLocked(ss, pool, rs, size); err != nil {
 			return nil, err
 		}
 	}
-	if b.kind == Primitive && a.p.shouldSplit(b, rs) {
-		a.splitLocked(b, rs)
+	if pb := b.p; pb != nil && a.p.shouldSplit(pb, rs) {
+		a.splitLocked(pb, rs)
 		if a.p.paper {
 			a.evFreshLocked(b) // GMLake's malloc hands out a new Block for the head, with a new event
 		}
@@ -42,7 +44,7 @@ func (a *Allocator) allocLocked(size uint64, ss *streamState) (*block, error) {
 // bestFitLocked takes the smallest free block of ss's pool that holds rs bytes (lowest address among equals),
 // with PyTorch's expandable-segment rule: a block at the end of a growing segment counts with the room it
 // can grow into, so other blocks are preferred.
-func (a *Allocator) bestFitLocked(ss *streamState, pool poolKind, rs uint64) *block {
+func (a *Allocator) bestFitLocked(ss *streamState, pool poolKind, rs uint64) *pBlock {
 	fs := &ss.free[pool]
 	b := fs.lowerBound(rs, 0)
 	if b == nil {
@@ -64,7 +66,7 @@ func (a *Allocator) bestFitLocked(ss *streamState, pool poolKind, rs uint64) *bl
 	return b
 }
 
-func expSize(b *block) uint64 {
+func expSize(b *pBlock) uint64 {
 	if b.next != nil && !b.next.mapped {
 		return b.size + b.next.size
 	}
@@ -94,7 +96,7 @@ func (a *Allocator) allocMissLocked(ss *streamState, pool poolKind, rs, size uin
 		}
 		_ = a.releaseCachedLocked() // a failure here leaves less released; the retry tells
 		if b := a.bestFitLocked(ss, pool, rs); b != nil {
-			return b, nil
+			return &b.block, nil
 		}
 	}
 	if !errors.Is(err, vmm.ErrOutOfMemory) {
@@ -127,17 +129,27 @@ func (a *Allocator) oomErrLocked(size, rs uint64, s vmm.Stream, cause error) err
 func (a *Allocator) allocNewLocked(ss *streamState, pool poolKind, rs uint64, retry bool) (*block, error) {
 	stitch := a.p.stitch && pool == largePool && rs >= a.p.stitchMin
 	if stitch {
-		if b := a.reuseSBlockLocked(ss, rs); b != nil {
-			return b, nil
+		if sb := a.reuseSBlockLocked(ss, rs); sb != nil {
+			return &sb.block, nil
 		}
-		if b, ok, err := a.tryStitchLocked(ss, rs); ok || err != nil {
-			return b, err
+		if sb, ok, err := a.tryStitchLocked(ss, rs); ok || err != nil {
+			if err != nil {
+				return nil, err
+			}
+			return &sb.block, nil
 		}
 	}
+	var b *pBlock
+	var err error
 	if a.p.arena {
-		return a.arenaAllocLocked(ss, pool, rs)
+		b, err = a.arenaAllocLocked(ss, pool, rs)
+	} else {
+		b, err = a.segmentAllocLocked(ss, pool, rs, retry)
 	}
-	return a.segmentAllocLocked(ss, pool, rs, retry)
+	if err != nil {
+		return nil, err
+	}
+	return &b.block, nil
 }
 
 // --- fixed segments (caching, gmlake-paper) ---
@@ -145,7 +157,7 @@ func (a *Allocator) allocNewLocked(ss *streamState, pool poolKind, rs uint64, re
 // segmentAllocLocked makes a new fixed segment for rs (PyTorch's alloc_block); on the retry after releasing the
 // cache it falls back to a segment of just rs rounded to the granularity, so no request fails while the
 // device could hold it.
-func (a *Allocator) segmentAllocLocked(ss *streamState, pool poolKind, rs uint64, retry bool) (*block, error) {
+func (a *Allocator) segmentAllocLocked(ss *streamState, pool poolKind, rs uint64, retry bool) (*pBlock, error) {
 	size := vmm.AlignUp(allocationSize(rs), a.gran)
 	seg, err := a.newFixedSegmentLocked(ss, pool, size)
 	if err != nil && retry && errors.Is(err, vmm.ErrOutOfMemory) && vmm.AlignUp(rs, a.gran) < size {
@@ -178,8 +190,8 @@ func (a *Allocator) newFixedSegmentLocked(ss *streamState, pool poolKind, size u
 	for i, h := range hs {
 		seg.insertChunk(&chunk{h: h, size: piece, seg: seg, off: uint64(i) * piece})
 	}
-	b := a.newBlockLocked()
-	b.kind, b.state, b.mapped = Primitive, Free, true
+	b := a.newPBlockLocked()
+	b.state, b.mapped = Free, true
 	b.ptr, b.size, b.stream, b.pool, b.seg = base, size, ss.s, pool, seg
 	if a.p.paper {
 		b.ev = a.evNewLocked() // realloc_block's new Block
@@ -257,8 +269,8 @@ func (a *Allocator) newArenaLocked(ss *streamState, pool poolKind) (*segment, er
 	}
 	a.nextID++
 	seg := &segment{id: a.nextID, base: base, size: size, ss: ss, pool: pool, arena: true}
-	u := a.newBlockLocked()
-	u.kind, u.state, u.mapped = Primitive, Free, false
+	u := a.newPBlockLocked()
+	u.state, u.mapped = Free, false
 	u.ptr, u.size, u.stream, u.pool, u.seg = base, size, ss.s, pool, seg
 	seg.head = u
 	seg.addUnmapped(u)
@@ -288,7 +300,7 @@ func (a *Allocator) dropEmptyArenaLocked(seg *segment) {
 // first candidate run that holds rs bytes (arenaCandidateLocked) and how many of its bytes are mapped; nil when
 // no arena has room, and the caller opens a new arena (every request fits in one: it reserves 9/8 of the
 // device).
-func (a *Allocator) arenaRunLocked(ss *streamState, pool poolKind, rs uint64) (*block, uint64) {
+func (a *Allocator) arenaRunLocked(ss *streamState, pool poolKind, rs uint64) (*pBlock, uint64) {
 	for _, seg := range ss.arenas[pool] {
 		if c, mapped := a.arenaCandidateLocked(seg, rs); c != nil {
 			return c, mapped
@@ -300,7 +312,7 @@ func (a *Allocator) arenaRunLocked(ss *streamState, pool poolKind, rs uint64) (*
 // arenaCandidateLocked is PyTorch's find_expandable_block: the lowest unmapped block (with the free block before
 // it) that starts a run of free or unmapped blocks holding rs bytes. It also returns how many bytes of that
 // run are already mapped.
-func (a *Allocator) arenaCandidateLocked(seg *segment, rs uint64) (*block, uint64) {
+func (a *Allocator) arenaCandidateLocked(seg *segment, rs uint64) (*pBlock, uint64) {
 	for _, u := range seg.unmapped {
 		c := u
 		if p := u.prev; p != nil && p.state == Free {
@@ -321,7 +333,7 @@ func (a *Allocator) arenaCandidateLocked(seg *segment, rs uint64) (*block, uint6
 }
 
 // arenaAllocLocked is PyTorch's try_allocate_expandable_block: map what the candidate run lacks, then take it.
-func (a *Allocator) arenaAllocLocked(ss *streamState, pool poolKind, rs uint64) (*block, error) {
+func (a *Allocator) arenaAllocLocked(ss *streamState, pool poolKind, rs uint64) (*pBlock, error) {
 	c, _ := a.arenaRunLocked(ss, pool, rs)
 	var fresh *segment // an arena opened for this request: returned if the request fails
 	if c == nil {
@@ -371,7 +383,7 @@ func (a *Allocator) quantum(pool poolKind) uint64 {
 // quantum (at most u.size): pages of the page size (expandable), or one chunk of the whole size (gmlake, in
 // pieces of at most chunkMax). The new mapped block merges with free neighbours and joins the free set;
 // mapIntoLocked returns it. On failure nothing changed.
-func (a *Allocator) mapIntoLocked(u *block, n uint64) (*block, error) {
+func (a *Allocator) mapIntoLocked(u *pBlock, n uint64) (*pBlock, error) {
 	seg := u.seg
 	q := a.quantum(seg.pool)
 	sz := min(roundUp(n, q), u.size)
@@ -428,8 +440,8 @@ func (a *Allocator) mapIntoLocked(u *block, n uint64) (*block, error) {
 	// Commit: u's first sz bytes become a mapped free block.
 	seg.dropUnmapped(u)
 	if sz < u.size {
-		r := a.newBlockLocked()
-		r.kind, r.state, r.mapped = Primitive, Free, false
+		r := a.newPBlockLocked()
+		r.state, r.mapped = Free, false
 		r.ptr, r.size, r.stream, r.pool, r.seg = u.ptr.Add(sz), u.size-sz, u.stream, u.pool, seg
 		r.prev, r.next = u, u.next
 		if u.next != nil {
@@ -465,7 +477,7 @@ func (a *Allocator) mapIntoLocked(u *block, n uint64) (*block, error) {
 func (a *Allocator) stitchableLocked(ss *streamState) []*chunk {
 	out := a.cands[:0]
 	add := func(st *streamState) {
-		st.free[largePool].eachFrom(a.gran, func(b *block) bool {
+		st.free[largePool].eachFrom(a.gran, func(b *pBlock) bool {
 			seg := b.seg
 			lo := b.segOff()
 			hi := lo + b.size
@@ -487,11 +499,11 @@ func (a *Allocator) stitchableLocked(ss *streamState) []*chunk {
 	}
 	add(ss)
 	for _, pe := range a.pend {
-		if pe.ev != 0 || pe.st != ss {
+		if pe.ev != 0 || pe.last || pe.st != ss {
 			continue
 		}
-		for _, b := range pe.blocks {
-			if waitsOnlyFor(b, ss) && b.xseq == pe.seq {
+		for _, x := range pe.blocks { // the parts of ss's freed sBlocks that wait for ss
+			if b := x.p; waitsOnlyFor(b, ss) && b.xseq == pe.seq {
 				seg := b.seg
 				for i := seg.chunkIndex(b.segOff()); i < len(seg.chunks) && seg.chunks[i].off < b.segOff()+b.size; i++ {
 					out = append(out, seg.chunks[i])
@@ -522,7 +534,7 @@ func (a *Allocator) stitchableLocked(ss *streamState) []*chunk {
 // tryStitchLocked serves rs by stitching free chunks into a new sBlock when that grows the reserved memory less
 // than growing would (gmlake; gmlake-paper stitches by its own rule, paperStitchLocked).
 // ok says whether it stitched; err reports a driver failure (nothing changed).
-func (a *Allocator) tryStitchLocked(ss *streamState, rs uint64) (b *block, ok bool, err error) {
+func (a *Allocator) tryStitchLocked(ss *streamState, rs uint64) (b *sBlock, ok bool, err error) {
 	cands := a.stitchableLocked(ss)
 	if len(cands) == 0 {
 		return nil, false, nil
@@ -599,7 +611,7 @@ func (a *Allocator) tryStitchLocked(ss *streamState, rs uint64) (b *block, ok bo
 // arenaChunksLocked maps new memory of size bytes into ss's large arena, to be stitched (in pieces of at most
 // chunkMax, like any growth); it stays free there until the stitch holds it. It returns the new chunks.
 func (a *Allocator) arenaChunksLocked(ss *streamState, size uint64) ([]*chunk, error) {
-	var u *block
+	var u *pBlock
 	for _, seg := range ss.arenas[largePool] {
 		for _, x := range seg.unmapped {
 			if x.size >= size {
@@ -636,7 +648,7 @@ func (a *Allocator) arenaChunksLocked(ss *streamState, size uint64) ([]*chunk, e
 
 // buildSBlockLocked reserves a range, maps chunks side by side into it, sets access, and holds the pBlocks under
 // the chunks. On a driver failure it undoes its mappings and reservation (the chunks stay where they were).
-func (a *Allocator) buildSBlockLocked(ss *streamState, chunks []*chunk) (*block, error) {
+func (a *Allocator) buildSBlockLocked(ss *streamState, chunks []*chunk) (*sBlock, error) {
 	var total uint64
 	for _, c := range chunks {
 		total += c.size
@@ -668,8 +680,8 @@ func (a *Allocator) buildSBlockLocked(ss *streamState, chunks []*chunk) (*block,
 		}
 		return nil, err
 	}
-	sb := a.newBlockLocked()
-	sb.kind, sb.state = Stitched, Free
+	sb := a.newSBlockLocked()
+	sb.state = Free
 	sb.home = ss
 	sb.ptr, sb.size, sb.stream, sb.pool = base, total, ss.s, largePool
 	sb.resv = vmm.Range{Base: base, Size: total}
@@ -703,13 +715,13 @@ func (a *Allocator) chunkFreeLocked(c *chunk, ss *streamState) bool {
 
 // waitsOnlyFor reports whether b is the part of an sBlock freed on ss that waits only for ss's work: ss may
 // take it at once (stream order), other streams only after the wait.
-func waitsOnlyFor(b *block, ss *streamState) bool {
+func waitsOnlyFor(b *pBlock, ss *streamState) bool {
 	return b.state == Pending && b.xwait == ss && b.events == 1
 }
 
 // holdPartsLocked carves, for each chunk of sb, the pBlock exactly under it out of its free block, and marks it
 // held by sb (Live, not handed out). Every chunk must lie wholly in a free block (checked by the caller).
-func (a *Allocator) holdPartsLocked(sb *block) {
+func (a *Allocator) holdPartsLocked(sb *sBlock) {
 	sb.parts = sb.parts[:0]
 	home := sb.home
 	held := uint64(0)
@@ -760,9 +772,9 @@ func (a *Allocator) holdPartsLocked(sb *block) {
 // reuseSBlockLocked serves rs from a cached sBlock of ss whose chunks are all free: the smallest that fits, at
 // most max(reuseLimit/4 times the request, the request + 2 granules) (gmlake: 1.25x, but 2x at a 4 MiB
 // request and 1.25x only from 16 MiB; gmlake-paper 10x, GMLake's reuseLimit). No driver calls.
-func (a *Allocator) reuseSBlockLocked(ss *streamState, rs uint64) *block {
+func (a *Allocator) reuseSBlockLocked(ss *streamState, rs uint64) *sBlock {
 	limit := max(rs/4*a.p.reuseLimit, rs+2*a.gran)
-	var best *block
+	var best *sBlock
 	for _, sb := range a.sblocks {
 		if sb.state != Free || sb.home != ss || sb.size < rs || sb.size > limit {
 			continue
@@ -791,12 +803,12 @@ func (a *Allocator) reuseSBlockLocked(ss *streamState, rs uint64) *block {
 
 // freeSBlockLocked caches sb and gives its parts back: parts of ss's own pools are free at once (stream order);
 // parts of other streams' pools wait until sb's stream has finished the work submitted so far.
-func (a *Allocator) freeSBlockLocked(sb *block) {
+func (a *Allocator) freeSBlockLocked(sb *sBlock) {
 	sb.state = Free
 	sb.size = sb.resv.Size // a partly held sBlock (paperReuseLocked) is cached whole
 	sb.uses = sb.uses[:0]
 	sb.events = 0
-	a.stampFreeLocked(sb)
+	a.stampFreeLocked(&sb.block)
 	a.clock++
 	sb.lastUse = a.clock
 	home := sb.home
@@ -808,7 +820,7 @@ func (a *Allocator) freeSBlockLocked(sb *block) {
 			pb.state = Pending
 			pb.events = 1
 			pb.xwait, pb.xseq = home, sb.freeSeq
-			foreign = append(foreign, pb)
+			foreign = append(foreign, &pb.block)
 			continue
 		}
 		// One free: the parts' last use was sb's, so they are stamped with sb's free (one fence covers
@@ -817,7 +829,7 @@ func (a *Allocator) freeSBlockLocked(sb *block) {
 		if a.p.paper {
 			a.evShareNewerLocked(pb, sb) // GMLake's update_block: the part takes the sBlock's event if newer
 		}
-		a.freeBlockLocked(pb)
+		a.freeBlockLocked(&pb.block)
 	}
 	sb.parts = sb.parts[:0]
 	if home != nil {
@@ -837,7 +849,7 @@ func (a *Allocator) trimSBlocksLocked() {
 	}
 	for {
 		n := 0
-		var lru *block
+		var lru *sBlock
 		for _, sb := range a.sblocks {
 			if sb.state == Free && !sb.home.keepsMemory() { // a live pool's views stay (INV-POOL)
 				n++
@@ -856,7 +868,7 @@ func (a *Allocator) trimSBlocksLocked() {
 }
 
 // stitchFreeLocked unmaps a cached sBlock's view and returns its range. On an unmap failure nothing changes.
-func (a *Allocator) stitchFreeLocked(sb *block) error {
+func (a *Allocator) stitchFreeLocked(sb *sBlock) error {
 	if err := a.d.Unmap(sb.resv.Base, sb.resv.Size); err != nil {
 		return err
 	}
@@ -871,6 +883,6 @@ func (a *Allocator) stitchFreeLocked(sb *block) error {
 	a.sblocks[last] = nil
 	a.sblocks = a.sblocks[:last]
 	a.st.NumStitchFrees++
-	a.recycleLocked(sb)
+	a.forgetBlockLocked(&sb.block)
 	return nil
 }

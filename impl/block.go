@@ -16,16 +16,20 @@ const (
 	largePool poolKind = 1
 )
 
-// chunk is one physical handle the allocator holds.
-//
-// Invariant (INV-REFCOUNT): refs == (1 if primary mapping exists) + views.
+// chunk is one physical handle the allocator holds (cuMemCreate), mapped once in its segment and once more
+// in each sBlock that views it. Guarded by Allocator.mu.
 type chunk struct {
-	h      vmm.Handle
-	size   uint64
-	seg    *segment // the segment whose range holds its primary mapping
-	off    uint64   // offset of the primary mapping in seg
-	views  int      // sBlock views mapping the chunk
-	refOff int      // test-only refcount skew (MutRefcountOffByOne)
+	h vmm.Handle
+	// size is the handle's bytes. Invariant: a positive multiple of the granularity, fixed.
+	size uint64
+	// seg and off place the primary mapping: [seg.base+off, seg.base+off+size), inside seg, in
+	// seg.chunks in off order.
+	seg *segment
+	off uint64
+	// views counts the sBlocks mapping the chunk. Invariant (INV-REFCOUNT): refs() == 1 + views, the
+	// device's mappings of h.
+	views  int
+	refOff int // test-only refcount skew (MutRefcountOffByOne); 0 otherwise
 	// freeSeq (arena chunks): the latest free counter of a block that overlapped the chunk; the chunk is
 	// release-safe once its stream's fences cover it (blocks merge, chunks keep their own history).
 	freeSeq uint64
@@ -36,24 +40,34 @@ func (c *chunk) refs() int { return 1 + c.views + c.refOff }
 // segment is one reservation of virtual address space holding primary mappings of chunks. A fixed segment
 // (caching, gmlake-paper) is fully mapped at creation and holds its chunks until released; an arena
 // (expandable, gmlake) reserves far more than it maps and grows by mapping chunks into unmapped blocks.
-// Blocks tile [base, base+size) in address order starting at head.
+// Guarded by Allocator.mu.
 type segment struct {
-	id     uint64
-	base   vmm.DevicePtr
-	size   uint64
-	ss     *streamState // the stream whose pool the segment's blocks belong to
-	pool   poolKind
-	arena  bool
-	chunks []*chunk // sorted by off; the primary mappings
-	head   *block
-	mapped uint64 // bytes mapped (sum of chunk sizes)
+	// id names the segment in panics and dumps (from the allocator's id counter, shared with blocks).
+	id   uint64
+	base vmm.DevicePtr
+	// size is the reservation's bytes, [base, base+size), fixed.
+	size  uint64
+	ss    *streamState // the (stream, pool) state whose pool the segment's blocks belong to
+	pool  poolKind     // the pool of every block of the segment
+	arena bool
+	// chunks are the primary mappings, sorted by off, disjoint. Fixed segment: they tile [0, size).
+	chunks []*chunk
+	// head is the first of the blocks that tile [base, base+size) in address order (next links).
+	// Invariant: a block is mapped iff it lies wholly over chunks; an arena's unmapped bytes are its
+	// unmapped blocks.
+	head *pBlock
+	// mapped is the bytes mapped. Invariant: the sum of the chunks' sizes.
+	mapped uint64
 
-	unmapped []*block // arena: its unmapped blocks in address order
-	hint     *block   // a block of this segment near the last lookup (blockAt), or nil
+	// unmapped (arena): its unmapped blocks in address order. Invariant: exactly the blocks with !mapped.
+	unmapped []*pBlock
+	// hint is a block of this segment near the last lookup (blockAt), or nil; a stale hint (a recycled
+	// block, seg != s) is ignored.
+	hint *pBlock
 }
 
 // addUnmapped records unmapped block b (idempotent).
-func (s *segment) addUnmapped(b *block) {
+func (s *segment) addUnmapped(b *pBlock) {
 	i, found := s.unmappedIndex(b.ptr)
 	if found {
 		s.unmapped[i] = b
@@ -65,7 +79,7 @@ func (s *segment) addUnmapped(b *block) {
 }
 
 // dropUnmapped forgets unmapped block b.
-func (s *segment) dropUnmapped(b *block) {
+func (s *segment) dropUnmapped(b *pBlock) {
 	i, found := s.unmappedIndex(b.ptr)
 	if !found || s.unmapped[i] != b {
 		panicf("unmapped block %d not listed in segment %d", b.id, s.id)
@@ -89,7 +103,7 @@ func (s *segment) unmappedIndex(p vmm.DevicePtr) (int, bool) {
 }
 
 // blockAt returns the block of s that holds offset off, walking from the hint.
-func (s *segment) blockAt(off uint64) *block {
+func (s *segment) blockAt(off uint64) *pBlock {
 	p := s.base.Add(off)
 	b := s.hint
 	if b == nil || b.seg != s {
@@ -141,135 +155,226 @@ func (s *segment) removeChunk(c *chunk) {
 	s.mapped -= c.size
 }
 
-// block is a pBlock (a range of a segment) or an sBlock (its own reservation viewing chunks of pBlocks).
-// An sBlock's size is its reservation's, except while gmlake-paper has it live for a smaller request
-// (paperReuseLocked): then size is the request's, and only the chunks under [ptr, ptr+size) are held.
+// block is what pBlocks and sBlocks share: one range handed out as one allocation, its state and its use
+// on streams. It is never made on its own: it is embedded as the first field of a pBlock or an sBlock, and
+// exactly one of p and s points back to that struct (Go has no container_of without unsafe), so code that
+// holds a *block (the pointer table, pending waits) reaches the kind's fields with one load and no type
+// switch. Everything is guarded by Allocator.mu.
 //
-// Legal states: a pBlock is Free (in its pool's free set iff mapped), Live (handed out, or held by a live
-// sBlock: heldBy != nil), or Pending (freed, events outstanding). An sBlock is Live, Pending (freed while
-// streams recorded with RecordStream still had work: events outstanding, as a pBlock), or Free (cached,
-// reused once its chunks are all free again).
+// state's legal transitions, by kind (BlockState lists the states):
+//
+//	pBlock  Free -> Live      handed out (markLiveLocked), or held under a live sBlock (holdPartsLocked)
+//	        Live -> Free      freed with no stream to wait for, or given back by its sBlock (freeBlockLocked)
+//	        Live -> Pending   freed with RecordStream streams to wait for (recordUsesLocked), deferred during
+//	                          a capture (freeLocked), or a part of a freed sBlock of another stream's pool
+//	                          (freeSBlockLocked: xwait set)
+//	        Pending -> Free   its events completed (processEventsOnceLocked)
+//	        Pending -> Live   a part waiting only for its sBlock's stream, held again by an sBlock of that
+//	                          stream (holdPartsLocked); a deferred free re-tried once no stream captures
+//	                          (flushDeferredLocked), which ends Pending again or Free
+//	sBlock  Free -> Live      stitched (buildSBlockLocked makes it Free, allocLocked hands it out) or reused
+//	        Live -> Free      freed: cached, its parts given back (freeSBlockLocked)
+//	        Live -> Pending   freed with RecordStream streams to wait for, or deferred during a capture
+//	        Pending -> Free   its events completed; Pending -> Live as a pBlock's deferred free
+//
+// A block leaves the engine only while Free: a pBlock merged into a neighbour, unmapped or released with
+// its segment is recycled (recycleLocked); a cached sBlock torn down (stitchFreeLocked) is dropped.
 type block struct {
-	id        uint64
-	kind      BlockKind
-	state     BlockState
-	ptr       vmm.DevicePtr
-	size      uint64
+	// id names the block in snapshots and panics. Invariant: unique among the blocks in use, never 0; a
+	// recycled pBlock gets a new one.
+	id    uint64
+	state BlockState
+	// ptr is the first byte. pBlock: inside seg, ptr == prev.end() (seg.base for the head). sBlock:
+	// resv.Base. Invariant: ptrs[p] == b implies ptr == p.
+	ptr vmm.DevicePtr
+	// size is the block's bytes, [ptr, ptr+size). pBlock: a multiple of 512 B, > 0. sBlock: resv.Size,
+	// except while gmlake-paper holds it for a smaller request (paperReuseLocked): the request's, a
+	// multiple of the chunk size, and only the chunks under [ptr, ptr+size) are held.
+	size uint64
+	// requested is the size Alloc was asked for, <= size, while the block is handed out (Live, not held);
+	// freeLocked takes it off the statistics. Stale otherwise.
 	requested uint64
-	stream    vmm.Stream // owner pool's stream (pBlock), or the stream it serves (sBlock)
-	pool      poolKind
-	mapped    bool // pBlock: backed by chunks (false: an unmapped stretch of an arena)
+	// stream is the stream whose pool owns the block: pBlock seg.ss.s, sBlock home.s.
+	stream vmm.Stream
+	// pool is the block's pool: pBlock seg.pool; sBlock always largePool.
+	pool poolKind
 
-	// pBlock
-	seg        *segment
-	prev, next *block // address-order neighbours in seg
-	heldBy     *block // the live sBlock whose view covers this pBlock's chunk
-
-	// free set (treap), valid while inSet
-	left, right *block
-	prio        uint32
-	inSet       bool
-
-	// stream use
-	uses    []vmm.Stream // RecordStream'ed streams (live)
-	events  int          // outstanding events (Pending)
-	freeSeq uint64       // allocator free counter when the block last became free
-	xwait   *streamState // a part of an sBlock freed on xwait, Pending until xwait's work finished
-	xseq    uint64       // the sBlock's free counter for that wait (identifies the pendingEv)
-	stamped bool         // freeSeq was set when the free was asked (Pending): keep it when it completes
+	// uses are the streams RecordStream added while Live (never stream, no duplicates); kept while Pending,
+	// emptied when the block is handed out or becomes Free.
+	uses []vmm.Stream
+	// events counts the waits a Pending block has outstanding: its pendingEv entries (an event per
+	// recorded stream, a gone stream's last event, or, for an sBlock's part, one cross-stream wait).
+	// Invariant: events > 0 iff Pending, except a free deferred during a capture (in Allocator.deferred,
+	// events == 0 until flushDeferredLocked records them).
+	events int
+	// freeSeq is Allocator.freeSeq when the block last became free (0: never freed since mapped); the
+	// fences of its stream say when work before that free completed (streamState.safeSeq).
+	freeSeq uint64
+	// stamped: freeSeq was set when the free was asked, while the block went Pending (recordUsesLocked),
+	// or by its sBlock's free (freeSBlockLocked); freeBlockLocked keeps that stamp and clears the flag.
+	// Invariant: stamped only while Pending, or a part being given back (between those two calls).
+	stamped bool
 	// ev (gmlake-paper only, else nil): GMLake's self_last_event, shared by the blocks that point to it
 	// (paper.go). Invariant: ev.refs counts the blocks whose ev is this event.
 	ev *blockEvent
+	// active: the free of a handed-out allocation went Pending and is counted in torchStats.pending
+	// (DeviceStats.Active) until it is reusable (noteReusableLocked). Invariant: active implies Pending.
+	active bool
 
-	// PyTorch statistics (torchstats.go)
-	active       bool // counted as a pending free in DeviceStats.Active (freed, not yet reusable)
-	splitCounted bool // counted in DeviceStats.InactiveSplit (while in a free set)
+	// p and s: the struct this header is embedded in. Invariant: exactly one is non-nil and
+	// &p.block == b (resp. &s.block == b), fixed for the struct's life (recycled pBlocks keep p).
+	p *pBlock
+	s *sBlock
+}
 
-	// sBlock
-	home    *streamState // the (stream, pool) it serves
-	chunks  []*chunk     // viewed chunks in address order of the view
-	parts   []*block     // while live or pending: the held pBlocks, one per chunk
-	resv    vmm.Range    // the sBlock's reservation
-	lastUse uint64       // LRU clock
-	sIndex  int          // index in a.sblocks
+// kind says whether b is a pBlock or an sBlock.
+func (b *block) kind() BlockKind {
+	if b.s != nil {
+		return Stitched
+	}
+	return Primitive
 }
 
 func (b *block) end() vmm.DevicePtr { return b.ptr.Add(b.size) }
 
-func (b *block) segOff() uint64 { return uint64(b.ptr - b.seg.base) }
+// pBlock is a range of a segment (a primitive block). The blocks of a segment tile it in address order.
+// Free pBlocks of a (stream, pool) that are mapped are in that pool's free set (node).
+type pBlock struct {
+	block
+	// mapped: backed by the segment's chunks. false: an unmapped stretch of an arena, always Free, never in
+	// a free set, listed in seg.unmapped. Fixed segments' blocks are always mapped.
+	mapped bool
+	// seg is the segment holding the block. Invariant: never nil while the block is in use.
+	seg *segment
+	// prev and next are the address-order neighbours in seg (nil at its ends; seg.head has no prev).
+	// Invariant: prev.next == b, next.prev == b, next.ptr == b.end(). Free neighbours of the same
+	// mappedness are merged when either is freed (mergeFreeLocked; not under MutNoMerge).
+	prev, next *pBlock
+	// heldBy is the sBlock whose view covers the chunk under this pBlock while that sBlock is Live or
+	// Pending. Invariant: heldBy != nil iff b is in heldBy.parts; then state == Live and b is not handed
+	// out (ptrs may still hold an entry from an earlier allocation at ptr).
+	heldBy *sBlock
+	// xwait and xseq: a part of an sBlock freed on another stream's pool waits (Pending, events == 1) until
+	// xwait's fence covers xseq, the sBlock's free stamp: the pendingEv{st: xwait, seq: xseq} lists it.
+	// Invariant: xwait != nil implies Pending and events == 1; nil otherwise.
+	xwait *streamState
+	xseq  uint64
+	// node links the block into its pool's free set, seg.ss.free[pool].
+	node treapNode
+}
+
+func (b *pBlock) segOff() uint64 { return uint64(b.ptr - b.seg.base) }
+
+// sBlock is a stitched block: its own reservation mapping whole chunks of several pBlocks side by side.
+// Freed, it stays cached with its mappings (Free) and is reused when its chunks are all free again.
+type sBlock struct {
+	block
+	// home is the (stream, pool) state the sBlock serves: its requests, its cache, its fences.
+	// Invariant: never nil; home.s == stream.
+	home *streamState
+	// chunks are the viewed chunks in the view's address order: chunks[i] is mapped at ptr plus the sizes
+	// before it. Invariant: each counts this view in views; their sizes add up to resv.Size.
+	chunks []*chunk
+	// parts, while Live or Pending: the pBlocks held under the chunks of [ptr, ptr+size), parts[i] exactly
+	// under chunks[i] (heldBy == this). Empty while Free.
+	parts []*pBlock
+	// resv is the sBlock's reservation. Invariant: resv.Base == ptr.
+	resv vmm.Range
+	// lastUse is Allocator.clock at the last free (LRU order of the cache).
+	lastUse uint64
+	// sIndex is the sBlock's place in Allocator.sblocks. Invariant: sblocks[sIndex] == b.
+	sIndex int
+}
 
 // less orders blocks by (size, address): PyTorch's BlockComparatorSize within one stream's pool.
-func less(size uint64, ptr vmm.DevicePtr, b *block) bool {
+func less(size uint64, ptr vmm.DevicePtr, b *pBlock) bool {
 	if size != b.size {
 		return size < b.size
 	}
 	return ptr < b.ptr
 }
 
-// freeSet is a treap of free, mapped pBlocks of one (stream, pool), ordered by (size, address). It is
-// intrusive: insertion and deletion allocate nothing.
+// freeSet is a treap of free, mapped pBlocks of one (stream, pool), ordered by (size, address): a binary
+// search tree by key and a heap by priority. It is intrusive (the links are the blocks' treapNode): insertion
+// and deletion allocate nothing.
 type freeSet struct {
-	root  *block
+	// root is the treap's root. Invariant: every block under it has node.inSet, state Free, mapped, and
+	// belongs to this (stream, pool); keys strictly increase in order and no node's prio exceeds its parent's.
+	root *pBlock
+	// n and bytes count the blocks under root and their sizes.
 	n     int
 	bytes uint64
 	ts    *torchStats // where inactive split blocks are counted (nil: not counted)
 	pool  poolKind    // the pool whose blocks the set holds
 }
 
-func treapMerge(a, b *block) *block {
+// treapNode is a pBlock's link into a free set.
+type treapNode struct {
+	// left and right are the subtrees: keys below, resp. above, the block's. nil while not inSet.
+	left, right *pBlock
+	// prio is the heap priority, derived from the block's id (prioOf) so that runs are deterministic.
+	prio uint32
+	// inSet: the block is in its pool's free set. Invariant: inSet implies state == Free and mapped.
+	inSet bool
+	// splitCounted: counted in DeviceStats.InactiveSplit (it had a mapped neighbour when inserted).
+	// Invariant: splitCounted implies inSet.
+	splitCounted bool
+}
+
+func treapMerge(a, b *pBlock) *pBlock {
 	if a == nil {
 		return b
 	}
 	if b == nil {
 		return a
 	}
-	if a.prio > b.prio {
-		a.right = treapMerge(a.right, b)
+	if a.node.prio > b.node.prio {
+		a.node.right = treapMerge(a.node.right, b)
 		return a
 	}
-	b.left = treapMerge(a, b.left)
+	b.node.left = treapMerge(a, b.node.left)
 	return b
 }
 
-func (s *freeSet) insert(b *block) {
-	if b.inSet {
+func (s *freeSet) insert(b *pBlock) {
+	if b.node.inSet {
 		panicf("block %d inserted twice", b.id)
 	}
-	b.inSet = true
-	b.left, b.right = nil, nil
+	b.node.inSet = true
+	b.node.left, b.node.right = nil, nil
 	s.n++
 	s.bytes += b.size
 	// Iterative descent to the insertion point, then split there.
 	link := &s.root
-	for *link != nil && (*link).prio >= b.prio {
+	for *link != nil && (*link).node.prio >= b.node.prio {
 		if less(b.size, b.ptr, *link) {
-			link = &(*link).left
+			link = &(*link).node.left
 		} else {
-			link = &(*link).right
+			link = &(*link).node.right
 		}
 	}
-	b.left, b.right = treapSplitKey(*link, b)
+	b.node.left, b.node.right = treapSplitKey(*link, b)
 	*link = b
 	s.noteInserted(b)
 }
 
 // treapSplitKey splits t around b's key without allocating.
-func treapSplitKey(t, b *block) (l, r *block) {
+func treapSplitKey(t, b *pBlock) (l, r *pBlock) {
 	if t == nil {
 		return nil, nil
 	}
 	if less(t.size, t.ptr, b) {
-		a, c := treapSplitKey(t.right, b)
-		t.right = a
+		a, c := treapSplitKey(t.node.right, b)
+		t.node.right = a
 		return t, c
 	}
-	a, c := treapSplitKey(t.left, b)
-	t.left = c
+	a, c := treapSplitKey(t.node.left, b)
+	t.node.left = c
 	return a, t
 }
 
-func (s *freeSet) remove(b *block) {
-	if !b.inSet {
+func (s *freeSet) remove(b *pBlock) {
+	if !b.node.inSet {
 		panicf("block %d not in free set", b.id)
 	}
 	s.noteRemoved(b)
@@ -279,68 +384,68 @@ func (s *freeSet) remove(b *block) {
 			panicf("block %d missing from free set", b.id)
 		}
 		if less(b.size, b.ptr, *link) {
-			link = &(*link).left
+			link = &(*link).node.left
 		} else {
-			link = &(*link).right
+			link = &(*link).node.right
 		}
 	}
-	*link = treapMerge(b.left, b.right)
-	b.left, b.right = nil, nil
-	b.inSet = false
+	*link = treapMerge(b.node.left, b.node.right)
+	b.node.left, b.node.right = nil, nil
+	b.node.inSet = false
 	s.n--
 	s.bytes -= b.size
 }
 
 // lowerBound returns the smallest block with key >= (size, ptr), or nil.
-func (s *freeSet) lowerBound(size uint64, ptr vmm.DevicePtr) *block {
-	var best *block
+func (s *freeSet) lowerBound(size uint64, ptr vmm.DevicePtr) *pBlock {
+	var best *pBlock
 	t := s.root
 	for t != nil {
 		if t.size > size || (t.size == size && t.ptr >= ptr) {
 			best = t
-			t = t.left
+			t = t.node.left
 		} else {
-			t = t.right
+			t = t.node.right
 		}
 	}
 	return best
 }
 
 // upperBelow returns the largest block with key < (size, ptr), or nil.
-func (s *freeSet) upperBelow(size uint64, ptr vmm.DevicePtr) *block {
-	var best *block
+func (s *freeSet) upperBelow(size uint64, ptr vmm.DevicePtr) *pBlock {
+	var best *pBlock
 	t := s.root
 	for t != nil {
 		if t.size < size || (t.size == size && t.ptr < ptr) {
 			best = t
-			t = t.right
+			t = t.node.right
 		} else {
-			t = t.left
+			t = t.node.left
 		}
 	}
 	return best
 }
 
 // max returns the largest block, or nil.
-func (s *freeSet) max() *block {
+func (s *freeSet) max() *pBlock {
 	t := s.root
 	if t == nil {
 		return nil
 	}
-	for t.right != nil {
-		t = t.right
+	for t.node.right != nil {
+		t = t.node.right
 	}
 	return t
 }
 
 // each visits blocks in increasing (size, address) order until f returns false.
-func (s *freeSet) each(f func(*block) bool) {
-	var walk func(t *block) bool
-	walk = func(t *block) bool {
+func (s *freeSet) each(f func(*pBlock) bool) {
+	var walk func(t *pBlock) bool
+	walk = func(t *pBlock) bool {
 		if t == nil {
 			return true
 		}
-		return walk(t.left) && f(t) && walk(t.right)
+		return walk(t.node.left) && f(t) && walk(t.node.right)
 	}
 	walk(s.root)
 }
@@ -355,18 +460,18 @@ func prioOf(id uint64) uint32 {
 
 // eachFrom visits, in increasing (size, address) order, the blocks of at least minSize bytes until f
 // returns false. f must not change the set.
-func (s *freeSet) eachFrom(minSize uint64, f func(*block) bool) {
-	var walk func(t *block) bool
-	walk = func(t *block) bool {
+func (s *freeSet) eachFrom(minSize uint64, f func(*pBlock) bool) {
+	var walk func(t *pBlock) bool
+	walk = func(t *pBlock) bool {
 		if t == nil {
 			return true
 		}
 		if t.size >= minSize {
-			if !walk(t.left) || !f(t) {
+			if !walk(t.node.left) || !f(t) {
 				return false
 			}
 		}
-		return walk(t.right)
+		return walk(t.node.right)
 	}
 	walk(s.root)
 }

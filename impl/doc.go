@@ -17,14 +17,22 @@
 //     PyTorch's ExpandableSegment, and maps chunks into it on demand; a (stream, pool) opens another arena
 //     when no run of its arenas can hold a request (find_expandable_block). Blocks tile a segment in address
 //     order; an arena's unmapped stretches are blocks with mapped == false.
-//   - pBlock: a range of a segment; free pBlocks of a (stream, pool) are in a treap ordered by (size,
-//     address) for best fit (intrusive: no allocation on the hot path).
+//   - block: what a pBlock and an sBlock share, embedded as the first field of each: the range handed out,
+//     its state (block.go lists the legal transitions of each kind), the request, the streams it was used on
+//     and its free stamp. The pointer table and the pending waits hold *block; block.p or block.s (exactly
+//     one is set) leads to the kind's own fields with one load, no type switch, no allocation.
+//   - pBlock: a range of a segment; the blocks of a segment tile it (prev, next). Free mapped pBlocks of a
+//     (stream, pool) are in a treap ordered by (size, address) for best fit; the links are the pBlock's
+//     treapNode (intrusive: no allocation on the hot path). pBlock structs are recycled.
 //   - sBlock: its own reservation mapping whole chunks of several free pBlocks side by side. While it is live,
 //     the pBlock exactly under each of its chunks is held (State Live, heldBy = the sBlock), so no physical
 //     byte backs two live allocations (INV: a chunk backs at most one live allocation). A freed sBlock stays
 //     cached with its mappings and is reused when its chunks are all free again; freed while streams
 //     recorded with RecordStream still have work, it is Pending first, like a pBlock. Freeing an sBlock is
 //     one free: its parts carry the sBlock's free stamp, so one fence covers them all.
+//
+// Every field says its meaning and the invariant it keeps; CheckInvariants (invariants.go) walks the whole
+// structure against them, and the engine's tests call it after every scenario (checkState).
 //
 // # Pools and streams
 //

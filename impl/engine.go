@@ -53,7 +53,7 @@ type pendingEv struct {
 	st     *streamState
 	seq    uint64
 	last   bool
-	blocks []*block
+	blocks []*block // a pBlock or sBlock per event or fence wait; pBlock parts only when ev == 0 && !last
 }
 
 // Allocator is the engine. Every exported method takes mu; the core below it is single-threaded and its
@@ -82,13 +82,15 @@ type Allocator struct {
 	// neighbour or was released has no entry (a Free of it is ErrUnknownPointer or ErrInteriorPtr).
 	// Invariant: ptrs[p] == b implies b.ptr == p and b is not recycled, so len(ptrs) <= the blocks in use:
 	// host memory is bounded by the live and cached blocks, not by the pointers ever handed out.
-	ptrs    map[vmm.DevicePtr]*block
-	segs    []*segment // every segment, sorted by base
-	sblocks []*block   // every sBlock, live or cached
+	ptrs map[vmm.DevicePtr]*block
+	segs []*segment // every segment, sorted by base
+	// sblocks lists every sBlock, live, pending or cached. Invariant: sblocks[i].sIndex == i.
+	sblocks []*sBlock
 	pend    []pendingEv
 	evFree  []vmm.Event // pooled events
-	spare   []*block    // recycled block structs
-	scratch []*block
+	spare   []*pBlock   // recycled pBlock structs (recycleLocked)
+	ready   []*block    // scratch: blocks whose waits all completed (processEventsOnceLocked)
+	scratch []*pBlock   // scratch: free blocks of an arena to trim (trimArenaLocked)
 	cands   []*chunk
 
 	ts     torchStats // PyTorch's statistics (torchstats.go)
@@ -104,7 +106,7 @@ type Allocator struct {
 	deadPools  bool                // some released pool still holds memory
 	capturing  map[vmm.Stream]bool // streams capturing a CUDA graph
 	nCapturing int                 // len(capturing)
-	deferred   []*block            // frees of blocks used on other streams, waiting for the captures to end
+	deferred   []*block            // frees of blocks used on other streams, waiting for the captures to end (Pending, events 0)
 
 	nextID  uint64
 	freeSeq uint64 // counts frees; stamps blocks (freeSeq) for the fences
@@ -401,7 +403,7 @@ func (a *Allocator) liveContainingLocked(p vmm.DevicePtr) *block {
 	a.assertLocked()
 	for _, sb := range a.sblocks {
 		if sb.state == Live && p >= sb.ptr && p < sb.end() {
-			return sb
+			return &sb.block
 		}
 	}
 	i, _ := slices.BinarySearchFunc(a.segs, p, func(s *segment, p vmm.DevicePtr) int {
@@ -419,7 +421,7 @@ func (a *Allocator) liveContainingLocked(p vmm.DevicePtr) *block {
 	for b := a.segs[i].head; b != nil; b = b.next {
 		if p >= b.ptr && p < b.end() {
 			if b.state == Live && b.heldBy == nil {
-				return b
+				return &b.block
 			}
 			return nil
 		}
@@ -427,39 +429,52 @@ func (a *Allocator) liveContainingLocked(p vmm.DevicePtr) *block {
 	return nil
 }
 
-// newBlockLocked takes a block struct from the spare list, with a fresh id.
-func (a *Allocator) newBlockLocked() *block {
-	var b *block
+// newPBlockLocked takes a pBlock struct from the spare list, with a fresh id; the caller sets the rest.
+func (a *Allocator) newPBlockLocked() *pBlock {
+	var b *pBlock
 	if n := len(a.spare); n > 0 {
 		b = a.spare[n-1]
 		a.spare = a.spare[:n-1]
 	} else {
-		b = new(block)
+		b = new(pBlock)
+		b.p = b
 	}
 	a.nextID++
 	b.id = a.nextID
-	b.prio = prioOf(b.id)
+	b.node.prio = prioOf(b.id)
 	return b
 }
 
-// recycleLocked returns a block struct to the spare list, dropping its pointer-table entry. The caller has
+// newSBlockLocked makes an sBlock struct with a fresh id (sBlocks are few and made with driver calls: not
+// recycled).
+func (a *Allocator) newSBlockLocked() *sBlock {
+	sb := new(sBlock)
+	sb.s = sb
+	a.nextID++
+	sb.id = a.nextID
+	return sb
+}
+
+// recycleLocked returns a pBlock struct to the spare list, dropping its pointer-table entry. The caller has
 // unlinked it from everything.
-func (a *Allocator) recycleLocked(b *block) {
+func (a *Allocator) recycleLocked(b *pBlock) {
+	a.forgetBlockLocked(&b.block)
+	b.block = block{uses: b.uses[:0], p: b}
+	b.mapped, b.seg, b.prev, b.next, b.heldBy = false, nil, nil, nil, nil
+	b.xwait, b.xseq = nil, 0
+	b.node = treapNode{}
+	a.spare = append(a.spare, b)
+}
+
+// forgetBlockLocked drops b's pointer-table entry and its block event (gmlake-paper): b leaves the engine.
+func (a *Allocator) forgetBlockLocked(b *block) {
 	if a.ptrs[b.ptr] == b {
 		delete(a.ptrs, b.ptr)
 	}
-	b.state, b.kind, b.mapped, b.inSet = Free, Primitive, false, false
-	b.seg, b.prev, b.next, b.heldBy, b.left, b.right = nil, nil, nil, nil, nil, nil
-	b.uses, b.parts, b.chunks = b.uses[:0], b.parts[:0], b.chunks[:0]
-	b.events, b.freeSeq, b.requested, b.lastUse = 0, 0, 0, 0
-	b.xwait, b.xseq, b.stamped = nil, 0, false
-	b.active, b.splitCounted, b.home = false, false, nil
-	b.resv = vmm.Range{}
 	if b.ev != nil {
 		a.evDropLocked(b.ev)
 		b.ev = nil
 	}
-	a.spare = append(a.spare, b)
 }
 
 // getEventLocked takes a pooled event or creates one.
@@ -538,7 +553,7 @@ func (a *Allocator) processEventsLocked() {
 
 // processEventsOnceLocked is one pass over the pending events; it reports whether it queued new waits.
 func (a *Allocator) processEventsOnceLocked() bool {
-	ready := a.scratch[:0]
+	ready := a.ready[:0]
 	j := 0
 	for _, pe := range a.pend {
 		var done bool
@@ -560,14 +575,15 @@ func (a *Allocator) processEventsOnceLocked() bool {
 			a.evFree = append(a.evFree, pe.ev)
 		}
 		for _, b := range pe.blocks {
-			if pe.ev == 0 && !pe.last && (b.xwait != pe.st || b.xseq != pe.seq || b.state != Pending) {
-				continue // taken back by its own stream meanwhile (holdPartsLocked), or recycled since
-			}
 			if pe.ev == 0 && !pe.last {
-				// A part of another stream's sBlock: never used on its own stream, so safe there at once.
-				b.freeSeq, b.stamped = 0, true
+				pb := b.p // a part of another stream's sBlock
+				if pb.xwait != pe.st || pb.xseq != pe.seq || pb.state != Pending {
+					continue // taken back by its own stream meanwhile (holdPartsLocked), or recycled since
+				}
+				// Never used on its own stream, so safe there at once.
+				pb.freeSeq, pb.stamped = 0, true
+				pb.xwait = nil
 			}
-			b.xwait = nil
 			b.events--
 			if b.events == 0 {
 				ready = append(ready, b)
@@ -580,7 +596,7 @@ func (a *Allocator) processEventsOnceLocked() bool {
 		ready[i] = nil
 		a.freeBlockLocked(b)
 	}
-	a.scratch = ready[:0]
+	a.ready = ready[:0]
 	return len(a.pend) > j
 }
 
@@ -673,7 +689,7 @@ func (a *Allocator) liveAtLocked(p vmm.DevicePtr) *block {
 
 // handedOut reports whether b is a live allocation as Alloc returned it: Live, and not a pBlock held by a
 // live sBlock.
-func (b *block) handedOut() bool { return b.state == Live && b.heldBy == nil }
+func (b *block) handedOut() bool { return b.state == Live && (b.p == nil || b.p.heldBy == nil) }
 
 // stampFreeLocked gives b, whose last use completed, the next free stamp, unless Free already stamped it (a
 // Pending block: the allocation stream's last use came before Free, so the stamp of that moment holds).
@@ -686,7 +702,7 @@ func (a *Allocator) stampFreeLocked(b *block) {
 }
 
 func (a *Allocator) allocCount(b *block) uint64 {
-	if b.kind == Stitched && a.seeded(MutStatsDoubleCount) {
+	if b.s != nil && a.seeded(MutStatsDoubleCount) {
 		return 2 * b.size
 	}
 	return b.size
@@ -694,17 +710,18 @@ func (a *Allocator) allocCount(b *block) uint64 {
 
 // freeBlockLocked makes a block whose last use completed reusable: a pBlock merges with free neighbours and
 // joins its pool; an sBlock is cached and gives its parts back.
-func (a *Allocator) freeBlockLocked(b *block) {
-	a.noteReusableLocked(b)
-	if b.kind == Stitched {
-		a.freeSBlockLocked(b)
+func (a *Allocator) freeBlockLocked(x *block) {
+	a.noteReusableLocked(x)
+	if x.s != nil {
+		a.freeSBlockLocked(x.s)
 		return
 	}
+	b := x.p
 	b.state = Free
 	b.heldBy = nil
 	b.uses = b.uses[:0]
 	b.events = 0
-	a.stampFreeLocked(b)
+	a.stampFreeLocked(&b.block)
 	if b.seg.arena {
 		seg, lo := b.seg, b.segOff()
 		for i := seg.chunkIndex(lo); i < len(seg.chunks) && seg.chunks[i].off < lo+b.size; i++ {
@@ -725,7 +742,7 @@ func (a *Allocator) freeBlockLocked(b *block) {
 // block, only free and pending ones: it becomes releasable once those events complete, and a fence recorded only then would also wait for the
 // stream's later work (a spurious out-of-memory found by the swarm checker: a block freed beside a
 // pending neighbour stayed unreleasable while its stream kept working).
-func onlyPendingBesides(b *block) bool {
+func onlyPendingBesides(b *pBlock) bool {
 	seg := b.seg
 	lo, hi := uint64(0), seg.size
 	if seg.arena {
@@ -749,7 +766,7 @@ func onlyPendingBesides(b *block) bool {
 
 // releasableLocked reports whether free block b holds a unit that could be released or stitched: a whole fixed
 // segment, or a whole chunk of an arena.
-func (a *Allocator) releasableLocked(b *block) bool {
+func (a *Allocator) releasableLocked(b *pBlock) bool {
 	seg := b.seg
 	if !seg.arena {
 		return b.prev == nil && b.next == nil
@@ -798,22 +815,22 @@ func (a *Allocator) recordFenceLocked(ss *streamState) bool {
 
 // mergeFreeLocked merges b (free, not in a set) with its free neighbours of the same mappedness; it returns the
 // surviving block, not in a set.
-func (a *Allocator) mergeFreeLocked(b *block) *block {
+func (a *Allocator) mergeFreeLocked(b *pBlock) *pBlock {
 	seg := b.seg
 	if p := b.prev; p != nil && p.state == Free && p.mapped == b.mapped {
-		if p.inSet {
+		if p.node.inSet {
 			seg.ss.free[p.pool].remove(p)
 		}
 		if !p.mapped {
 			seg.dropUnmapped(p)
 		}
 		// b now starts at p.ptr: its old start is no block's; p's entry (if any) passes to b.
-		if a.ptrs[b.ptr] == b {
+		if a.ptrs[b.ptr] == &b.block {
 			delete(a.ptrs, b.ptr)
 		}
 		b.ptr = p.ptr
-		if a.ptrs[p.ptr] == p {
-			a.ptrs[p.ptr] = b
+		if a.ptrs[p.ptr] == &p.block {
+			a.ptrs[p.ptr] = &b.block
 		}
 		b.size += p.size
 		b.prev = p.prev
@@ -830,7 +847,7 @@ func (a *Allocator) mergeFreeLocked(b *block) *block {
 		a.recycleLocked(p)
 	}
 	if n := b.next; n != nil && n.state == Free && n.mapped == b.mapped {
-		if n.inSet {
+		if n.node.inSet {
 			seg.ss.free[n.pool].remove(n)
 		}
 		if !n.mapped {
@@ -855,9 +872,9 @@ func (a *Allocator) mergeFreeLocked(b *block) *block {
 }
 
 // splitLocked cuts b (not in a set) to rs bytes; the rest becomes a free block in b's pool.
-func (a *Allocator) splitLocked(b *block, rs uint64) {
-	r := a.newBlockLocked()
-	r.kind, r.state, r.mapped = Primitive, Free, true
+func (a *Allocator) splitLocked(b *pBlock, rs uint64) {
+	r := a.newPBlockLocked()
+	r.state, r.mapped = Free, true
 	r.ptr, r.size = b.ptr.Add(rs), b.size-rs
 	r.stream, r.pool, r.seg, r.freeSeq = b.stream, b.pool, b.seg, b.freeSeq
 	r.ev = evRef(b.ev) // gmlake-paper: both halves share the block's event until one records its own

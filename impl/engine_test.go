@@ -64,6 +64,9 @@ func checkState(t testing.TB, a *Allocator, dev *sim.Device) {
 	if err := verifySnapshot(s, ds); err != nil {
 		t.Fatalf("policy %s: %v", s.Policy, err)
 	}
+	if err := a.CheckInvariants(); err != nil {
+		t.Fatalf("policy %s: %v", s.Policy, err)
+	}
 	if err := dev.HazardError(); err != nil {
 		t.Fatalf("policy %s: %v", s.Policy, err)
 	}

@@ -28,19 +28,19 @@ import (
 // max_split_size is set, which GMLake's defaults leave unset: a no-op, left out.)
 func (a *Allocator) paperMissLocked(ss *streamState, pool poolKind, rs, size uint64) (*block, error) {
 	if pool == largePool {
-		if b := a.paperReuseLocked(ss, rs); b != nil {
-			return b, nil
+		if sb := a.paperReuseLocked(ss, rs); sb != nil {
+			return &sb.block, nil
 		}
 	}
-	if b := a.paperStitchLocked(ss, pool, rs, 0); b != nil {
-		return b, nil
+	if sb := a.paperStitchLocked(ss, pool, rs, 0); sb != nil {
+		return &sb.block, nil
 	}
 	b, err := a.paperGrowLocked(ss, pool, rs)
 	if b != nil || (err != nil && !errors.Is(err, vmm.ErrOutOfMemory)) {
 		return b, a.paperErr(err, size, ss)
 	}
-	if b := a.paperStitchLocked(ss, pool, rs, 1); b != nil {
-		return b, nil
+	if sb := a.paperStitchLocked(ss, pool, rs, 1); sb != nil {
+		return &sb.block, nil
 	}
 	if !a.seeded(MutSpuriousOOM) {
 		a.st.NumCacheFlushes++
@@ -49,8 +49,8 @@ func (a *Allocator) paperMissLocked(ss *streamState, pool poolKind, rs, size uin
 		if b != nil || (err != nil && !errors.Is(err, vmm.ErrOutOfMemory)) {
 			return b, a.paperErr(err, size, ss)
 		}
-		if b := a.paperStitchLocked(ss, pool, rs, 2); b != nil {
-			return b, nil
+		if sb := a.paperStitchLocked(ss, pool, rs, 2); sb != nil {
+			return &sb.block, nil
 		}
 	}
 	if err == nil {
@@ -107,10 +107,13 @@ func (a *Allocator) paperGrowLocked(ss *streamState, pool poolKind, rs uint64) (
 		return nil, err
 	}
 	if !stitchAfter {
-		return seg.head, nil
+		return &seg.head.block, nil
 	}
 	ss.free[largePool].insert(seg.head)
-	return a.paperStitchLocked(ss, largePool, rs, 4), nil
+	if sb := a.paperStitchLocked(ss, largePool, rs, 4); sb != nil {
+		return &sb.block, nil
+	}
+	return nil, nil
 }
 
 // paperStitchLocked is GMLake's get_fused_fragmented_blocks(p, time): for a large request of at least fragLimit,
@@ -120,7 +123,7 @@ func (a *Allocator) paperGrowLocked(ss *streamState, pool poolKind, rs uint64) (
 // head taken. The pieces are mapped in that order into a new reservation, each with its own cuMemSetAccess;
 // when that fails, sBlocks are collected (garbage_collect_fused_blocks(0, 1, 2)) and it is tried again,
 // three times in all. Every stitched byte counts toward autoGC.
-func (a *Allocator) paperStitchLocked(ss *streamState, pool poolKind, rs uint64, time int) *block {
+func (a *Allocator) paperStitchLocked(ss *streamState, pool poolKind, rs uint64, time int) *sBlock {
 	if time < a.p.defragLevel || pool == smallPool || rs < a.p.fragLimit {
 		return nil
 	}
@@ -129,7 +132,7 @@ func (a *Allocator) paperStitchLocked(ss *streamState, pool poolKind, rs uint64,
 	if fs.n < 2 {
 		return nil
 	}
-	var chosen []*block
+	var chosen []*pBlock
 	var fuse uint64
 	for b := fs.max(); b != nil && fuse < rs; b = fs.upperBelow(b.size, b.ptr) {
 		chosen = append(chosen, b)
@@ -153,7 +156,7 @@ func (a *Allocator) paperStitchLocked(ss *streamState, pool poolKind, rs uint64,
 			chunks = append(chunks, seg.chunks[i])
 		}
 	}
-	var sb *block
+	var sb *sBlock
 	var err error
 	for gc := 0; gc < 3; gc++ {
 		if sb, err = a.buildSBlockLocked(ss, chunks); err == nil {
@@ -186,8 +189,8 @@ func (a *Allocator) paperStitchLocked(ss *streamState, pool poolKind, rs uint64,
 // cached sBlock of the stream whose pieces are all free (free_fused_blocks.lower_bound) serves a large
 // request, of any size, if it is at most reuseLimit times the request; it holds only the first
 // request/2 MiB pieces and leaves the rest free. No driver call.
-func (a *Allocator) paperReuseLocked(ss *streamState, rs uint64) *block {
-	var best *block
+func (a *Allocator) paperReuseLocked(ss *streamState, rs uint64) *sBlock {
+	var best *sBlock
 	for _, sb := range a.sblocks {
 		if sb.state != Free || sb.stream != ss.s || sb.size < rs {
 			continue
@@ -209,7 +212,7 @@ func (a *Allocator) paperReuseLocked(ss *streamState, rs uint64) *block {
 }
 
 // sblockAllFreeLocked reports whether every chunk of cached sBlock sb lies in a free block usable on ss.
-func (a *Allocator) sblockAllFreeLocked(sb *block, ss *streamState) bool {
+func (a *Allocator) sblockAllFreeLocked(sb *sBlock, ss *streamState) bool {
 	for _, c := range sb.chunks {
 		if !a.chunkFreeLocked(c, ss) {
 			return false
@@ -223,20 +226,20 @@ func (a *Allocator) sblockAllFreeLocked(sb *block, ss *streamState) bool {
 // whose last use has not completed, or (time 0 and 1, require > 0) once 4x resp. 16x require bytes are
 // collected; with time > 0, then the cached sBlocks whose pieces are all free (free_fused_blocks_in_release_
 // order), the same way. It returns the bytes of the sBlocks torn down; keep is never torn down.
-func (a *Allocator) paperGCLocked(time int, require uint64, keep *block) uint64 {
+func (a *Allocator) paperGCLocked(time int, require uint64, keep *sBlock) uint64 {
 	var garbage uint64
 	for _, pass := range []bool{true, false} {
 		if !pass && time == 0 {
 			break
 		}
 		for _, st := range a.sortedStreamsLocked() {
-			var set []*block
+			var set []*sBlock
 			for _, sb := range a.sblocks {
 				if sb.state == Free && sb != keep && sb.stream == st.s && a.sblockAllFreeLocked(sb, st) != pass {
 					set = append(set, sb)
 				}
 			}
-			slices.SortFunc(set, func(x, y *block) int { return cmp.Compare(x.lastUse, y.lastUse) })
+			slices.SortFunc(set, func(x, y *sBlock) int { return cmp.Compare(x.lastUse, y.lastUse) })
 			for _, sb := range set {
 				if !a.paperDoneLocked(sb, st) {
 					break
@@ -258,7 +261,7 @@ func (a *Allocator) paperGCLocked(time int, require uint64, keep *block) uint64 
 
 // paperDoneLocked reports whether the last use of cached sBlock sb completed: its event (cudaEventQuery on
 // self_last_event), or, when that event was never recorded (a failed event call), the stream's fences.
-func (a *Allocator) paperDoneLocked(sb *block, st *streamState) bool {
+func (a *Allocator) paperDoneLocked(sb *sBlock, st *streamState) bool {
 	if sb.ev != nil && sb.ev.id != 0 {
 		done, err := a.d.QueryEvent(sb.ev.e)
 		return err == nil && done
@@ -289,7 +292,7 @@ func (a *Allocator) paperReleaseCachedLocked() error {
 		if seg.arena || h.state != Free || h.next != nil {
 			continue
 		}
-		var views []*block
+		var views []*sBlock
 		ok := true
 		for _, sb := range a.sblocks {
 			for _, c := range sb.chunks {
@@ -428,7 +431,7 @@ func evNewer(x, y *blockEvent) bool {
 
 // evKeepNewer is try_merge_blocks' event rule: dst, absorbing src, keeps the newer of their events. src's
 // reference (the other event) goes with src when it is recycled.
-func evKeepNewer(dst, src *block) {
+func evKeepNewer(dst, src *pBlock) {
 	if evNewer(src.ev, dst.ev) {
 		dst.ev, src.ev = src.ev, dst.ev
 	}
@@ -436,7 +439,7 @@ func evKeepNewer(dst, src *block) {
 
 // evShareNewerLocked is update_block's rule for the pBlocks under a freed sBlock: a part takes the sBlock's event
 // when it is newer than its own.
-func (a *Allocator) evShareNewerLocked(pb, sb *block) {
+func (a *Allocator) evShareNewerLocked(pb *pBlock, sb *sBlock) {
 	if evNewer(sb.ev, pb.ev) {
 		a.evDropLocked(pb.ev)
 		pb.ev = evRef(sb.ev)
@@ -462,11 +465,11 @@ func (a *Allocator) evCloseAllLocked() error {
 	}
 	for _, seg := range a.segs {
 		for b := seg.head; b != nil; b = b.next {
-			kill(b)
+			kill(&b.block)
 		}
 	}
 	for _, sb := range a.sblocks {
-		kill(sb)
+		kill(&sb.block)
 	}
 	return first
 }

@@ -161,7 +161,7 @@ func poolOf(rs uint64) poolKind {
 
 // shouldSplit is PyTorch's should_split (max_split_size unset); gmlake-paper's is GMLake's should_split,
 // which splits a large block only when the rest is at least one 2 MiB piece.
-func (p *params) shouldSplit(b *block, rs uint64) bool {
+func (p *params) shouldSplit(b *pBlock, rs uint64) bool {
 	rem := b.size - rs
 	if p.paper && b.pool == largePool {
 		return rem >= p.chunkMax

@@ -134,10 +134,10 @@ func (a *Allocator) PoolLive(id PoolID) []vmm.DevicePtr {
 
 // blockHome is the (stream, pool) state a block belongs to.
 func blockHome(b *block) *streamState {
-	if b.kind == Stitched {
-		return b.home
+	if b.s != nil {
+		return b.s.home
 	}
-	return b.seg.ss
+	return b.p.seg.ss
 }
 
 // AllocPool is Alloc from pool id (the zero id: the default pool). The pool must have been created

@@ -113,7 +113,7 @@ func (a *Allocator) trimArenaLocked(seg *segment) error {
 
 // unmapFreeChunksLocked unmaps the unviewed chunks lying wholly in free mapped block b, which stays a valid block
 // (possibly shorter, possibly now unmapped).
-func (a *Allocator) unmapFreeChunksLocked(b *block) error {
+func (a *Allocator) unmapFreeChunksLocked(b *pBlock) error {
 	seg := b.seg
 	fs := &seg.ss.free[b.pool]
 	lo, hi := b.segOff(), b.segOff()+b.size
@@ -143,14 +143,14 @@ func (a *Allocator) unmapFreeChunksLocked(b *block) error {
 		a.noteReservedLocked(seg.pool, -int64(c.size))
 		a.noteSegmentEventLocked(SegmentUnmap, seg, seg.base.Add(c.off), c.size)
 		a.st.MappedBytes -= c.size
-		var left *block
+		var left *pBlock
 		if off := cur.segOff(); c.off > off {
 			a.splitLocked(cur, c.off-off) // the left part stays free and mapped (split inserted the right part)
 			left = cur
 			cur = cur.next
 			fs.remove(cur)
 		}
-		var rest *block
+		var rest *pBlock
 		if cur.size > c.size {
 			a.splitLocked(cur, c.size)
 			rest = cur.next

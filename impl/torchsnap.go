@@ -72,13 +72,13 @@ type TorchSnapshot struct {
 }
 
 func torchState(b *block) TorchBlockState {
-	if b.heldBy != nil {
-		return torchState(b.heldBy)
+	if b.p != nil && b.p.heldBy != nil {
+		return torchState(&b.p.heldBy.block)
 	}
 	switch {
 	case b.state == Live:
 		return TorchActiveAllocated
-	case b.state == Pending && b.xwait == nil:
+	case b.state == Pending && (b.p == nil || b.p.xwait == nil):
 		return TorchActivePending
 	}
 	return TorchInactive // free, or a part of a freed stitched block waiting before other streams reuse it
@@ -108,7 +108,7 @@ func (a *Allocator) TorchSnapshot() TorchSnapshot {
 					Large: seg.pool == largePool, Expandable: seg.arena})
 				cur = &out.Segments[len(out.Segments)-1]
 			}
-			tb := TorchBlock{Addr: b.ptr, Size: b.size, State: torchState(b)}
+			tb := TorchBlock{Addr: b.ptr, Size: b.size, State: torchState(&b.block)}
 			if b.heldBy != nil {
 				tb.StitchedInto = b.heldBy.ptr
 				cur.Stitched = true
@@ -120,7 +120,7 @@ func (a *Allocator) TorchSnapshot() TorchSnapshot {
 		}
 	}
 	for _, sb := range a.sblocks {
-		ts := TorchStitched{Addr: sb.ptr, Size: sb.size, Stream: sb.stream, Pool: sb.home.poolID(), State: torchState(sb)}
+		ts := TorchStitched{Addr: sb.ptr, Size: sb.size, Stream: sb.stream, Pool: sb.home.poolID(), State: torchState(&sb.block)}
 		if sb.state == Live {
 			ts.Requested = sb.requested
 		}

@@ -214,22 +214,22 @@ func (a *Allocator) newStreamStateLocked(s vmm.Stream) *streamState {
 
 // hasMappedNeighbour reports whether pBlock b shares its segment with another mapped block (PyTorch's
 // is_split for a free block).
-func hasMappedNeighbour(b *block) bool {
+func hasMappedNeighbour(b *pBlock) bool {
 	return (b.prev != nil && b.prev.mapped) || (b.next != nil && b.next.mapped)
 }
 
 // noteInserted and noteRemoved count inactive split blocks as they enter and leave a free set.
-func (s *freeSet) noteInserted(b *block) {
+func (s *freeSet) noteInserted(b *pBlock) {
 	if s.ts != nil && hasMappedNeighbour(b) {
-		b.splitCounted = true
+		b.node.splitCounted = true
 		s.ts.inactiveSplit.inc(s.pool, 1)
 		s.ts.inactiveSplitBytes.inc(s.pool, int64(b.size))
 	}
 }
 
-func (s *freeSet) noteRemoved(b *block) {
-	if b.splitCounted {
-		b.splitCounted = false
+func (s *freeSet) noteRemoved(b *pBlock) {
+	if b.node.splitCounted {
+		b.node.splitCounted = false
 		s.ts.inactiveSplit.dec(s.pool, 1)
 		s.ts.inactiveSplitBytes.dec(s.pool, int64(b.size))
 	}
@@ -303,7 +303,7 @@ func (a *Allocator) noteSegmentsLocked(p poolKind, n int64) {
 
 // mappedRunDelta is how the number of mapped runs of b's arena changes when b (just mapped, or about to be
 // unmapped) joins or leaves them: +1 for b, -1 for each mapped neighbour it joins.
-func mappedRunDelta(b *block) int64 {
+func mappedRunDelta(b *pBlock) int64 {
 	d := int64(1)
 	if b.prev != nil && b.prev.mapped {
 		d--
@@ -331,7 +331,7 @@ func (a *Allocator) torchStatsCountedLocked() DeviceStats {
 		add(&s.RequestedBytes, b.pool, int64(b.requested))
 	}
 	active := func(b *block) {
-		if b.heldBy == nil && (b.state == Live || (b.state == Pending && b.xwait == nil)) {
+		if b.handedOut() || (b.state == Pending && (b.p == nil || b.p.xwait == nil)) {
 			add(&s.Active, b.pool, 1)
 			add(&s.ActiveBytes, b.pool, int64(b.size))
 		}
@@ -345,7 +345,7 @@ func (a *Allocator) torchStatsCountedLocked() DeviceStats {
 			if b.prev == nil || !b.prev.mapped {
 				add(&s.Segment, seg.pool, 1)
 			}
-			active(b)
+			active(&b.block)
 			if b.state == Free && hasMappedNeighbour(b) {
 				add(&s.InactiveSplit, b.pool, 1)
 				add(&s.InactiveSplitBytes, b.pool, int64(b.size))
@@ -353,7 +353,7 @@ func (a *Allocator) torchStatsCountedLocked() DeviceStats {
 		}
 	}
 	for _, sb := range a.sblocks {
-		active(sb)
+		active(&sb.block)
 	}
 	return s
 }

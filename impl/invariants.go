@@ -1,0 +1,277 @@
+package impl
+
+// The engine's structural invariants, checked: what block.go and engine.go write on their fields, walked over
+// the whole state. See doc.go for the design.
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// CheckInvariants walks the engine's own data structures (segments, chunks, pBlocks, sBlocks, free sets,
+// the pointer table, pending waits) and returns the first field invariant that does not hold, or nil. It
+// is for checkers and tests, between calls: O(blocks + chunks), never on the allocation path. A closed
+// allocator holds nothing and passes.
+func (a *Allocator) CheckInvariants() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.checkInvariantsLocked()
+}
+
+// errInvariant wraps every report of CheckInvariants.
+var errInvariant = errors.New("gmlake: engine invariant broken")
+
+func (a *Allocator) checkInvariantsLocked() error {
+	a.assertLocked()
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{errInvariant}, args...)...)
+	}
+	ids := map[uint64]bool{}
+	inUse := map[*block]bool{}
+	deferred := map[*block]bool{}
+	for _, b := range a.deferred {
+		deferred[b] = true
+	}
+	evRefs := map[*blockEvent]int{}
+	inSets := map[*freeSet]int{}
+	views := map[*chunk]int{}
+	header := func(b *block, what string) error {
+		if b.id == 0 || ids[b.id] {
+			return fail("%s: id %d zero or not unique", what, b.id)
+		}
+		ids[b.id] = true
+		inUse[b] = true
+		if (b.p == nil) == (b.s == nil) || (b.p != nil && &b.p.block != b) || (b.s != nil && &b.s.block != b) {
+			return fail("%s %d: p and s must be exactly one, pointing back", what, b.id)
+		}
+		if b.handedOut() && b.requested > b.size {
+			return fail("%s %d: requested %d > size %d", what, b.id, b.requested, b.size)
+		}
+		if len(b.uses) > 0 && b.state == Free {
+			return fail("%s %d: Free with RecordStream uses %v", what, b.id, b.uses)
+		}
+		for i, s := range b.uses {
+			if s == b.stream || slices.Contains(b.uses[:i], s) {
+				return fail("%s %d: uses %v repeat a stream or hold its own", what, b.id, b.uses)
+			}
+		}
+		if (b.events > 0) != (b.state == Pending) && !(b.state == Pending && deferred[b]) {
+			return fail("%s %d: %v with %d events", what, b.id, b.state, b.events)
+		}
+		if b.stamped && b.state != Pending {
+			return fail("%s %d: stamped while %v", what, b.id, b.state)
+		}
+		if b.active && b.state != Pending {
+			return fail("%s %d: counted active while %v", what, b.id, b.state)
+		}
+		if b.ev != nil {
+			evRefs[b.ev]++
+		}
+		return nil
+	}
+
+	for si, seg := range a.segs {
+		if si > 0 && a.segs[si-1].base >= seg.base {
+			return fail("segments not sorted by base at %d", seg.id)
+		}
+		var sum uint64
+		for i, c := range seg.chunks {
+			if c.seg != seg || c.size == 0 || c.size%a.gran != 0 || c.off+c.size > seg.size {
+				return fail("segment %d: chunk %d (off %d, %d B) misplaced", seg.id, c.h, c.off, c.size)
+			}
+			if i > 0 && seg.chunks[i-1].off+seg.chunks[i-1].size > c.off {
+				return fail("segment %d: chunks not sorted and disjoint at off %d", seg.id, c.off)
+			}
+			if !seg.arena && c.off != sum {
+				return fail("segment %d: fixed segment's chunks do not tile it (off %d)", seg.id, c.off)
+			}
+			sum += c.size
+		}
+		if sum != seg.mapped || (!seg.arena && sum != seg.size) {
+			return fail("segment %d: mapped %d, chunks add up to %d (size %d)", seg.id, seg.mapped, sum, seg.size)
+		}
+		var unmapped []*pBlock
+		at := seg.base
+		var prev *pBlock
+		for b := seg.head; b != nil; prev, b = b, b.next {
+			if err := header(&b.block, "pBlock"); err != nil {
+				return err
+			}
+			if b.seg != seg || b.prev != prev || b.ptr != at || b.size == 0 || b.size%minBlockSize != 0 {
+				return fail("segment %d: pBlock %d [%v +%d] breaks the tiling at %v", seg.id, b.id, b.ptr, b.size, at)
+			}
+			at = b.end()
+			if b.stream != seg.ss.s || b.pool != seg.pool {
+				return fail("pBlock %d: stream %d pool %d, its segment's %d %d", b.id, b.stream, b.pool, seg.ss.s, seg.pool)
+			}
+			lo, hi := b.segOff(), b.segOff()+b.size
+			var over uint64
+			for _, c := range seg.chunks {
+				if l, h := max(lo, c.off), min(hi, c.off+c.size); h > l {
+					over += h - l
+				}
+			}
+			if b.mapped != (over == b.size) || (!b.mapped && over != 0) {
+				return fail("pBlock %d: mapped %v, %d of its %d bytes over chunks", b.id, b.mapped, over, b.size)
+			}
+			if !b.mapped {
+				unmapped = append(unmapped, b)
+				if b.state != Free || b.node.inSet {
+					return fail("unmapped pBlock %d: %v, in a free set %v", b.id, b.state, b.node.inSet)
+				}
+			}
+			if b.heldBy != nil && (b.state != Live || !slices.Contains(b.heldBy.parts, b)) {
+				return fail("pBlock %d: held by sBlock %d while %v, or not one of its parts", b.id, b.heldBy.id, b.state)
+			}
+			if b.xwait != nil && (b.state != Pending || b.events != 1) {
+				return fail("pBlock %d: waits for stream %d's fence while %v with %d events", b.id, b.xwait.s, b.state, b.events)
+			}
+			if b.node.inSet != (b.state == Free && b.mapped) {
+				return fail("pBlock %d: %v, mapped %v, in a free set %v", b.id, b.state, b.mapped, b.node.inSet)
+			}
+			if b.node.inSet {
+				inSets[&seg.ss.free[b.pool]]++
+			}
+			if b.node.splitCounted && !b.node.inSet {
+				return fail("pBlock %d: counted as an inactive split block outside a free set", b.id)
+			}
+		}
+		if at != seg.base.Add(seg.size) {
+			return fail("segment %d: blocks end at %v, the reservation at %v", seg.id, at, seg.base.Add(seg.size))
+		}
+		if !slices.Equal(unmapped, seg.unmapped) {
+			return fail("segment %d: unmapped list is not its unmapped blocks in address order", seg.id)
+		}
+	}
+
+	for i, sb := range a.sblocks {
+		if err := header(&sb.block, "sBlock"); err != nil {
+			return err
+		}
+		if sb.sIndex != i {
+			return fail("sBlock %d: sIndex %d at sblocks[%d]", sb.id, sb.sIndex, i)
+		}
+		if sb.home == nil || sb.home.s != sb.stream || sb.pool != largePool {
+			return fail("sBlock %d: home, stream %d or pool %d wrong", sb.id, sb.stream, sb.pool)
+		}
+		if sb.resv.Base != sb.ptr || sb.size > sb.resv.Size || (sb.size != sb.resv.Size && !(a.p.paper && sb.state != Free)) {
+			return fail("sBlock %d: [%v +%d] in reservation %v", sb.id, sb.ptr, sb.size, sb.resv)
+		}
+		var sum uint64
+		under := 0
+		for _, c := range sb.chunks {
+			views[c]++
+			if sum < sb.size {
+				under++
+			}
+			sum += c.size
+		}
+		if sum != sb.resv.Size {
+			return fail("sBlock %d: chunks add up to %d, reservation %d", sb.id, sum, sb.resv.Size)
+		}
+		if sb.state == Free && len(sb.parts) != 0 {
+			return fail("sBlock %d: Free with %d parts held", sb.id, len(sb.parts))
+		}
+		if sb.state != Free {
+			if len(sb.parts) != under {
+				return fail("sBlock %d: %v with %d parts for %d chunks under its size", sb.id, sb.state, len(sb.parts), under)
+			}
+			for j, pb := range sb.parts {
+				c := sb.chunks[j]
+				if pb.heldBy != sb || pb.seg != c.seg || pb.segOff() != c.off || pb.size != c.size {
+					return fail("sBlock %d: part %d is not the pBlock held exactly under chunk %d", sb.id, pb.id, c.h)
+				}
+			}
+		}
+	}
+
+	for _, seg := range a.segs {
+		for _, c := range seg.chunks {
+			if c.views != views[c] {
+				return fail("chunk %d: views %d, sBlocks viewing it %d", c.h, c.views, views[c])
+			}
+		}
+	}
+	for ev, n := range evRefs {
+		if ev.refs != n {
+			return fail("block event %d: refs %d, blocks holding it %d", ev.e, ev.refs, n)
+		}
+	}
+	for p, b := range a.ptrs {
+		if b.ptr != p || !inUse[b] {
+			return fail("ptrs[%v] is block %d at %v, in use %v", p, b.id, b.ptr, inUse[b])
+		}
+	}
+	for _, pe := range a.pend {
+		for _, b := range pe.blocks {
+			if pe.ev == 0 && !pe.last && b.p == nil {
+				return fail("a cross-stream wait lists sBlock %d", b.id)
+			}
+		}
+	}
+
+	if len(a.order) != len(a.streams) {
+		return fail("order lists %d streams, streams %d", len(a.order), len(a.streams))
+	}
+	var states []*streamState
+	for i, ss := range a.order {
+		if a.streams[ss.s] != ss || (i > 0 && a.order[i-1].s >= ss.s) {
+			return fail("order is not streams sorted by id at stream %d", ss.s)
+		}
+		states = append(states, ss)
+	}
+	for _, mp := range a.pools {
+		for _, ss := range mp.order {
+			states = append(states, ss)
+		}
+	}
+	for _, ss := range states {
+		for pool := range ss.free {
+			fs := &ss.free[pool]
+			if err := fs.check(ss, poolKind(pool)); err != nil {
+				return fail("stream %d pool %d: %v", ss.s, pool, err)
+			}
+			if inSets[fs] != fs.n {
+				return fail("stream %d pool %d: %d blocks say they are in the free set, it holds %d", ss.s, pool, inSets[fs], fs.n)
+			}
+		}
+	}
+	return nil
+}
+
+// check verifies the treap: search order by (size, address), heap order by prio, the counts, and that
+// every block in it is a free mapped pBlock of ss's pool.
+func (s *freeSet) check(ss *streamState, pool poolKind) error {
+	n, bytes := 0, uint64(0)
+	var last *pBlock
+	var walk func(t, parent *pBlock) error
+	walk = func(t, parent *pBlock) error {
+		if t == nil {
+			return nil
+		}
+		if err := walk(t.node.left, t); err != nil {
+			return err
+		}
+		if !t.node.inSet || t.state != Free || !t.mapped || t.seg.ss != ss || t.pool != pool {
+			return fmt.Errorf("block %d in the free set: inSet %v, %v, mapped %v, other pool", t.id, t.node.inSet, t.state, t.mapped)
+		}
+		if parent != nil && t.node.prio > parent.node.prio {
+			return fmt.Errorf("block %d: priority above its parent's", t.id)
+		}
+		if last != nil && !less(last.size, last.ptr, t) {
+			return fmt.Errorf("blocks %d and %d out of (size, address) order", last.id, t.id)
+		}
+		last = t
+		n++
+		bytes += t.size
+		return walk(t.node.right, t)
+	}
+	if err := walk(s.root, nil); err != nil {
+		return err
+	}
+	if n != s.n || bytes != s.bytes {
+		return fmt.Errorf("counts %d blocks, %d B; the tree holds %d, %d B", s.n, s.bytes, n, bytes)
+	}
+	return nil
+}
