@@ -680,8 +680,7 @@ func (a *Allocator) buildSBlockLocked(ss *streamState, chunks []*chunk) (*sBlock
 		}
 		return nil, err
 	}
-	sb := a.newSBlockLocked()
-	sb.state = Free
+	sb := a.newSBlockLocked() // Free: cached until allocLocked hands it out
 	sb.home = ss
 	sb.ptr, sb.size, sb.stream, sb.pool = base, total, ss.s, largePool
 	sb.resv = vmm.Range{Base: base, Size: total}

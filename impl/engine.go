@@ -445,8 +445,8 @@ func (a *Allocator) newPBlockLocked() *pBlock {
 	return b
 }
 
-// newSBlockLocked makes an sBlock struct with a fresh id (sBlocks are few and made with driver calls: not
-// recycled).
+// newSBlockLocked makes an sBlock struct with a fresh id, Free (the zero state); the caller sets the rest.
+// sBlocks are few and made with driver calls: not recycled.
 func (a *Allocator) newSBlockLocked() *sBlock {
 	sb := new(sBlock)
 	sb.s = sb

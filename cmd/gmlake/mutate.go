@@ -39,7 +39,7 @@ Examples:
   gmlake mutate                                     # every mutant (make verify)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			all, err := mutate.Generate(".", dir, map[string]bool{"debug.go": true})
+			all, err := mutate.Generate(".", dir, map[string]bool{"debug.go": true, "invariants.go": true})
 			if err != nil {
 				return err
 			}

@@ -110,7 +110,7 @@ func TestCISampleKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := Generate(root, "impl", map[string]bool{"debug.go": true})
+	all, err := Generate(root, "impl", map[string]bool{"debug.go": true, "invariants.go": true})
 	if err != nil {
 		t.Fatal(err)
 	}
