@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/gmlake/gmlake/vmm"
@@ -25,6 +26,7 @@ const (
 	InvPool          = "INV-POOL" // spec/pool.go (PoolChecker)
 	InvSizePool      = "INV-SIZEPOOL"
 	InvTorch         = "INV-TORCH"
+	InvEmptied       = "INV-EMPTIED" // spec/emptied.go (CheckEmptied)
 )
 
 // StateInvariants lists the invariants Check evaluates on a single View, with their predicates.
@@ -278,7 +280,8 @@ func CheckMirror(v View) []Violation {
 
 // CheckBlocks is INV-BLOCKS: each live allocation is served by exactly one live block that starts at its
 // pointer and has its size; no two live allocations share a block; every other live block is a pBlock held
-// by an sBlock (live or pending) that lists it among its parts.
+// by an sBlock (live or pending) that lists it among its parts; only a pending block counts outstanding
+// events.
 func CheckBlocks(v View) []Violation {
 	byID := map[uint64]Block{}
 	for _, b := range v.Blocks {
@@ -290,6 +293,11 @@ func CheckBlocks(v View) []Violation {
 	// of their own. A holder must exist and list the pBlock among its parts.
 	nLive := 0
 	for _, b := range v.Blocks {
+		if b.State != BlockPending && b.Events != 0 {
+			// Outstanding events are what a pending block waits for; a free block is reusable and a live
+			// one in use, so neither can owe any (a count left behind holds the block back later).
+			out = append(out, violation(InvBlocks, "block %d %v is %s but counts %d outstanding events", b.ID, b.Range, stateName(b.State), b.Events))
+		}
 		if b.State != BlockLive {
 			continue
 		}
@@ -326,6 +334,18 @@ func CheckBlocks(v View) []Violation {
 		out = append(out, violation(InvBlocks, "%d blocks are live but %d allocations are", nLive, len(v.Live)))
 	}
 	return out
+}
+
+func stateName(s BlockState) string {
+	switch s {
+	case BlockFree:
+		return "free"
+	case BlockLive:
+		return "live"
+	case BlockPending:
+		return "pending"
+	}
+	return fmt.Sprintf("state %d", s)
 }
 
 func containsID(ids []uint64, id uint64) bool {

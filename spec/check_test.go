@@ -150,6 +150,25 @@ func TestCheckBlocks(t *testing.T) {
 	}
 }
 
+// INV-BLOCKS: only a pending block owes events; a free or live block that counts one is caught, a pending
+// one is not.
+func TestCheckBlocksOnlyPendingBlocksCountEvents(t *testing.T) {
+	for _, st := range []BlockState{BlockFree, BlockLive} {
+		v := goodView()
+		i := 2 // the cached sBlock
+		if st == BlockLive {
+			i = 0
+		}
+		v.Blocks[i].Events = 1
+		wantOnly(t, v, InvBlocks)
+	}
+	v := goodView()
+	v.Blocks = append(v.Blocks, Block{ID: 9, State: BlockPending, Range: vmm.Range{Base: 0x9000_0000, Size: 2 * mb}, Events: 2})
+	if vs := CheckBlocks(v); len(vs) != 0 {
+		t.Fatalf("a pending block with events judged broken: %v", vs)
+	}
+}
+
 // INV-NOLEAK
 func TestCheckNoLeak(t *testing.T) {
 	v := goodView()
@@ -329,4 +348,48 @@ func TestCheckTorch(t *testing.T) {
 	if vs := CheckTorch("gmlake", View{}, unsplit, base, 3*mb); len(vs) != 0 {
 		t.Fatalf("gmlake makes its own decisions: %v", vs)
 	}
+}
+
+// INV-EMPTIED: after a successful EmptyCache no reservation is left with nothing mapped (always), and, when
+// every stream is idle and no fault that may hide completion is armed, no cached sBlock, no all-free fixed
+// segment and no arena handle mapped wholly in free blocks remains.
+func TestCheckEmptied(t *testing.T) {
+	want := func(name string, vs []Violation, n int) {
+		t.Helper()
+		if len(vs) != n {
+			t.Errorf("%s: want %d INV-EMPTIED violations, got %v", name, n, vs)
+		}
+		for _, v := range vs {
+			if v.Inv != InvEmptied {
+				t.Errorf("%s: %v", name, v)
+			}
+		}
+	}
+	v := goodView()
+	want("cached sBlock, quiet", CheckEmptied(v, true, nil), 1)
+	want("cached sBlock, work pending", CheckEmptied(v, false, nil), 0)
+	want("cached sBlock, a query fault armed", CheckEmptied(v, true, []vmm.CallKind{vmm.CallQueryEvent}), 0)
+	want("cached sBlock, an unmap fault armed", CheckEmptied(v, true, []vmm.CallKind{vmm.CallUnmap}), 1)
+	want("gmlake-paper collects by its own rule", CheckEmptied(func() View { w := goodView(); w.Policy = "gmlake-paper"; return w }(), true, nil), 0)
+
+	// A reservation with nothing mapped in it: always.
+	v = goodView()
+	v.Blocks = v.Blocks[:2]
+	empty := vmm.Range{Base: 0x4000_0000, Size: 2 * mb}
+	v.Reservations = append(v.Reservations, empty)
+	v.Device.Reservations = append(v.Device.Reservations, empty)
+	want("empty reservation, work pending", CheckEmptied(v, false, nil), 1)
+
+	// An arena: the first handle's mapping lies wholly in a free block; a fixed segment (caching) of free
+	// blocks only.
+	v = goodView()
+	v.Blocks = v.Blocks[:2]
+	v.Live = v.Live[1:]
+	v.Blocks[0].State = BlockFree
+	want("gmlake arena, handle 1 wholly free", CheckEmptied(v, true, nil), 1)
+	v.Policy = "caching"
+	want("caching, segment partly live", CheckEmptied(v, true, nil), 0)
+	v.Blocks[1].State = BlockFree
+	want("caching, segment all free", CheckEmptied(v, true, nil), 1)
+	want("caching, segment all free, work pending", CheckEmptied(v, false, nil), 0)
 }

@@ -18,6 +18,7 @@ import (
 func init() {
 	var (
 		dir, keysFile, saveKeys, jsonOut, only string
+		judgeFile, fromJSON                    string
 		sample                                 int
 		seed                                   uint64
 		list, failOnSurvivor                   bool
@@ -36,12 +37,45 @@ Examples:
   gmlake mutate --list                              # every mutant, no run
   gmlake mutate --sample 80 --seed 12               # a seeded random sample
   gmlake mutate --keys testdata/mutants/sample80.txt # a saved sample (before/after comparisons)
-  gmlake mutate                                     # every mutant (make verify)`,
+  gmlake mutate                                     # every mutant (make verify)
+  gmlake mutate --from-json bin/mutants.json         # the figures of a saved run, judged again
+
+Survivors named in the judgement list (--judgements, harness/mutate/testdata/equivalent.txt: one
+"KEY ## VERDICT: reason" a line) print with their verdict; those judged equivalent leave the score's
+denominator and print apart, and a judged mutant that some checker kills prints as misjudged.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			all, err := mutate.Generate(".", dir, map[string]bool{"debug.go": true, "invariants.go": true})
 			if err != nil {
 				return err
+			}
+			var judged map[string]mutate.Judgement
+			if judgeFile != "" {
+				js, err := mutate.ReadJudgements(judgeFile)
+				if err != nil {
+					return err
+				}
+				var stale []mutate.Judgement
+				judged, stale = mutate.Judge(all, js)
+				for _, j := range stale {
+					fmt.Fprintf(os.Stderr, "stale judgement (the code it named changed; judge again): %s\n", j.Key)
+				}
+			}
+			if fromJSON != "" {
+				b, err := os.ReadFile(fromJSON)
+				if err != nil {
+					return err
+				}
+				var rep mutate.Report
+				if err := json.Unmarshal(b, &rep); err != nil {
+					return fmt.Errorf("%s: %w", fromJSON, err)
+				}
+				for i := range rep.Outcomes {
+					rep.Outcomes[i].Judged = nil
+				}
+				rep.Judge(judged)
+				rep.Summary(os.Stdout)
+				return nil
 			}
 			ms := all
 			if keysFile != "" {
@@ -86,7 +120,8 @@ Examples:
 			if rep == nil {
 				return err
 			}
-			valid, killed, _ := rep.Summary(os.Stdout)
+			rep.Judge(judged)
+			sc := rep.Summary(os.Stdout)
 			if jsonOut != "" {
 				b, _ := json.MarshalIndent(rep, "", " ")
 				if werr := os.WriteFile(jsonOut, b, 0o644); werr != nil {
@@ -96,8 +131,8 @@ Examples:
 			if err != nil {
 				return err
 			}
-			if failOnSurvivor && killed < valid {
-				return fmt.Errorf("%d of %d mutants survived", valid-killed, valid)
+			if failOnSurvivor && sc.Survived > 0 {
+				return fmt.Errorf("%d of %d non-equivalent mutants survived", sc.Survived, sc.NonEquivalent())
 			}
 			return nil
 		},
@@ -109,6 +144,8 @@ Examples:
 	f.StringVar(&keysFile, "keys", "", "run the mutants named in this sample file (one key a line)")
 	f.StringVar(&saveKeys, "save-keys", "", "write the chosen mutants' keys to this file")
 	f.StringVar(&jsonOut, "json", "", "write every outcome as JSON to this file")
+	f.StringVar(&judgeFile, "judgements", "harness/mutate/testdata/equivalent.txt", "the reviewed verdicts on surviving mutants (\"\": none)")
+	f.StringVar(&fromJSON, "from-json", "", "print the figures of a run saved with --json (judged with --judgements) and stop")
 	f.StringVar(&only, "checkers", "", "comma-separated checker names to run (default: all)")
 	f.BoolVar(&list, "list", false, "list the mutants and stop")
 	f.BoolVar(&failOnSurvivor, "fail-on-survivor", false, "exit 1 if a mutant that compiles survives")

@@ -391,12 +391,31 @@ func FormatKeys(header string, ms []Mutant) []byte {
 // matches the same text at the nearest index), and the keys that match no mutant any more (the code they
 // named changed).
 func Select(all []Mutant, keys []string) (found []Mutant, gone []string) {
+	for _, p := range match(all, keys) {
+		if p.ok {
+			found = append(found, p.m)
+		} else {
+			gone = append(gone, p.key)
+		}
+	}
+	return found, gone
+}
+
+// matched is one key and the mutant it names now (ok false: none).
+type matched struct {
+	key string
+	m   Mutant
+	ok  bool
+}
+
+// match pairs each key with a mutant of all: the exact key first, then, for a key whose exact site is gone,
+// the same file, function, kind and text at the nearest index (others' edits renumber the sites), each
+// mutant taken once. Exact matches come first in the result, in key order, then the others.
+func match(all []Mutant, keys []string) []matched {
 	byKey := map[string]Mutant{}
 	for _, m := range all {
 		byKey[m.Key()] = m
 	}
-	// A key whose exact site is gone may have moved within its function (others' edits renumber the
-	// sites): take the same file, function, kind and text at the nearest index, once.
 	type loose struct{ file, fn, kind, orig string }
 	// Functions renamed to end in Locked (the lock convention) are the same function.
 	norm := func(fn string) string { return strings.TrimSuffix(fn, "Locked") }
@@ -405,10 +424,11 @@ func Select(all []Mutant, keys []string) (found []Mutant, gone []string) {
 		l := loose{filepath.Base(m.File), norm(orDash(m.Func)), m.Kind, m.Orig}
 		near[l] = append(near[l], m)
 	}
+	var out []matched
 	taken := map[string]bool{}
 	for _, k := range keys {
 		if m, ok := byKey[k]; ok {
-			found = append(found, m)
+			out = append(out, matched{k, m, true})
 			taken[k] = true
 		}
 	}
@@ -418,7 +438,7 @@ func Select(all []Mutant, keys []string) (found []Mutant, gone []string) {
 		}
 		f := strings.SplitN(k, " ", 5)
 		if len(f) < 5 {
-			gone = append(gone, k)
+			out = append(out, matched{key: k})
 			continue
 		}
 		nth, _ := strconv.Atoi(f[3])
@@ -429,13 +449,79 @@ func Select(all []Mutant, keys []string) (found []Mutant, gone []string) {
 			}
 		}
 		if bestD < 0 {
-			gone = append(gone, k)
+			out = append(out, matched{key: k})
 			continue
 		}
 		taken[best.Key()] = true
-		found = append(found, best)
+		out = append(out, matched{k, best, true})
 	}
-	return found, gone
+	return out
+}
+
+// Judgement is a reasoned verdict on a mutant that no checker kills: Verdict "equivalent" (no caller can
+// tell: the same answers, the same device state, the same statistics on every input) takes it out of the
+// score's denominator; any other verdict (e.g. "open": a real difference no checker sees yet) only labels
+// the survivor. The list lives in testdata/equivalent.txt so that the judgement is reviewed like code and
+// the same on every run.
+type Judgement struct {
+	Key     string // the mutant's key when it was judged
+	Verdict string // "equivalent", or another word that labels without excusing
+	Reason  string // why: what makes the change unobservable (or what it would take to see it)
+	_       struct{}
+}
+
+// Equivalent reports whether the verdict takes the mutant out of the score.
+func (j Judgement) Equivalent() bool { return j.Verdict == VerdictEquivalent }
+
+// VerdictEquivalent is the verdict that excludes a mutant from the score.
+const VerdictEquivalent = "equivalent"
+
+// judgementSep separates a key from its verdict on a line of the judgement list ("##" is no Go operator, so
+// it appears in no key).
+const judgementSep = " ## "
+
+// ReadJudgements reads a judgement list: one `KEY ## VERDICT: reason` a line, '#' comments, blank lines.
+func ReadJudgements(path string) ([]Judgement, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []Judgement
+	for i, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		key, rest, ok := strings.Cut(l, judgementSep)
+		verdict, reason, ok2 := strings.Cut(rest, ":")
+		verdict, reason = strings.TrimSpace(verdict), strings.TrimSpace(reason)
+		if !ok || !ok2 || verdict == "" || strings.ContainsAny(verdict, " \t") || reason == "" {
+			return nil, fmt.Errorf("%s:%d: want `KEY ## VERDICT: reason`, got %q", path, i+1, l)
+		}
+		out = append(out, Judgement{Key: strings.TrimSpace(key), Verdict: verdict, Reason: reason})
+	}
+	return out, nil
+}
+
+// Judge returns the judgement of each mutant of all that a judgement names (by the mutant's current key;
+// moved sites are matched as Select does), and the judgements that name no mutant any more (the code
+// changed: judge again).
+func Judge(all []Mutant, js []Judgement) (by map[string]Judgement, stale []Judgement) {
+	keys := make([]string, len(js))
+	jk := map[string]Judgement{}
+	for i, j := range js {
+		keys[i] = j.Key
+		jk[j.Key] = j
+	}
+	by = map[string]Judgement{}
+	for _, p := range match(all, keys) {
+		if !p.ok {
+			stale = append(stale, jk[p.key])
+			continue
+		}
+		by[p.m.Key()] = jk[p.key]
+	}
+	return by, stale
 }
 
 func abs(x int) int {

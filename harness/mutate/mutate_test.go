@@ -139,3 +139,53 @@ func TestCISampleKilled(t *testing.T) {
 		}
 	}
 }
+
+// Property: the judgement list (testdata/equivalent.txt) parses, every verdict has a reason, and every
+// judgement still names a mutant of impl/ (a judgement of code that changed must be judged again).
+func TestJudgementsNameLiveMutants(t *testing.T) {
+	js, err := ReadJudgements("testdata/equivalent.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(js) == 0 {
+		t.Fatal("the judgement list is empty")
+	}
+	all, err := Generate("../..", "impl", map[string]bool{"debug.go": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	by, stale := Judge(all, js)
+	for _, j := range stale {
+		t.Errorf("judgement of a mutant whose code changed (judge it again: gmlake mutate --list): %s", j.Key)
+	}
+	if len(by) != len(js)-len(stale) {
+		t.Errorf("%d judgements matched %d mutants", len(js)-len(stale), len(by))
+	}
+}
+
+// Property: a judged-equivalent survivor leaves the score's denominator, a judged mutant that is killed
+// counts as killed (and prints as misjudged), and killed-by-two counts only mutants two checkers killed.
+func TestScoreLeavesOutJudgedEquivalents(t *testing.T) {
+	ms, _ := generateFile("p/p.go", []byte(sampleSrc))
+	eq := Judgement{Key: ms[0].Key(), Verdict: VerdictEquivalent, Reason: "test"}
+	open := Judgement{Key: ms[3].Key(), Verdict: "open", Reason: "test"}
+	rep := &Report{Checkers: []string{"a", "b"}, Outcomes: []Outcome{
+		{Mutant: ms[0]},                          // survivor judged equivalent
+		{Mutant: ms[1], KilledBy: []string{"a"}}, // killed once
+		{Mutant: ms[2], KilledBy: []string{"a", "b"}},
+		{Mutant: ms[3]}, // survivor judged open
+		{Mutant: ms[4], Invalid: "does not compile"},
+		{Mutant: ms[5], KilledBy: []string{"b"}}, // judged equivalent, but killed
+	}}
+	rep.Judge(map[string]Judgement{ms[0].Key(): eq, ms[3].Key(): open, ms[5].Key(): {Key: ms[5].Key(), Verdict: VerdictEquivalent, Reason: "wrong"}})
+	var out strings.Builder
+	s := rep.Summary(&out)
+	if s.Valid != 5 || s.Equivalent != 1 || s.NonEquivalent() != 4 || s.Killed != 3 || s.Twice != 1 || s.Survived != 1 {
+		t.Fatalf("score %+v\n%s", s, out.String())
+	}
+	for _, want := range []string{"misjudged: ", "equivalent: ", "[open: test]", "killed by one only (a)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -58,6 +58,8 @@ type Outcome struct {
 	KilledBy []string // checkers whose tests failed
 	TimedOut []string // checkers that ran past the timeout (counted as killed: the mutant hangs)
 	Elapsed  time.Duration
+	// Judged is the reviewed verdict on the mutant from the judgement list (Report.Judge), if it names it.
+	Judged *Judgement `json:",omitempty"`
 }
 
 // Killed reports whether any checker killed the mutant.
@@ -256,46 +258,97 @@ func runChecker(ctx context.Context, root string, bins map[string]string, c Chec
 	return err != nil, false
 }
 
-// Summary prints the score, the kills per checker and the survivors.
-func (r *Report) Summary(w io.Writer) (valid, killed, twice int) {
-	per := map[string]int{}
-	alone := map[string]int{}
-	var survivors, invalid []Outcome
+// Judge attaches the judgement list's verdicts to the outcomes (Judge in mutate.go matches the keys).
+func (r *Report) Judge(by map[string]Judgement) {
+	for i := range r.Outcomes {
+		if j, ok := by[r.Outcomes[i].Mutant.Key()]; ok {
+			r.Outcomes[i].Judged = &j
+		}
+	}
+}
+
+// Score is a run's figures. The denominators leave out the mutants that do not compile and the survivors
+// judged equivalent (a judged mutant that a checker kills counts as killed: the judgement was wrong).
+type Score struct {
+	Generated, Valid, Invalid int
+	Equivalent                int // survivors judged equivalent
+	Killed, Twice             int // killed by at least one, by at least two checkers
+	Survived                  int // survivors not judged equivalent
+	PerChecker, Alone         map[string]int
+}
+
+// NonEquivalent is the score's denominator.
+func (s Score) NonEquivalent() int { return s.Valid - s.Equivalent }
+
+// Score sums the outcomes.
+func (r *Report) Score() Score {
+	s := Score{Generated: len(r.Outcomes), PerChecker: map[string]int{}, Alone: map[string]int{}}
 	for _, o := range r.Outcomes {
-		if o.Invalid != "" {
-			invalid = append(invalid, o)
+		switch {
+		case o.Invalid != "":
+			s.Invalid++
+			continue
+		case !o.Killed() && o.Judged != nil && o.Judged.Equivalent():
+			s.Valid++
+			s.Equivalent++
 			continue
 		}
-		valid++
+		s.Valid++
 		if !o.Killed() {
-			survivors = append(survivors, o)
+			s.Survived++
 			continue
 		}
-		killed++
+		s.Killed++
 		if len(o.KilledBy) >= 2 {
-			twice++
+			s.Twice++
 		}
 		for _, c := range o.KilledBy {
-			per[c]++
+			s.PerChecker[c]++
 		}
 		if len(o.KilledBy) == 1 {
-			alone[o.KilledBy[0]]++
+			s.Alone[o.KilledBy[0]]++
 		}
 	}
-	pct := func(a, b int) float64 {
-		if b == 0 {
-			return 0
-		}
-		return 100 * float64(a) / float64(b)
+	return s
+}
+
+func pct(a, b int) float64 {
+	if b == 0 {
+		return 0
 	}
-	fmt.Fprintf(w, "mutants: %d generated, %d compile (%d invalid), %d killed (%.1f%%), %d killed by >= 2 checkers (%.1f%%), %d survived\n",
-		len(r.Outcomes), valid, len(invalid), killed, pct(killed, valid), twice, pct(twice, valid), len(survivors))
+	return 100 * float64(a) / float64(b)
+}
+
+// Summary prints the score, the kills per checker, the survivors (with their verdicts), the mutants only
+// one checker kills, and the judged-equivalent mutants apart.
+func (r *Report) Summary(w io.Writer) Score {
+	s := r.Score()
+	n := s.NonEquivalent()
+	fmt.Fprintf(w, "mutants: %d generated, %d compile (%d invalid), %d judged equivalent; of the %d others: %d killed (%.1f%%), %d killed by >= 2 checkers (%.1f%%), %d survived\n",
+		s.Generated, s.Valid, s.Invalid, s.Equivalent, n, s.Killed, pct(s.Killed, n), s.Twice, pct(s.Twice, n), s.Survived)
 	fmt.Fprintf(w, "%-10s %7s %7s %s\n", "checker", "kills", "score", "only-killer")
 	for _, c := range r.Checkers {
-		fmt.Fprintf(w, "%-10s %7d %6.1f%% %d\n", c, per[c], pct(per[c], valid), alone[c])
+		fmt.Fprintf(w, "%-10s %7d %6.1f%% %d\n", c, s.PerChecker[c], pct(s.PerChecker[c], n), s.Alone[c])
 	}
-	for _, o := range survivors {
-		fmt.Fprintf(w, "survivor: %s\n", o.Mutant)
+	for _, o := range r.Outcomes {
+		switch {
+		case o.Invalid != "":
+		case o.Killed() && o.Judged != nil:
+			fmt.Fprintf(w, "misjudged: %s is killed by %s but judged %s (%s): update the judgement list\n",
+				o.Mutant, strings.Join(o.KilledBy, ","), o.Judged.Verdict, o.Judged.Reason)
+		case o.Killed() && len(o.KilledBy) == 1:
+			fmt.Fprintf(w, "killed by one only (%s): %s\n", o.KilledBy[0], o.Mutant)
+		case o.Killed():
+		case o.Judged == nil:
+			fmt.Fprintf(w, "survivor: %s\n", o.Mutant)
+		case !o.Judged.Equivalent():
+			fmt.Fprintf(w, "survivor: %s [%s: %s]\n", o.Mutant, o.Judged.Verdict, o.Judged.Reason)
+		}
 	}
-	return valid, killed, twice
+	for _, o := range r.Outcomes {
+		if o.Invalid == "" && !o.Killed() && o.Judged != nil && o.Judged.Equivalent() {
+			fmt.Fprintf(w, "equivalent: %s: %s\n", o.Mutant, o.Judged.Reason)
+		}
+	}
+	return s
 }

@@ -81,6 +81,7 @@ type Env struct {
 	ptrs   map[int]vmm.DevicePtr // allocation id -> pointer (live or freed)
 	live   map[int]bool
 	faulty bool
+	armed  []vmm.CallKind // the call kinds of the faults armed since the last clearfaults
 	// eventFault: a fault on cuEventDestroy was armed at some point: the event it hit stays on the device
 	// (the engine documents it: nothing of the allocator's leaks), so INV-NOLEAK then ignores events.
 	eventFault bool
@@ -504,13 +505,14 @@ func (e *Env) step(op Op) StepResult {
 		}
 		e.Dev.FailNth(op.Call, max(op.N, 1), op.Result)
 		e.faulty = true
+		e.armed = append(e.armed, op.Call)
 		e.eventFault = e.eventFault || op.Call == vmm.CallDestroyEvent
 	case OpClearFaults:
 		in = contract.ContractInput{Op: contract.COpClearFaults}
 		if e.Dev != nil {
 			e.Dev.ClearFaults()
 		}
-		e.faulty = false
+		e.faulty, e.armed = false, nil
 	case OpClose:
 		in = contract.ContractInput{Op: contract.COpClose}
 		_, res.Err = e.A.Close()
@@ -551,6 +553,10 @@ func (e *Env) step(op Op) StepResult {
 	if op.Kind == OpAlloc && haveBefore && errors.Is(res.Err, vmm.ErrOutOfMemory) && !e.faulty &&
 		!errors.Is(res.Err, impl.ErrInvalidSize) {
 		res.Violations = append(res.Violations, spec.CheckNoSpuriousOOM(before, e.Hist, e.Rule, op.Size, in.Stream)...)
+	}
+	if op.Kind == OpEmptyCache && res.Err == nil {
+		// INV-EMPTIED: what a successful EmptyCache leaves behind.
+		res.Violations = append(res.Violations, spec.CheckEmptied(after, e.Hist.Idle(), e.armed)...)
 	}
 	res.Violations = append(res.Violations, e.Hist.CheckRelease(after)...)
 	e.last = after
