@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/vmm"
 )
@@ -19,34 +20,34 @@ func TestEmptyCacheReportsWhatItKeeps(t *testing.T) {
 	for _, p := range impl.Policies {
 		for _, k := range []vmm.CallKind{vmm.CallUnmap, vmm.CallRelease, vmm.CallFreeAddress} {
 			for n := 1; n <= 3; n++ {
-				ops := []Op{
-					{Kind: OpAlloc, ID: 0, Size: 512},
-					{Kind: OpAlloc, ID: 1, Size: 6 * vmm.MiB},
-					{Kind: OpAlloc, ID: 2, Size: 6 * vmm.MiB},
-					{Kind: OpFree, ID: 0},
-					{Kind: OpFree, ID: 1},
-					{Kind: OpAlloc, ID: 3, Size: 8 * vmm.MiB}, // gmlake may stitch a1's chunks with new memory
-					{Kind: OpFree, ID: 2},
-					{Kind: OpFree, ID: 3},
-					{Kind: OpFail, Call: k, N: n, Result: vmm.UnknownCUDAError},
-					{Kind: OpEmptyCache},
-					{Kind: OpClearFaults},
-					{Kind: OpEmptyCache},
+				prog := []ops.Op{
+					{Kind: ops.OpAlloc, ID: 0, Size: 512},
+					{Kind: ops.OpAlloc, ID: 1, Size: 6 * vmm.MiB},
+					{Kind: ops.OpAlloc, ID: 2, Size: 6 * vmm.MiB},
+					{Kind: ops.OpFree, ID: 0},
+					{Kind: ops.OpFree, ID: 1},
+					{Kind: ops.OpAlloc, ID: 3, Size: 8 * vmm.MiB}, // gmlake may stitch a1's chunks with new memory
+					{Kind: ops.OpFree, ID: 2},
+					{Kind: ops.OpFree, ID: 3},
+					{Kind: ops.OpFail, Call: k, N: n, Result: vmm.UnknownCUDAError},
+					{Kind: ops.OpEmptyCache},
+					{Kind: ops.OpClearFaults},
+					{Kind: ops.OpEmptyCache},
 				}
-				env, err := NewEnv(EnvConfig{Policy: p, Capacity: 64 * vmm.MiB, SyncStreams: true})
+				env, err := ops.NewEnv(ops.Config{Policy: p, Capacity: 64 * vmm.MiB, SyncStreams: true})
 				if err != nil {
 					t.Fatal(err)
 				}
 				var bad []string
-				for _, o := range ops {
+				for _, o := range prog {
 					r := env.Step(o)
 					for _, v := range r.Violations {
 						bad = append(bad, v.String())
 					}
-					if o.Kind == OpEmptyCache && env.Faulty() && r.Err != nil {
+					if o.Kind == ops.OpEmptyCache && env.Faulty() && r.Err != nil {
 						reported++
 						if testing.Verbose() {
-							fmt.Printf("%s, %v fails at call %d: %s\n", p, k, n, Outcome(r))
+							fmt.Printf("%s, %v fails at call %d: %s\n", p, k, n, ops.Outcome(r))
 						}
 					}
 				}
