@@ -38,9 +38,11 @@ import (
 	"time"
 
 	"github.com/gmlake/gmlake/harness/gpu"
+	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/impl/cudavmm"
 	"github.com/gmlake/gmlake/model/sim"
+	"github.com/gmlake/gmlake/spec"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -133,7 +135,7 @@ type campaign struct {
 	workers []*worker
 
 	failMu   sync.Mutex
-	failures []Violation
+	failures []spec.Violation
 
 	log opLog
 	sum Summary
@@ -277,7 +279,7 @@ func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
 			defer wg.Done()
 			defer func() {
 				if r := recover(); r != nil {
-					c.fail(Violation{CheckPanic, fmt.Sprintf("worker %d: %v", w.i, r)})
+					c.fail(spec.Violation{Inv: CheckPanic, Msg: fmt.Sprintf("worker %d: %v", w.i, r)})
 				}
 			}()
 			for !c.stop.Load() {
@@ -336,7 +338,7 @@ func (c *campaign) ops() uint64 {
 	return n
 }
 
-func (c *campaign) fail(v Violation) {
+func (c *campaign) fail(v spec.Violation) {
 	c.failMu.Lock()
 	c.failures = append(c.failures, v)
 	c.failMu.Unlock()
@@ -385,7 +387,7 @@ func (c *campaign) watchdog(start time.Time, hangAfter time.Duration, done <-cha
 			buf := make([]byte, 1<<22)
 			buf = buf[:runtime.Stack(buf, true)]
 			c.say("fuzz: HANG: no operation completed for %v; goroutines:\n%s\n", hangAfter, buf)
-			c.fail(Violation{CheckHang, fmt.Sprintf("no operation completed for %v after %d ops (a deadlock in the allocator?)", hangAfter, last)})
+			c.fail(spec.Violation{Inv: CheckHang, Msg: fmt.Sprintf("no operation completed for %v after %d ops (a deadlock in the allocator?)", hangAfter, last)})
 			c.saveFailureLog()
 			c.summarize(time.Since(start), false)
 			if c.cfg.OnHang != nil {
@@ -408,7 +410,7 @@ func (c *campaign) lockstepCheck() {
 	c.sum.Checks++
 	if c.led != nil && c.sim != nil {
 		if l, d := c.led.State(), c.sim.State(); !reflect.DeepEqual(l, d) {
-			c.fail(Violation{CheckLedger, fmt.Sprintf("the ledger's account differs from the device's:\nledger %+v\ndevice %+v", l, d)})
+			c.fail(spec.Violation{Inv: CheckLedger, Msg: fmt.Sprintf("the ledger's account differs from the device's:\nledger %+v\ndevice %+v", l, d)})
 		}
 	}
 	if v := checkState(c.a.Snapshot(), c.state(), live); len(v) > 0 {
@@ -426,7 +428,7 @@ func (c *campaign) checkHazards() {
 		return
 	}
 	if err := c.sim.HazardError(); err != nil {
-		c.fail(Violation{CheckHazard, err.Error()})
+		c.fail(spec.Violation{Inv: CheckHazard, Msg: err.Error()})
 		c.sim.ClearHazards()
 	}
 }
@@ -448,16 +450,16 @@ func (w *worker) step() {
 	case r < 995:
 		if c.sim != nil {
 			j := w.rng.Intn(len(c.streams))
-			c.log.add(Op{Kind: OpComplete, Stream: j}, nil)
+			c.log.add(ops.Op{Kind: ops.OpComplete, Stream: j}, nil)
 			c.sim.Complete(c.streams[j])
 		} else {
 			w.launch()
 		}
 	default:
-		c.log.add(Op{Kind: OpEmptyCache}, nil)
+		c.log.add(ops.Op{Kind: ops.OpEmptyCache}, nil)
 		w.empties.Add(1)
 		if err := c.a.EmptyCache(); err != nil {
-			c.fail(Violation{CheckError, fmt.Sprintf("EmptyCache: %v", err)})
+			c.fail(spec.Violation{Inv: CheckError, Msg: fmt.Sprintf("EmptyCache: %v", err)})
 		}
 	}
 	w.ops.Add(1)
@@ -497,12 +499,12 @@ func (w *worker) alloc() {
 		size = max(1, min(size, c.budget/uint64(4*len(c.workers))))
 	}
 	id := c.nextID.Add(1)
-	op := Op{Kind: OpAlloc, ID: id, Size: size, Stream: w.i}
+	op := ops.Op{Kind: ops.OpAlloc, ID: int(id), Size: size, Stream: w.i}
 	ptr, err := c.a.Alloc(size, w.s)
 	if err != nil {
 		// Logged as an allocation freed at once: in a replay it may succeed.
 		c.log.add(op, nil)
-		c.log.add(Op{Kind: OpFree, ID: id}, nil)
+		c.log.add(ops.Op{Kind: ops.OpFree, ID: int(id)}, nil)
 		if errors.Is(err, vmm.ErrOutOfMemory) {
 			w.ooms.Add(1)
 			if len(w.live) > 0 {
@@ -510,17 +512,17 @@ func (w *worker) alloc() {
 			}
 			return
 		}
-		c.fail(Violation{CheckError, fmt.Sprintf("Alloc(%d) on stream %d: %v", size, w.s, err)})
+		c.fail(spec.Violation{Inv: CheckError, Msg: fmt.Sprintf("Alloc(%d) on stream %d: %v", size, w.s, err)})
 		return
 	}
-	l := &liveAlloc{id: id, ptr: ptr, size: size, stream: w.s, val: patternByte(id)}
+	l := &liveAlloc{id: id, ptr: ptr, size: size, stream: w.s, val: ops.PatternByte(id)}
 	c.log.add(op, &op)
 	w.live = append(w.live, l)
 	c.live.Add(size)
 	w.allocs.Add(1)
 	w.bytes.Add(size)
-	if err := fill(c.drv, ptr, size, l.val, w.s); err != nil {
-		c.fail(Violation{CheckIntegrity, fmt.Sprintf("allocation %d (worker %d): %v", id, w.i, err)})
+	if err := ops.Fill(c.drv, ptr, size, l.val, w.s); err != nil {
+		c.fail(spec.Violation{Inv: CheckIntegrity, Msg: fmt.Sprintf("allocation %d (worker %d): %v", id, w.i, err)})
 	}
 }
 
@@ -531,16 +533,16 @@ func (w *worker) free(i int) {
 	if c.sim == nil {
 		probes = 4
 	}
-	if err := verify(c.drv, l.ptr, l.size, l.val, w.s, c.drv.Granularity(), probes, w.buf); err != nil {
-		c.fail(Violation{CheckIntegrity, fmt.Sprintf("allocation %d (worker %d) before its free: %v", l.id, w.i, err)})
+	if err := ops.Verify(c.drv, l.ptr, l.size, l.val, w.s, c.drv.Granularity(), probes, w.buf); err != nil {
+		c.fail(spec.Violation{Inv: CheckIntegrity, Msg: fmt.Sprintf("allocation %d (worker %d) before its free: %v", l.id, w.i, err)})
 		return
 	}
 	w.verified.Add(min(l.size, 64*vmm.KiB))
 	w.live[i] = w.live[len(w.live)-1]
 	w.live = w.live[:len(w.live)-1]
-	c.log.add(Op{Kind: OpFree, ID: l.id}, nil) // before the free: a reuse is logged after it
+	c.log.add(ops.Op{Kind: ops.OpFree, ID: int(l.id)}, nil) // before the free: a reuse is logged after it
 	if err := c.a.Free(l.ptr); err != nil {
-		c.fail(Violation{CheckError, fmt.Sprintf("Free(%v) of allocation %d (worker %d): %v", l.ptr, l.id, w.i, err)})
+		c.fail(spec.Violation{Inv: CheckError, Msg: fmt.Sprintf("Free(%v) of allocation %d (worker %d): %v", l.ptr, l.id, w.i, err)})
 	}
 	c.live.Add(-l.size)
 	w.frees.Add(1)
@@ -559,20 +561,21 @@ func (w *worker) record() {
 		j++
 	}
 	s := c.streams[j]
-	c.log.add(Op{Kind: OpRecord, ID: l.id, Stream: j}, nil)
+	c.log.add(ops.Op{Kind: ops.OpRecord, ID: int(l.id), Stream: j}, nil)
 	if err := c.a.RecordStream(l.ptr, s); err != nil {
-		c.fail(Violation{CheckError, fmt.Sprintf("RecordStream(%v, stream %d) of allocation %d: %v", l.ptr, s, l.id, err)})
+		c.fail(spec.Violation{Inv: CheckError, Msg: fmt.Sprintf("RecordStream(%v, stream %d) of allocation %d: %v", l.ptr, s, l.id, err)})
 		return
 	}
 	w.records.Add(1)
 	if c.sim != nil {
+		c.log.add(ops.Op{Kind: ops.OpLaunch, Stream: j}, nil) // the other stream's use of the block
 		c.sim.Launch(s)
 		return
 	}
 	// On the GPU the other stream really writes the block (the same pattern: a correct allocator keeps the
 	// block from anyone else until this work is done).
-	if err := fill(c.drv, l.ptr, l.size, l.val, s); err != nil {
-		c.fail(Violation{CheckIntegrity, fmt.Sprintf("allocation %d used on stream %d: %v", l.id, s, err)})
+	if err := ops.Fill(c.drv, l.ptr, l.size, l.val, s); err != nil {
+		c.fail(spec.Violation{Inv: CheckIntegrity, Msg: fmt.Sprintf("allocation %d used on stream %d: %v", l.id, s, err)})
 	}
 }
 
@@ -582,13 +585,13 @@ func (w *worker) launch() {
 	s := w.s
 	c := w.c
 	if c.sim != nil {
-		c.log.add(Op{Kind: OpLaunch, Stream: w.i}, nil)
+		c.log.add(ops.Op{Kind: ops.OpLaunch, Stream: w.i}, nil)
 		c.sim.Launch(s)
 		return
 	}
 	l := w.live[w.rng.Intn(len(w.live))]
-	if err := fill(c.drv, l.ptr, l.size, l.val, s); err != nil {
-		c.fail(Violation{CheckIntegrity, fmt.Sprintf("allocation %d rewritten on stream %d: %v", l.id, s, err)})
+	if err := ops.Fill(c.drv, l.ptr, l.size, l.val, s); err != nil {
+		c.fail(spec.Violation{Inv: CheckIntegrity, Msg: fmt.Sprintf("allocation %d rewritten on stream %d: %v", l.id, s, err)})
 	}
 }
 
@@ -599,7 +602,7 @@ func (w *worker) launch() {
 func (c *campaign) finish(failed bool) {
 	defer func() {
 		if r := recover(); r != nil {
-			c.fail(Violation{CheckPanic, fmt.Sprintf("at the end (free all, Close): %v", r)})
+			c.fail(spec.Violation{Inv: CheckPanic, Msg: fmt.Sprintf("at the end (free all, Close): %v", r)})
 		}
 	}()
 	for _, w := range c.workers {
@@ -614,7 +617,7 @@ func (c *campaign) finish(failed bool) {
 		failed = len(c.failures) > 0
 	}
 	if _, err := c.a.Close(); err != nil && !failed {
-		c.fail(Violation{CheckError, "Close: " + err.Error()})
+		c.fail(spec.Violation{Inv: CheckError, Msg: "Close: " + err.Error()})
 	}
 	if !failed {
 		c.checkHazards()
@@ -626,19 +629,19 @@ func (c *campaign) finish(failed bool) {
 	if c.sim != nil {
 		if lk := c.sim.Leaks(); !lk.Empty() {
 			c.sum.Leaks++
-			c.fail(Violation{CheckLeak, lk.String()})
+			c.fail(spec.Violation{Inv: CheckLeak, Msg: lk.String()})
 		}
 	}
 	if c.led != nil {
 		if ok, what := c.led.Empty(); !ok {
 			c.sum.Leaks++
-			c.fail(Violation{CheckLeak, "the ledger: " + what})
+			c.fail(spec.Violation{Inv: CheckLeak, Msg: "the ledger: " + what})
 		}
 	}
 	c.sum.MemFreeEnd, _, _ = c.drv.MemInfo()
 	if (c.sim != nil || c.cfg.MemInfoCheck) && c.sum.MemFreeEnd < c.sum.MemFreeStart {
 		c.sum.Leaks++
-		c.fail(Violation{CheckLeak, fmt.Sprintf("device free memory %d B after Close, %d B at the start",
+		c.fail(spec.Violation{Inv: CheckLeak, Msg: fmt.Sprintf("device free memory %d B after Close, %d B at the start",
 			c.sum.MemFreeEnd, c.sum.MemFreeStart)})
 	}
 }
@@ -688,28 +691,37 @@ func (c *campaign) summarize(el time.Duration, withStats bool) {
 
 // --- failure: save, reproduce, minimize ---
 
+// replayConfig is the setup a saved campaign program replays under: the simulated device of the
+// campaign's capacity (on a GPU Capacity is the live budget), one stream per worker, the pattern check on.
+func (c *campaign) replayConfig() ops.Config {
+	capacity := c.cfg.Capacity
+	if capacity == 0 {
+		capacity = sim.H200Capacity
+	}
+	return ops.Config{Policy: c.cfg.Policy, Capacity: capacity, Streams: len(c.streams), Seed: c.cfg.Seed,
+		Mutations: c.cfg.Mutations, Patterns: true}
+}
+
 // saveFailureLog saves the operation log as a program file and returns it and the file's base name
 // (nil if it could not be written).
-func (c *campaign) saveFailureLog() (*Program, string) {
+func (c *campaign) saveFailureLog() (*ops.Program, string) {
 	c.failMu.Lock()
 	first := c.failures[0]
 	c.failMu.Unlock()
-	p := &Program{Setup: Setup{Policy: c.cfg.Policy, Capacity: c.cfg.Capacity, Streams: len(c.streams), Seed: c.cfg.Seed},
-		Ops: c.log.program()} // on a GPU Capacity is the live budget: the replay's simulated device
+	p := &ops.Program{Cfg: c.replayConfig(), Ops: c.log.program()}
 	dir := c.cfg.OutDir
 	if dir == "" {
 		dir = "."
 	}
 	os.MkdirAll(dir, 0o755)
 	base := filepath.Join(dir, fmt.Sprintf("gmlake-fuzz-%s-%s-seed%d-%d", c.cfg.Policy, c.cfg.Device, c.cfg.Seed, time.Now().Unix()))
-	path := base + ".trace"
+	path := base + ".ops"
 	c.sum.Failure = first.String()
 	header := []string{
 		fmt.Sprintf("gmlake fuzz campaign failure: policy %s, device %s, seed %d, %d streams", c.cfg.Policy, c.cfg.Device, c.cfg.Seed, len(c.streams)),
 		"violation: " + oneLine(first.String()),
 		"the last operations before the failure, interleaved from all workers (allocations still live from before come first)",
-		"reproduce: gmlake fuzz --replay " + path + "   (or: GMLAKE_FUZZ_REPRO=" + path + " go test -run TestReproduce ./fuzz)",
-		"as a trace: gmlake replay " + path,
+		"reproduce and shrink: gmlake fuzz --replay " + path + " --minimize   (or: GMLAKE_OPS=" + path + " GMLAKE_SHRINK=1 go test ./harness -run TestOpsFile)",
 	}
 	if err := p.WriteFile(path, header...); err != nil {
 		c.say("fuzz: could not save the failing sequence: %v\n", err)
@@ -720,34 +732,44 @@ func (c *campaign) saveFailureLog() (*Program, string) {
 	return p, base
 }
 
+// describeRun says where a run of seq failed and how.
+func describeRun(seq []ops.Op, i int, vs []spec.Violation) string {
+	op := "the end (clearfaults, completeall, close, leak check)"
+	if i < len(seq) {
+		op = seq[i].String()
+	}
+	return fmt.Sprintf("step %d (%s): %v", i, op, vs[0])
+}
+
 func (c *campaign) saveFailure() {
 	p, base := c.saveFailureLog()
 	if p == nil {
 		return
 	}
 	path := c.sum.Trace
-	_, f := Exec(p, c.cfg.Policy, ExecOptions{Mutations: c.cfg.Mutations})
-	rep := f != nil
+	i, vs, _, err := ops.Run(p.Cfg, p.Ops)
+	rep := err == nil && i >= 0
 	c.sum.Reproduced = &rep
 	if !rep {
 		c.say("fuzz: the saved sequence does not fail single-threaded on the simulated device (a concurrency- or GPU-only failure); not minimized\n")
 		return
 	}
-	c.say("fuzz: reproduced single-threaded: %s\n", oneLine(f.Error()))
+	c.say("fuzz: reproduced single-threaded: %s\n", oneLine(describeRun(p.Ops, i, vs)))
 	if c.cfg.MinimizeFor < 0 {
 		return
 	}
 	c.say("fuzz: minimizing (up to %v)...\n", c.cfg.MinimizeFor)
-	m, tests := Minimize(p, c.cfg.Policy, ExecOptions{Mutations: c.cfg.Mutations}, f.Inv(), time.Now().Add(c.cfg.MinimizeFor))
+	small, svs := ops.Shrink(p.Cfg, p.Ops, c.cfg.MinimizeFor)
+	m := &ops.Program{Cfg: p.Cfg, Ops: small}
 	what := "(the minimized sequence no longer fails: the failure is not deterministic)"
-	if _, mf := Exec(m, c.cfg.Policy, ExecOptions{Mutations: c.cfg.Mutations}); mf != nil {
-		what = oneLine(mf.Error())
+	if len(svs) > 0 {
+		what = oneLine(svs[0].String())
 	}
-	mpath := base + ".min.trace"
+	mpath := base + ".min.ops"
 	mheader := []string{
-		fmt.Sprintf("minimized from %s (%d -> %d operations, %d runs)", path, len(p.Ops), len(m.Ops), tests),
+		fmt.Sprintf("minimized from %s (%d -> %d operations)", path, len(p.Ops), len(m.Ops)),
 		"violation: " + what,
-		"reproduce: gmlake fuzz --replay " + mpath + "   (or: GMLAKE_FUZZ_REPRO=" + mpath + " go test -run TestReproduce ./fuzz)",
+		"reproduce: gmlake fuzz --replay " + mpath + "   (or: GMLAKE_OPS=" + mpath + " go test ./harness -run TestOpsFile)",
 	}
 	if err := m.WriteFile(mpath, mheader...); err != nil {
 		c.say("fuzz: could not save the minimized sequence: %v\n", err)
@@ -778,30 +800,30 @@ func oneLine(s string) string {
 // from it while still live (so the saved program allocates everything it later frees or uses).
 type opLog struct {
 	mu      sync.Mutex
-	ring    []Op
+	ring    []ops.Op
 	n       int // ops logged, ever
-	live    map[uint64]bool
-	carried map[uint64]Op
+	live    map[int]bool
+	carried map[int]ops.Op
 }
 
 func (l *opLog) init(size int) {
-	l.ring = make([]Op, size)
-	l.live = make(map[uint64]bool)
-	l.carried = make(map[uint64]Op)
+	l.ring = make([]ops.Op, size)
+	l.live = make(map[int]bool)
+	l.carried = make(map[int]ops.Op)
 }
 
-// add logs o; alloc is non-nil for a successful allocation (which stays live until its OpFree is logged).
-func (l *opLog) add(o Op, alloc *Op) {
+// add logs o; alloc is non-nil for a successful allocation (which stays live until its free is logged).
+func (l *opLog) add(o ops.Op, alloc *ops.Op) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	slot := l.n % len(l.ring)
 	if l.n >= len(l.ring) {
 		switch old := l.ring[slot]; old.Kind {
-		case OpAlloc:
+		case ops.OpAlloc:
 			if l.live[old.ID] {
 				l.carried[old.ID] = old
 			}
-		case OpFree:
+		case ops.OpFree:
 			delete(l.carried, old.ID)
 		}
 	}
@@ -810,21 +832,21 @@ func (l *opLog) add(o Op, alloc *Op) {
 	switch {
 	case alloc != nil:
 		l.live[o.ID] = true
-	case o.Kind == OpFree:
+	case o.Kind == ops.OpFree:
 		delete(l.live, o.ID)
 	}
 }
 
 // program returns the carried allocations (by id) followed by the ring's operations in order.
-func (l *opLog) program() []Op {
+func (l *opLog) program() []ops.Op {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []Op
-	ids := make([]uint64, 0, len(l.carried))
+	var out []ops.Op
+	ids := make([]int, 0, len(l.carried))
 	for id := range l.carried {
 		ids = append(ids, id)
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	sort.Ints(ids)
 	for _, id := range ids {
 		out = append(out, l.carried[id])
 	}

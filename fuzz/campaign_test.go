@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmlake/gmlake/harness/trace"
+	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/vmm"
 )
@@ -67,8 +67,8 @@ func TestCampaignCatchesAliasing(t *testing.T) {
 	if s.Trace == "" || !strings.HasPrefix(s.Trace, dir) {
 		t.Fatalf("failing sequence not saved under %s: %q", dir, s.Trace)
 	}
-	if _, err := trace.ReadFile(s.Trace); err != nil {
-		t.Fatalf("the saved sequence is not a trace `gmlake replay` reads: %v", err)
+	if _, err := ops.ReadFile(s.Trace); err != nil {
+		t.Fatalf("the saved sequence is not a program `gmlake fuzz --replay` reads: %v", err)
 	}
 	if s.Reproduced == nil || !*s.Reproduced || s.Minimized == "" {
 		t.Fatalf("not reproduced or not minimized: %+v", s)
@@ -81,11 +81,11 @@ func TestCampaignCatchesAliasing(t *testing.T) {
 	if len(m.Ops) >= len(full.Ops) && len(full.Ops) > 1 {
 		t.Errorf("minimized to %d ops from %d", len(m.Ops), len(full.Ops))
 	}
-	if _, f := Exec(m, impl.PolicyGMLake, ExecOptions{Mutations: impl.MutMapChunkTwice}); f == nil {
+	if f, _, _ := runMutated(m, impl.PolicyGMLake, impl.MutMapChunkTwice); f == "" {
 		t.Errorf("the minimized sequence (%d ops) does not fail with the bug", len(m.Ops))
 	}
-	if _, f := Exec(m, impl.PolicyGMLake, ExecOptions{}); f != nil {
-		t.Errorf("the minimized sequence fails without the bug: %v", f)
+	if f := runProgram(m, impl.PolicyGMLake); f != "" {
+		t.Errorf("the minimized sequence fails without the bug: %s", f)
 	}
 	t.Logf("caught after %d ops: %s; minimized to %d ops", s.Ops, oneLine(s.Failure), len(m.Ops))
 }

@@ -3,9 +3,9 @@ package fuzz
 // The campaign's judge: at each lock-step pause the campaign calls checkState, which evaluates the spec's
 // state invariants (spec.Check) on the View of the allocator's snapshot and the device's state (built by
 // ops.ViewOf), and compares the allocator's live set with the one the workers tracked (what was
-// allocated and not freed is live, with its size and stream; nothing else is). The single-threaded
-// executor (exec.go) is judged by ops.Env instead, which also runs the contract and the history
-// invariants step by step.
+// allocated and not freed is live, with its size and stream; nothing else is). Programs (the fuzz targets,
+// replays of saved failures) run single-threaded through ops.Env instead, which also runs the contract and
+// the history invariants step by step.
 
 import (
 	"fmt"
@@ -28,39 +28,31 @@ type liveAlloc struct {
 	val    byte // the pattern written into it
 }
 
-// Violation is a broken invariant or a failed integrity check, with the INV name or the check's name.
-type Violation struct {
-	Inv string // spec INV name, or INTEGRITY, CONTRACT, ERROR, LEAK, PANIC
-	Msg string
-}
-
-func (v Violation) String() string { return v.Inv + ": " + v.Msg }
-
-// Names of the fuzzer's own checks (beside the spec's INV names).
+// Names of the campaign's own checks (beside the spec's INV names), the Inv of its spec.Violations.
 const (
-	CheckIntegrity = "INTEGRITY" // the pattern written into an allocation was not read back
-	CheckContract  = "CONTRACT"  // the allocator's live set differs from what was allocated and not freed
-	CheckError     = "ERROR"     // an operation failed that must not (or a misuse was accepted)
-	CheckLeak      = "LEAK"      // memory held after Close
-	CheckPanic     = "PANIC"     // the allocator (or a checker) panicked
-	CheckHang      = "HANG"      // no operation completed for a long time (a deadlock)
-	CheckLedger    = "LEDGER"    // the campaign's ledger of driver calls disagrees with the device (a fuzzer bug)
-	CheckHazard    = "HAZARD"    // the allocator unmapped memory with GPU work pending through it (sim rule 9)
+	CheckIntegrity = ops.CheckIntegrity // the pattern written into an allocation was not read back
+	CheckContract  = "CONTRACT"         // the allocator's live set differs from what was allocated and not freed
+	CheckError     = "ERROR"            // an operation failed that must not (or a misuse was accepted)
+	CheckLeak      = "LEAK"             // memory held after Close
+	CheckPanic     = "PANIC"            // the allocator (or a checker) panicked
+	CheckHang      = "HANG"             // no operation completed for a long time (a deadlock)
+	CheckLedger    = "LEDGER"           // the campaign's ledger of driver calls disagrees with the device (a fuzzer bug)
+	CheckHazard    = "HAZARD"           // the allocator unmapped memory with GPU work pending through it (sim rule 9)
 )
 
 // checkState returns the violations of the state (a, dev) given the live set the fuzzer tracked. It is the
 // one place the invariants are evaluated (swap point for the harness adapter).
-func checkState(snap impl.Snapshot, dev sim.DeviceState, live []*liveAlloc) []Violation {
-	var out []Violation
+func checkState(snap impl.Snapshot, dev sim.DeviceState, live []*liveAlloc) []spec.Violation {
+	var out []spec.Violation
 	for _, v := range spec.Check(ops.ViewOf(snap, dev)) {
-		out = append(out, Violation{Inv: v.Inv, Msg: v.Msg})
+		out = append(out, spec.Violation{Inv: v.Inv, Msg: v.Msg})
 	}
 	return append(out, checkContract(snap, live)...)
 }
 
 // checkContract compares the allocator's live set with the fuzzer's.
-func checkContract(snap impl.Snapshot, live []*liveAlloc) []Violation {
-	var out []Violation
+func checkContract(snap impl.Snapshot, live []*liveAlloc) []spec.Violation {
+	var out []spec.Violation
 	byPtr := make(map[vmm.DevicePtr]*liveAlloc, len(live))
 	for _, l := range live {
 		byPtr[l.ptr] = l
@@ -69,17 +61,17 @@ func checkContract(snap impl.Snapshot, live []*liveAlloc) []Violation {
 	for _, li := range snap.Live {
 		l := byPtr[li.Ptr]
 		if l == nil {
-			out = append(out, Violation{CheckContract, fmt.Sprintf("allocator reports live %v (%d B, stream %d) that was never allocated or was freed",
+			out = append(out, spec.Violation{Inv: CheckContract, Msg: fmt.Sprintf("allocator reports live %v (%d B, stream %d) that was never allocated or was freed",
 				li.Ptr, li.Requested, li.Stream)})
 			continue
 		}
 		seen++
 		if li.Requested != l.size || li.Stream != l.stream {
-			out = append(out, Violation{CheckContract, fmt.Sprintf("allocation %d at %v: allocator says %d B on stream %d, was %d B on stream %d",
+			out = append(out, spec.Violation{Inv: CheckContract, Msg: fmt.Sprintf("allocation %d at %v: allocator says %d B on stream %d, was %d B on stream %d",
 				l.id, l.ptr, li.Requested, li.Stream, l.size, l.stream)})
 		}
 		if li.Size < l.size {
-			out = append(out, Violation{CheckContract, fmt.Sprintf("allocation %d at %v: block of %d B is smaller than the %d B requested",
+			out = append(out, spec.Violation{Inv: CheckContract, Msg: fmt.Sprintf("allocation %d at %v: block of %d B is smaller than the %d B requested",
 				l.id, l.ptr, li.Size, l.size)})
 		}
 	}
@@ -95,7 +87,7 @@ func checkContract(snap impl.Snapshot, live []*liveAlloc) []Violation {
 			}
 		}
 		sort.Strings(missing)
-		out = append(out, Violation{CheckContract, "allocations missing from the allocator's live set: " + strings.Join(missing, ", ")})
+		out = append(out, spec.Violation{Inv: CheckContract, Msg: "allocations missing from the allocator's live set: " + strings.Join(missing, ", ")})
 	}
 	return out
 }

@@ -18,6 +18,8 @@ import (
 	"encoding/binary"
 	"math"
 
+	"github.com/gmlake/gmlake/harness/ops"
+	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -31,22 +33,16 @@ const MaxOps = 256
 // cache release and retry are exercised, and one large enough for windows of real traces.
 var capacities = []uint64{64 * vmm.MiB, 256 * vmm.MiB, 1 * vmm.GiB, 4 * vmm.GiB, 16 * vmm.GiB, 80 * vmm.GiB}
 
-// commonSizes are sizes at the policies' boundaries.
-var commonSizes = []uint64{
-	1, 511, 512, 513, vmm.MiB - 1, vmm.MiB, vmm.MiB + 1, 2*vmm.MiB - 1, 2 * vmm.MiB, 2*vmm.MiB + 1,
-	10*vmm.MiB - 1, 10 * vmm.MiB, 10*vmm.MiB + 1, 20 * vmm.MiB, 20*vmm.MiB + 1, 64 * vmm.MiB,
-	256 * vmm.MiB, 512*vmm.MiB - 1, 512 * vmm.MiB, 512*vmm.MiB + 1, vmm.GiB, 131072000, 8388608, 3 * vmm.GiB,
-}
+// commonSizes are sizes at the policies' boundaries (ops.Thresholds: each exactly and 1 B, 512 B, a
+// granule, 1 MiB either side) and a few sizes of the real traces.
+var commonSizes = append(ops.Thresholds("", impl.Config{}, 2*vmm.MiB), 64*vmm.MiB, 256*vmm.MiB, vmm.GiB,
+	131072000, 3*vmm.GiB)
 
-// faultKinds are the driver calls a decoded program may make fail (not Memset and Read: the checker's own).
-var faultKinds = []vmm.CallKind{
-	vmm.CallCreate, vmm.CallRelease, vmm.CallReserve, vmm.CallFreeAddress, vmm.CallMap, vmm.CallUnmap,
-	vmm.CallSetAccess, vmm.CallMemInfo, vmm.CallStreamQuery, vmm.CallCreateEvent, vmm.CallRecordEvent,
-	vmm.CallQueryEvent, vmm.CallStreamWaitEvent, vmm.CallDestroyEvent,
-}
+// faultKinds are the driver calls a decoded program may make fail: every kind the engine makes after New.
+var faultKinds = ops.SwarmFaultCalls
 
 // faultResults are what an injected failure answers: what the real driver gives for such calls.
-var faultResults = []vmm.Result{vmm.OutOfMemory, vmm.InvalidValue, vmm.UnknownCUDAError, vmm.NotPermitted}
+var faultResults = ops.FaultResults[:4]
 
 // Opcodes (b % 16).
 const (
@@ -83,34 +79,59 @@ func (r *byteReader) u8() byte {
 
 func (r *byteReader) u16() uint16 { return uint16(r.u8())<<8 | uint16(r.u8()) }
 
-// Decode turns fuzzer bytes into a program (for every policy: Setup.Policy is "").
-func Decode(data []byte) *Program {
+// Misuse codes (the op byte's high nibble with codeMisuse): calls the engine must refuse, changing
+// nothing. Each decodes into plain ops (harness/ops has no misuse kind: a misuse is an op with arguments
+// the engine must refuse), about an id no alloc binds (badID and up) where it needs one.
+const (
+	misuseDoubleFree    = iota // free of a freed id
+	misuseInterior             // free-interior of a live id, at half its size
+	misuseUnknownPtr           // free of an id no alloc bound
+	misuseUnknownStream        // alloc on a stream the device does not know, then its free
+	misuseZeroSize             // alloc of 0 bytes, then its free
+	misuseRecordUnknown        // record of an id no alloc bound
+	numMisuses
+)
+
+// badID is the first id of the misuses' unbound allocations; unknownStream a stream no device has.
+const (
+	badID         = 1 << 40
+	unknownStream = 1 << 20
+)
+
+// Decode turns fuzzer bytes into a program (for every policy: Cfg.Policy is ""), with the pattern check
+// on. Unless the header says to end with Close while allocations are live, it ends by freeing every
+// allocation the decoder believes live.
+func Decode(data []byte) *ops.Program {
 	r := &byteReader{b: data}
 	h0, h1 := r.u8(), r.u8()
-	p := &Program{Setup: Setup{
-		Capacity:  capacities[int(h0&0x7f)%len(capacities)],
-		CloseLive: h0&0x80 != 0,
-		Streams:   1 + int(h1)%MaxStreams,
+	p := &ops.Program{Cfg: ops.Config{
+		Capacity: capacities[int(h0&0x7f)%len(capacities)],
+		Streams:  1 + int(h1)%MaxStreams,
+		Patterns: true,
 	}}
+	closeLive := h0&0x80 != 0
 	var (
-		live   []uint64 // live IDs in allocation order (as the decoder believes: an alloc may fail)
-		freed  []uint64
-		nextID uint64 = 1
+		live   []int // live IDs in allocation order (as the decoder believes: an alloc may fail)
+		freed  []int
+		size   = map[int]uint64{}
+		nextID = 1
+		bad    = badID
 	)
-	pick := func(b byte) (uint64, int, bool) {
+	pick := func(b byte) (int, int, bool) {
 		if len(live) == 0 {
 			return 0, 0, false
 		}
 		i := int(b) % len(live)
 		return live[i], i, true
 	}
+	add := func(o ...ops.Op) { p.Ops = append(p.Ops, o...) }
 	for r.more() && len(p.Ops) < MaxOps {
 		b := r.u8()
 		switch code := b % 16; {
 		case code <= codeAllocHi:
-			size := decodeSize(r)
-			p.Ops = append(p.Ops, Op{Kind: OpAlloc, ID: nextID, Size: size, Stream: int(b>>4) % p.Streams})
-			live = append(live, nextID)
+			sz := decodeSize(r)
+			add(ops.Op{Kind: ops.OpAlloc, ID: nextID, Size: sz, Stream: int(b>>4) % p.Cfg.Streams})
+			live, size[nextID] = append(live, nextID), sz
 			nextID++
 		case code == codeFree || code == codeFree2 || code == codeFreeOldest:
 			sel := byte(0)
@@ -118,43 +139,58 @@ func Decode(data []byte) *Program {
 				sel = r.u8()
 			}
 			if id, i, ok := pick(sel); ok {
-				p.Ops = append(p.Ops, Op{Kind: OpFree, ID: id})
+				add(ops.Op{Kind: ops.OpFree, ID: id})
 				live = append(live[:i], live[i+1:]...)
 				freed = append(freed, id)
 			}
 		case code == codeRecord:
-			sel, s := r.u8(), r.u8()
+			// RecordStream, then the other stream's use of the block: one unit of work there.
+			sel, s := r.u8(), int(r.u8())%p.Cfg.Streams
 			if id, _, ok := pick(sel); ok {
-				p.Ops = append(p.Ops, Op{Kind: OpRecord, ID: id, Stream: int(s) % p.Streams})
+				add(ops.Op{Kind: ops.OpRecord, ID: id, Stream: s}, ops.Op{Kind: ops.OpLaunch, Stream: s})
 			}
 		case code == codeLaunch:
-			p.Ops = append(p.Ops, Op{Kind: OpLaunch, Stream: int(b>>4) % p.Streams})
+			add(ops.Op{Kind: ops.OpLaunch, Stream: int(b>>4) % p.Cfg.Streams})
 		case code == codeComplete:
-			p.Ops = append(p.Ops, Op{Kind: OpComplete, Stream: int(b>>4) % p.Streams})
+			add(ops.Op{Kind: ops.OpComplete, Stream: int(b>>4) % p.Cfg.Streams})
 		case code == codeCompleteAl:
-			p.Ops = append(p.Ops, Op{Kind: OpComplete, Stream: AllStreams})
+			add(ops.Op{Kind: ops.OpCompleteAll})
 		case code == codeEmptyCache:
-			p.Ops = append(p.Ops, Op{Kind: OpEmptyCache})
+			add(ops.Op{Kind: ops.OpEmptyCache})
 		case code == codeFail:
 			k, n, res := r.u8(), r.u8(), r.u8()
-			p.Ops = append(p.Ops, Op{Kind: OpFail, Call: faultKinds[int(k)%len(faultKinds)],
+			add(ops.Op{Kind: ops.OpFail, Call: faultKinds[int(k)%len(faultKinds)],
 				N: 1 + int(n)%8, Result: faultResults[int(res)%len(faultResults)]})
 		case code == codeMisuse:
-			m, sel := Misuse((b>>4)%byte(numMisuses)), r.u8()
-			var id uint64
+			m, sel := int(b>>4)%numMisuses, r.u8()
 			switch m {
-			case MisuseDoubleFree:
-				if len(freed) == 0 {
-					continue
+			case misuseDoubleFree:
+				if len(freed) > 0 {
+					add(ops.Op{Kind: ops.OpFree, ID: freed[int(sel)%len(freed)]})
 				}
-				id = freed[int(sel)%len(freed)]
-			case MisuseInterior:
-				var ok bool
-				if id, _, ok = pick(sel); !ok {
-					continue
+			case misuseInterior:
+				if id, _, ok := pick(sel); ok && size[id] >= 2 {
+					add(ops.Op{Kind: ops.OpFreeInterior, ID: id, Offset: 1 + (size[id]-1)/2})
 				}
+			case misuseUnknownPtr:
+				add(ops.Op{Kind: ops.OpFree, ID: bad})
+				bad++
+			case misuseUnknownStream, misuseZeroSize:
+				o := ops.Op{Kind: ops.OpAlloc, ID: bad, Size: 4096, Stream: unknownStream}
+				if m == misuseZeroSize {
+					o.Size, o.Stream = 0, 0 // may be a valid allocation (the engine documents which): freed next
+				}
+				add(o, ops.Op{Kind: ops.OpFree, ID: bad})
+				bad++
+			case misuseRecordUnknown:
+				add(ops.Op{Kind: ops.OpRecord, ID: bad})
+				bad++
 			}
-			p.Ops = append(p.Ops, Op{Kind: OpMisuse, Misuse: m, ID: id})
+		}
+	}
+	if !closeLive {
+		for _, id := range live {
+			add(ops.Op{Kind: ops.OpFree, ID: id})
 		}
 	}
 	return p
@@ -199,25 +235,22 @@ func logUniform(lo, hi uint64, m uint16) uint64 {
 
 // Encode turns a program back into bytes that Decode reads as the same program, as long as the program is
 // one Decode could produce: at most MaxStreams streams, a capacity from the table (else the nearest larger),
-// frees of live allocations (Decode renumbers IDs 1, 2, ... in allocation order). Allocations use the
-// exact-size class. Ops the byte format cannot say (a free of an ID that is not live, a misuse of an unknown stream
-// with an ID) are dropped. The seed corpus is written with it.
-func Encode(p *Program) []byte {
+// frees of live allocations (Decode renumbers IDs 1, 2, ... in allocation order), misuses as Decode writes
+// them. Allocations use the exact-size class. Ops the byte format cannot say (a free of an id that is not
+// live and never was, pools, capture) are dropped. The seed corpus is written with it.
+func Encode(p *ops.Program) []byte {
 	ci := len(capacities) - 1
 	for i, c := range capacities {
-		if c >= p.Capacity {
+		if c >= p.Cfg.Capacity {
 			ci = i
 			break
 		}
 	}
-	h0 := byte(ci)
-	if p.CloseLive {
-		h0 |= 0x80
-	}
-	streams := min(max(p.Streams, 1), MaxStreams)
-	out := []byte{h0, byte(streams - 1)}
-	var live, freed []uint64
-	idx := func(list []uint64, id uint64) int {
+	streams := min(max(p.Cfg.Streams, 1), MaxStreams)
+	// The program's own frees come explicitly: Decode then has nothing live left to free at the end.
+	out := []byte{byte(ci) | 0x80, byte(streams - 1)}
+	var live, freed []int
+	idx := func(list []int, id int) int {
 		for i, x := range list {
 			if x == id {
 				return i
@@ -226,43 +259,76 @@ func Encode(p *Program) []byte {
 		return -1
 	}
 	st := func(s int) byte { return byte(s%streams) << 4 }
-	for _, o := range p.Ops {
+	misuse := func(m int, sel int) { out = append(out, byte(m)<<4|codeMisuse, byte(sel)) }
+	seq := p.Ops
+	for k := 0; k < len(seq); k++ {
+		o := seq[k]
+		next := func() (ops.Op, bool) {
+			if k+1 < len(seq) {
+				return seq[k+1], true
+			}
+			return ops.Op{}, false
+		}
 		switch o.Kind {
-		case OpAlloc:
+		case ops.OpAlloc:
+			if o.ID >= badID {
+				if n, ok := next(); ok && n.Kind == ops.OpFree && n.ID == o.ID {
+					k++
+					if o.Stream == unknownStream {
+						misuse(misuseUnknownStream, 0)
+					} else if o.Size == 0 {
+						misuse(misuseZeroSize, 0)
+					}
+				}
+				continue
+			}
 			var b [8]byte
 			binary.BigEndian.PutUint64(b[:], min(o.Size, 1<<40-1))
 			out = append(out, st(o.Stream)|codeAllocLo, 15)
 			out = append(out, b[3:]...)
 			live = append(live, o.ID)
-		case OpFree:
-			i := idx(live, o.ID)
-			if i < 0 {
+		case ops.OpFree:
+			if o.ID >= badID {
+				misuse(misuseUnknownPtr, 0)
 				continue
+			}
+			if i := idx(freed, o.ID); i >= 0 && i <= 255 {
+				misuse(misuseDoubleFree, i)
+				continue
+			}
+			i := idx(live, o.ID)
+			if i < 0 || i > 255 {
+				continue // not expressible: the selector is one byte
 			}
 			out = append(out, codeFree, byte(i))
-			if i > 255 {
-				out = out[:len(out)-2] // not expressible: the selector is one byte
-				continue
-			}
 			live = append(live[:i], live[i+1:]...)
 			freed = append(freed, o.ID)
-		case OpRecord:
+		case ops.OpFreeInterior:
+			if i := idx(live, o.ID); i >= 0 && i <= 255 {
+				misuse(misuseInterior, i)
+			}
+		case ops.OpRecord:
+			if o.ID >= badID {
+				misuse(misuseRecordUnknown, 0)
+				continue
+			}
 			i := idx(live, o.ID)
 			if i < 0 || i > 255 {
 				continue
 			}
 			out = append(out, codeRecord, byte(i), byte(o.Stream%streams))
-		case OpLaunch:
-			out = append(out, st(o.Stream)|codeLaunch)
-		case OpComplete:
-			if o.Stream == AllStreams {
-				out = append(out, codeCompleteAl)
-			} else {
-				out = append(out, st(o.Stream)|codeComplete)
+			if n, ok := next(); ok && n.Kind == ops.OpLaunch && n.Stream == o.Stream {
+				k++ // Decode's record launches on the stream itself
 			}
-		case OpEmptyCache:
+		case ops.OpLaunch:
+			out = append(out, st(o.Stream)|codeLaunch)
+		case ops.OpComplete:
+			out = append(out, st(o.Stream)|codeComplete)
+		case ops.OpCompleteAll:
+			out = append(out, codeCompleteAl)
+		case ops.OpEmptyCache:
 			out = append(out, codeEmptyCache)
-		case OpFail:
+		case ops.OpFail:
 			k := idxKind(o.Call)
 			res := 0
 			for i, r := range faultResults {
@@ -274,19 +340,6 @@ func Encode(p *Program) []byte {
 				continue
 			}
 			out = append(out, codeFail, byte(k), byte(max(o.N-1, 0)%8), byte(res))
-		case OpMisuse:
-			sel := 0
-			switch o.Misuse {
-			case MisuseDoubleFree:
-				if sel = idx(freed, o.ID); sel < 0 || sel > 255 {
-					continue
-				}
-			case MisuseInterior:
-				if sel = idx(live, o.ID); sel < 0 || sel > 255 {
-					continue
-				}
-			}
-			out = append(out, byte(o.Misuse)<<4|codeMisuse, byte(sel))
 		}
 	}
 	return out

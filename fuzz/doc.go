@@ -1,32 +1,25 @@
 // Package fuzz hunts allocator bugs at scale: native go test -fuzz targets with a committed seed corpus, and
-// the fuzz campaign run by `gmlake fuzz` on the simulated device or a real GPU.
+// the fuzz campaign run by `gmlake fuzz` on the simulated device or a real GPU. It speaks the one op
+// language of harness/ops: its targets and its campaign make ops.Programs, run them through ops.Env and
+// shrink them with ops.Shrink, so what it saves replays in every other checker and the other way round.
 //
-// # Programs
+// # The fuzz targets
 //
-// Everything here runs programs: a setup (policy, device capacity, streams) and a sequence of operations
-// (ops.go): Alloc, Free, RecordStream, a unit of work on a stream, completing a stream's work, EmptyCache,
-// an injected driver failure (sim.Device.FailNth), and misuse the allocator must refuse. A program prints
-// as a trace of harness/trace's format with '#!' comment lines for what that format cannot say, so a saved
-// program is a trace `gmlake replay` reads, and `gmlake fuzz --replay` (ReadProgram + Exec) runs exactly;
-// the same command replays the harness's op lists and histories (rapid, explore, porcupine, findings).
-//
-// # The executor and the fuzz targets
-//
-// Exec (exec.go) runs a program single-threaded through one policy on a fresh simulated device, judged after
-// every step by ops.Env (the allocator contract, every state invariant of spec/SPEC.md, the history
-// invariants INV-STREAM, INV-RELEASESAFE, INV-NOSPURIOUSOOM) plus the device's data: a pattern written into
-// each allocation and read back before its free (pattern.go), and the device's leak report after Close.
-//
-// FuzzOps decodes bytes into programs (decode.go: sizes from 1 B to 8 GiB skewed toward the policies'
-// boundaries, small devices so out-of-memory paths run) and runs each through every policy. FuzzTraceRead,
-// FuzzProgramRead and FuzzITF feed malformed input to the trace parser, the program reader and the ITF
-// decoder (itf.Decode): no panic, errors that say where, round trips. The seed corpus in
-// testdata/fuzz/ includes windows cut from the real traces (TestGenerateCorpus); `go test ./fuzz` runs it.
+// FuzzOps decodes bytes into programs (decode.go: Decode, the byte-driven rules of the generator: sizes
+// from 1 B to 8 GiB skewed toward the policies' thresholds (ops.Thresholds), small devices so out-of-memory
+// paths run, every misuse as the plain op the engine must refuse) and runs each through every policy in
+// ops.Env with the pattern check on (ops.Config.Patterns: a byte of each allocation's id written on the
+// device and read back before its free). FuzzTraceRead, FuzzProgramRead and FuzzITF feed malformed input
+// to the trace parser, the program parser (ops.Parse) and the ITF decoder (itf.Decode): no panic, errors
+// that say where, round trips. The seed corpus in testdata/fuzz/ includes windows cut from the real traces
+// (TestGenerateCorpus, through Encode, Decode's inverse); `go test ./fuzz` runs it. ReadProgramFile reads a
+// corpus file as the program the target ran, and anything else as ops.ReadFile does.
 //
 // # The campaign
 //
 // RunCampaign (campaign.go) runs one goroutine per stream on one allocator, writing and verifying patterns
 // on the device, pausing all workers periodically to check the invariants (on a GPU against a ledger of the
-// driver calls that succeeded, harness/gpu.Ledger), checking for leaks at the end, and on failure saving the
-// operation log as a program, re-running it single-threaded and minimizing it (minimize.go).
+// driver calls that succeeded, harness/gpu.Ledger), checking for leaks at the end, and logging its ops as ops.Ops. On
+// failure it saves the log as a program, re-runs it single-threaded in ops.Env and shrinks it (ops.Shrink);
+// `gmlake fuzz --replay FILE --minimize` does the same by hand.
 package fuzz

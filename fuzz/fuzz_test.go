@@ -8,21 +8,40 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/harness/trace"
 	"github.com/gmlake/gmlake/impl"
 )
 
 // programText prints a program for a failure message: the reproducer to save as a file and run with
-// `gmlake fuzz --replay FILE` (long programs are cut in the middle).
-func programText(p *Program) string {
-	var b bytes.Buffer
-	q := p
+// `gmlake fuzz --replay FILE --minimize` (long programs are cut in the middle).
+func programText(p *ops.Program) string {
+	q := *p
 	if len(p.Ops) > 400 {
-		q = p.Clone()
-		q.Ops = append(q.Ops[:200:200], q.Ops[len(q.Ops)-200:]...)
+		q.Ops = append(p.Ops[:200:200], p.Ops[len(p.Ops)-200:]...)
 	}
-	q.Write(&b)
-	return b.String()
+	return q.String()
+}
+
+// runProgram runs p under policy through ops.Env and describes the first failure ("" if none).
+func runProgram(p *ops.Program, policy string) string {
+	f, _, _ := runMutated(p, policy, 0)
+	return f
+}
+
+// runMutated runs p under policy with seeded bugs m and returns the first failure ("" if none), the
+// invariant it broke and the step.
+func runMutated(p *ops.Program, policy string, m impl.Mutation) (fail, inv string, step int) {
+	cfg := p.Cfg
+	cfg.Policy, cfg.Mutations = policy, m
+	i, vs, _, err := ops.Run(cfg, p.Ops)
+	switch {
+	case err != nil:
+		return err.Error(), "ERROR", -1
+	case i >= 0:
+		return describeRun(p.Ops, i, vs), vs[0].Inv, i
+	}
+	return "", "", -1
 }
 
 // FuzzOps decodes bytes into an operation sequence (Decode: alloc with sizes from 1 B to GBs, free, record
@@ -40,8 +59,8 @@ func FuzzOps(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p := Decode(data)
 		for _, policy := range impl.Policies {
-			if _, fail := Exec(p, policy, ExecOptions{}); fail != nil {
-				t.Fatalf("%v\n\nprogram (save it, or take the corpus file, and run `gmlake fuzz --replay FILE --policy %s --minimize`):\n%s", fail, policy, programText(p))
+			if fail := runProgram(p, policy); fail != "" {
+				t.Fatalf("%s: %s\n\nprogram (save it, or take the corpus file, and run `gmlake fuzz --replay FILE --policy %s --minimize`):\n%s", policy, fail, policy, programText(p))
 			}
 		}
 	})
@@ -90,23 +109,24 @@ func FuzzTraceRead(f *testing.F) {
 	})
 }
 
-// FuzzProgramRead feeds malformed input to the program reader (the extended trace format of saved campaign
-// failures): it never panics, every error says where, and whatever it accepts writes back and reads back to
-// the same program, which the trace parser (`gmlake replay`) also accepts.
+// FuzzProgramRead feeds malformed input to the program reader (harness/ops: programs, histories, traces):
+// it never panics, every error is a *trace.ParseError that says where, and whatever it accepts prints and
+// parses back to the same program.
 func FuzzProgramRead(f *testing.F) {
-	f.Add([]byte("#! config policy=gmlake capacity=1073741824 streams=2 seed=1\na 1 4096 0\n#! record 1 1\nf 1\n"))
+	f.Add([]byte("# policy=gmlake capacity=1073741824 granularity=0 streams=2 sync=false seed=1\na 1 4096 0\nrecord a1 s1\nlaunch s1\nf 1\n"))
 	f.Add([]byte("a 1 4096 0\nr 1\nf 1\n"))
-	f.Add([]byte("#! fail create 1 2\n#! misuse double_free 3\n#! complete all\n#! empty_cache\n#! launch 0\n"))
-	f.Add([]byte("#! config streams=0\n"))
-	f.Add([]byte("#! fail nosuchcall 1 2\n"))
-	f.Add([]byte("#! close_live\na 5 1 3\n"))
+	f.Add([]byte("fail create 1 2\nfree a3\nfree a3\ncompleteall\nemptycache\nlaunch s0 // ok\n"))
+	f.Add([]byte("# policy=caching streams=x\n"))
+	f.Add([]byte("fail nosuchcall 1 2\n"))
+	f.Add([]byte("pool-create p1\nalloc a5 1 s3 p1\ncapture-begin s0\ncapture-end s0\npool-release p1\nclose\n"))
+	f.Add(gzipBytes([]byte("alloc a0 0 s9\nfree-interior a0 +1\n")))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const name = "fuzz-input"
-		p, err := ReadProgram(bytes.NewReader(data), name)
+		p, err := ops.Parse(string(data), name)
 		if err != nil {
-			var pe *ProgramError
+			var pe *trace.ParseError
 			if errors.As(err, &pe) {
-				if pe.File != name || pe.Line < 1 {
+				if pe.File != name || pe.Line < 1 || !errors.Is(err, trace.ErrSyntax) {
 					t.Fatalf("program error does not say where: %#v", pe)
 				}
 			} else if !strings.HasPrefix(err.Error(), name+":") {
@@ -114,20 +134,13 @@ func FuzzProgramRead(f *testing.F) {
 			}
 			return
 		}
-		var b bytes.Buffer
-		if err := p.Write(&b); err != nil {
-			t.Fatal(err)
-		}
-		text := b.String()
-		back, err := ReadProgram(strings.NewReader(text), name)
+		text := p.String()
+		back, err := ops.Parse(text, name)
 		if err != nil {
-			t.Fatalf("an accepted program does not read back after writing: %v\n%s", err, text)
+			t.Fatalf("an accepted program does not read back after printing: %v\n%s", err, text)
 		}
 		if !reflect.DeepEqual(back, p) {
-			t.Fatalf("program changed on write and read back:\n%+v\n%+v", p, back)
-		}
-		if _, err := trace.Read(strings.NewReader(text), name); err != nil {
-			t.Fatalf("a written program is not a valid trace for `gmlake replay`: %v\n%s", err, text)
+			t.Fatalf("program changed on print and read back:\n%+v\n%+v", p, back)
 		}
 	})
 }

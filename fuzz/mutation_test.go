@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/impl"
 )
 
@@ -19,7 +20,7 @@ var slowToCatch = impl.MutLeakOnStitchFailure | impl.MutWrongBestFit | impl.MutS
 func TestExecCatchesMutations(t *testing.T) {
 	skipUnlessSeeded(t)
 	long := os.Getenv("GMLAKE_PROFILE") == "long"
-	var progs []*Program
+	var progs []*ops.Program
 	files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzOps", "*"))
 	for _, f := range files {
 		if p, err := ReadProgramFile(f); err == nil {
@@ -40,15 +41,15 @@ func TestExecCatchesMutations(t *testing.T) {
 		for i, p := range progs {
 			for _, policy := range impl.Policies {
 				// Only count programs that pass without the bug, so the catch is the bug's.
-				_, f := Exec(p, policy, ExecOptions{Mutations: m})
-				if f == nil {
+				f, inv, step := runMutated(p, policy, m)
+				if f == "" {
 					continue
 				}
-				if _, clean := Exec(p, policy, ExecOptions{}); clean != nil {
+				if clean := runProgram(p, policy); clean != "" {
 					continue
 				}
-				caught = policy + " " + f.Inv()
-				t.Logf("%-26v caught by %-18s (program %d, %s, step %d)", m, f.Inv(), i, policy, f.Step)
+				caught = policy + " " + inv
+				t.Logf("%-26v caught by %-18s (program %d, %s, step %d)", m, inv, i, policy, step)
 				break search
 			}
 		}

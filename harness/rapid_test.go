@@ -92,31 +92,26 @@ func rapidReplayCommand(name string) string {
 	return fmt.Sprintf("go test ./harness -run '%s' -v -rapid.failfile=%s", run, files[len(files)-1])
 }
 
-// TestOpsFile replays an op list saved by a failing check: GMLAKE_OPS=path go test ./harness -run TestOpsFile
-// (GMLAKE_SHRINK=1 also shrinks it and prints the state before the failing op).
+// TestOpsFile replays a program saved by a failing check (a program, a history or a trace):
+// GMLAKE_OPS=path go test ./harness -run TestOpsFile (GMLAKE_SHRINK=1 also shrinks it and prints the state
+// before the failing op). gmlake fuzz --replay path [--minimize] does the same from the command line.
 func TestOpsFile(t *testing.T) {
 	path := os.Getenv("GMLAKE_OPS")
 	if path == "" {
 		t.Skip("set GMLAKE_OPS to an op list to replay it")
 	}
-	data, err := os.ReadFile(path)
+	p, err := ops.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	seq, err := ops.Parse(string(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg ops.Config
-	ops.ParseHeader(string(data), &cfg)
-	i, vs, env, err := ops.Run(cfg, seq)
+	i, vs, env, err := ops.Run(p.Cfg, p.Ops)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if i >= 0 {
 		if os.Getenv("GMLAKE_SHRINK") != "" {
-			small, svs := ops.Shrink(cfg, seq)
-			senv, err := ops.NewEnv(cfg)
+			small, svs := ops.Shrink(p.Cfg, p.Ops, 0)
+			senv, err := ops.NewEnv(p.Cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -125,9 +120,9 @@ func TestOpsFile(t *testing.T) {
 			}
 			t.Logf("shrunk to %d ops (%v); state before the last op:\n%s\n%s", len(small), svs, ops.DescribeView(senv.View()), ops.Format(small))
 		}
-		t.Fatalf("step %d (%v) violates: %v\n%s", i, opAt(seq, i), vs, env.Describe())
+		t.Fatalf("step %d (%v) violates: %v\n%s", i, opAt(p.Ops, i), vs, env.Describe())
 	}
-	t.Logf("%d ops ran clean", len(seq))
+	t.Logf("%d ops ran clean", len(p.Ops))
 }
 
 func opAt(seq []ops.Op, i int) string {

@@ -39,17 +39,19 @@ the allocator closed, and the device must hold nothing of ours.
 
 A progress line goes to stderr every --progress-every; one JSON summary line per policy goes to stdout
 (ops, ops_per_sec, violations, leaks, ...). On failure the last operations are saved as a trace file
-(extended with '#!' lines) in --out, re-run single-threaded on the simulated device, and minimized; the
+(a program of harness/ops's op language) in --out, re-run single-threaded on the simulated device, and minimized; the
 paths are printed. Exit status 1 on any violation or leak.
 
---replay FILE runs a saved program (or any trace) single-threaded on the simulated device through the
-program's policy (or --policy, or every policy), checking every step; with --minimize a failure is
-minimized to FILE.POLICY.min.trace. FILE may also be a FuzzOps corpus file (go test fuzz v1).
+--replay FILE runs a saved reproducer single-threaded on the simulated device through its policy (or
+--policy, or all), every check after every step. FILE is any program of the one op language (harness/ops):
+what rapid, the explorer, porcupine, the findings, this campaign and go test -fuzz save, a history (the
+outcomes after "//" are ignored), a trace (a/f lines; r is no op, as in gmlake replay), or a FuzzOps corpus
+file (go test fuzz v1). With --minimize a failure is shrunk into FILE.POLICY.min.ops.
 
 Examples:
   gmlake fuzz --duration 30s --policy caching
   gmlake fuzz --device cuda --policy gmlake --duration 5m --capacity 30GiB --streams 8 --seed 1
-  gmlake fuzz --replay gmlake-fuzz-gmlake-sim-seed1-1764400000.trace`,
+  gmlake fuzz --replay gmlake-fuzz-gmlake-sim-seed1-1764400000.ops --minimize`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if replay != "" {
@@ -133,16 +135,16 @@ Examples:
 	f.IntVar(&logOps, "log-ops", 20000, "operations kept for the reproducer")
 	f.BoolVar(&memInfoCheck, "meminfo-check", false, "cuda: also require cuMemGetInfo's free memory back to its start value (only when no other process uses the GPU)")
 	f.IntVar(&cudaDevice, "cuda-device", 0, "cuda: device ordinal")
-	f.StringVar(&replay, "replay", "", "run a saved program (or trace) single-threaded on the simulated device instead of a campaign")
-	f.BoolVar(&minimize, "minimize", false, "with --replay: minimize a failure into FILE.POLICY.min.trace")
+	f.StringVar(&replay, "replay", "", "run a saved program, history, trace or corpus file single-threaded on the simulated device instead of a campaign")
+	f.BoolVar(&minimize, "minimize", false, "with --replay: shrink a failure into FILE.POLICY.min.ops")
 	rootCmd.AddCommand(cmd)
 }
 
-// runReplayProgram runs a saved program through its policy (or the given one, or all).
+// runReplayProgram runs a saved program, history or trace (any checker's reproducer, or a FuzzOps corpus
+// file) single-threaded through ops.Env on the simulated device under its policy (or --policy, or all of
+// them), every invariant after every step and the pattern check on; with --minimize a failure is shrunk
+// (ops.Shrink) into FILE.POLICY.min.ops, which replays the same way.
 func runReplayProgram(cmd *cobra.Command, path, policy string, minimize bool, minimizeFor time.Duration) error {
-	if text, err := os.ReadFile(path); err == nil && ops.IsOpList(string(text)) {
-		return runReplayOps(cmd, path, string(text), policy, minimize)
-	}
 	p, err := fuzz.ReadProgramFile(path)
 	if err != nil {
 		return err
@@ -152,74 +154,52 @@ func runReplayProgram(cmd *cobra.Command, path, policy string, minimize bool, mi
 	case cmd.Flags().Changed("policy") && policy == "all":
 		policies = impl.Policies
 	case cmd.Flags().Changed("policy"):
+		if !slices.Contains(impl.Policies, policy) {
+			return badFlag("--policy %q: want one of %s, or all", policy, strings.Join(impl.Policies, ", "))
+		}
 		policies = []string{policy}
-	case p.Policy != "":
-		policies = []string{p.Policy}
+	case p.Cfg.Policy != "":
+		policies = []string{p.Cfg.Policy}
 	default:
 		policies = impl.Policies
 	}
 	failed := 0
 	for _, pol := range policies {
+		cfg := p.Cfg
+		cfg.Policy, cfg.Patterns = pol, true
 		start := time.Now()
-		rep, f := fuzz.Exec(p, pol, fuzz.ExecOptions{})
-		if f == nil {
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok: %d steps, %d allocs, %d frees, %d errors (%.2fs)\n",
-				pol, rep.Steps, rep.Allocs, rep.Frees, rep.Errors, time.Since(start).Seconds())
+		i, vs, env, err := ops.Run(cfg, p.Ops)
+		if err != nil {
+			return err
+		}
+		if i < 0 {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok: %d ops ran clean (%.2fs)\n", pol, len(p.Ops), time.Since(start).Seconds())
 			continue
 		}
 		failed++
-		fmt.Fprintf(cmd.OutOrStdout(), "%s: FAIL: %v\n", pol, f)
+		at := "the end (clearfaults, completeall, close, leak check)"
+		if i < len(p.Ops) {
+			at = p.Ops[i].String()
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: FAIL at op %d (%s): %v\nhistory:\n%s", pol, i, at, vs, env.History())
 		if minimize {
 			if minimizeFor <= 0 {
 				minimizeFor = 60 * time.Second
 			}
-			m, runs := fuzz.Minimize(p, pol, fuzz.ExecOptions{}, f.Inv(), time.Now().Add(minimizeFor))
-			m.Policy = pol
-			mpath := strings.TrimSuffix(strings.TrimSuffix(path, ".gz"), ".trace") + "." + pol + ".min.trace"
-			if err := m.WriteFile(mpath, fmt.Sprintf("minimized from %s (%d -> %d operations, %d runs)", path, len(p.Ops), len(m.Ops), runs)); err != nil {
+			small, svs := ops.Shrink(cfg, p.Ops, minimizeFor)
+			m := &ops.Program{Cfg: cfg, Ops: small}
+			mpath := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(path, ".gz"), ".trace"), ".ops") + "." + pol + ".min.ops"
+			note := fmt.Sprintf("minimized from %s (%d -> %d ops): %v\nreplay: gmlake fuzz --replay %s", path, len(p.Ops), len(small), svs, mpath)
+			if err := m.WriteFile(mpath, note); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: minimized to %d operations: %s\n", pol, len(m.Ops), mpath)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: minimized to %d ops: %s\n", pol, len(small), mpath)
 		}
 	}
 	if failed > 0 {
 		return fmt.Errorf("%s fails under %d of %d policies", path, failed, len(policies))
 	}
 	return nil
-}
-
-// runReplayOps replays an op list saved by rapid, the explorer, porcupine or the findings (harness/ops)
-// through ops.Env, every invariant after every step; --policy overrides the header's policy, and
-// --minimize shrinks a failure to PATH.min.ops.
-func runReplayOps(cmd *cobra.Command, path, text, policy string, minimize bool) error {
-	seq, err := ops.Parse(text)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	var cfg ops.Config
-	ops.ParseHeader(text, &cfg)
-	if cmd.Flags().Changed("policy") {
-		cfg.Policy = policy
-	}
-	i, vs, env, err := ops.Run(cfg, seq)
-	if err != nil {
-		return err
-	}
-	if i < 0 {
-		fmt.Fprintf(cmd.OutOrStdout(), "%s: ok: %d ops ran clean under %s\n", path, len(seq), env.Cfg.Policy)
-		return nil
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s: FAIL at op %d under %s: %v\n", path, i, env.Cfg.Policy, vs)
-	if minimize {
-		small, svs := ops.Shrink(cfg, seq)
-		mpath := strings.TrimSuffix(path, ".ops") + ".min.ops"
-		env.Ops = small
-		if werr := os.WriteFile(mpath, []byte(env.Describe()), 0o644); werr != nil {
-			return werr
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "minimized to %d seq (%v): %s\n", len(small), svs, mpath)
-	}
-	return fmt.Errorf("%s fails", path)
 }
 
 // parseBytes reads a size: a number of bytes, or with a unit (KiB, MiB, GiB, TiB; K, M, G, T mean the same;

@@ -58,8 +58,8 @@ func TestFuzzCommand(t *testing.T) {
 		t.Errorf("no progress line on stderr:\n%s", errb.String())
 	}
 
-	prog := filepath.Join(t.TempDir(), "p.trace")
-	os.WriteFile(prog, []byte("#! config policy=gmlake capacity=1073741824 streams=2\na 1 4096 0\n#! record 1 1\nf 1\n#! complete all\n"), 0o644)
+	prog := filepath.Join(t.TempDir(), "p.ops")
+	os.WriteFile(prog, []byte("# policy=gmlake capacity=1073741824 granularity=0 streams=2 sync=false\na 1 4096 0\nrecord a1 s1\nlaunch s1\nf 1\ncompleteall\n"), 0o644)
 	out.Reset()
 	rootCmd.SetArgs([]string{"fuzz", "--replay", prog, "--policy", "gmlake"}) // flags keep their values between Execute calls
 	if err := rootCmd.Execute(); err != nil {

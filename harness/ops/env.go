@@ -47,9 +47,16 @@ type Config struct {
 	// memory, and an out of memory after it is judged with that work completed (C-OOM, INV-NOSPURIOUSOOM).
 	Serve       bool
 	MemoryLimit uint64 // with Serve: the cap on the engine's physical bytes (0: none); the judge's capacity
+	// Patterns: every allocation is filled with a byte of its id on the device and a sample read back
+	// before its free (pattern.go; a violation is INTEGRITY): the data path the models cannot see.
+	Patterns bool
+	Probes   int // with Patterns: granules probed per large allocation; 0: 512
 
 	_ struct{}
 }
+
+// CheckIntegrity is the name of the pattern check's violation (Config.Patterns).
+const CheckIntegrity = "INTEGRITY"
 
 // Env runs operations (op.go) through the engine on the reference device, step by step, and judges each
 // step three ways: the allocator contract (contract.ContractState: was the answer legal?), the state
@@ -86,7 +93,17 @@ type Env struct {
 	// (the engine documents it: nothing of the allocator's leaks), so INV-NOLEAK then ignores events.
 	eventFault bool
 	closed     bool
-	Ops        []Op // executed, in order: the reproducer
+	// pools: the use count of each private pool the ops created (0: released); poolOf: the pool each
+	// live pointer was asked from; pooled: a pool op ran (INV-POOL is checked from then on).
+	pools   map[int]int
+	poolOf  map[vmm.DevicePtr]int
+	pooled  bool
+	poolChk spec.PoolChecker
+	// capturing: stream indexes capturing a CUDA graph (capture-begin without capture-end).
+	capturing map[int]bool
+	checker   vmm.Stream     // with Patterns: the device stream the patterns are written and read on
+	size      map[int]uint64 // allocation id -> bytes requested (for the pattern check)
+	Ops       []Op           // executed, in order: the reproducer
 	// outcomes[i] is Outcome of Ops[i] when it ran through Step (History prints them).
 	outcomes []string
 	Steps    int
@@ -157,7 +174,8 @@ func NewEnv(cfg Config) (*Env, error) {
 	if cfg.Policy == "" {
 		cfg.Policy = impl.PolicyGMLake
 	}
-	e := &Env{Cfg: cfg, Hist: spec.NewHistory(), ptrs: map[int]vmm.DevicePtr{}, live: map[int]bool{}}
+	e := &Env{Cfg: cfg, Hist: spec.NewHistory(), ptrs: map[int]vmm.DevicePtr{}, live: map[int]bool{},
+		pools: map[int]int{}, poolOf: map[vmm.DevicePtr]int{}, capturing: map[int]bool{}, size: map[int]uint64{}}
 	e.Device = cfg.Device
 	if e.Device == nil {
 		e.Dev = sim.NewDevice(sim.DeviceConfig{Capacity: cfg.Capacity, Granularity: cfg.Granularity,
@@ -224,6 +242,16 @@ func NewEnv(cfg Config) (*Env, error) {
 	ccfg := &contract.ContractConfig{Capacity: e.Capacity(), Granularity: cfg.Granularity, Streams: known,
 		Errors: ContractErrors, Footprint: e.Rule.Need}
 	e.Contract = contract.NewContract(ccfg)
+	if cfg.Patterns {
+		// The checker's own stream: the engine never sees it, so its reads and writes order nothing.
+		var err error
+		if e.checker, err = e.Device.CreateStream(); err != nil {
+			return nil, fmt.Errorf("ops: creating the pattern checker's stream: %w", err)
+		}
+		if e.Cfg.Probes == 0 {
+			e.Cfg.Probes = 512
+		}
+	}
 	return e, nil
 }
 
@@ -355,6 +383,20 @@ func (e *Env) recordStream(p vmm.DevicePtr, i int) error {
 	return e.A.RecordStream(p, e.caller(i))
 }
 
+func (e *Env) allocPool(size uint64, i, pool int) (vmm.DevicePtr, error) {
+	if e.S != nil {
+		return e.S.AllocPool(size, e.caller(i), poolID(pool))
+	}
+	return e.A.AllocPool(size, e.caller(i), poolID(pool))
+}
+
+func (e *Env) setCapturing(i int, on bool) error {
+	if e.S != nil {
+		return e.S.SetCapturing(e.caller(i), on)
+	}
+	return e.A.SetCapturing(e.caller(i), on)
+}
+
 func (e *Env) emptyCache() error {
 	if e.S != nil {
 		return e.S.EmptyCache()
@@ -409,6 +451,7 @@ func errorKind(err error) string {
 		name string
 	}{{impl.ErrInvalidSize, "invalid size"}, {impl.ErrUnknownPointer, "unknown pointer"}, {impl.ErrInteriorPtr, "interior pointer"},
 		{impl.ErrDoubleFree, "double free"}, {impl.ErrUnknownStream, "unknown stream"}, {impl.ErrClosed, "closed"},
+		{impl.ErrUnknownPool, "unknown pool"}, {impl.ErrBadConfig, "bad config"},
 		{vmm.ErrOutOfMemory, "out of memory"}} {
 		if errors.Is(err, k.err) {
 			return k.name
@@ -421,8 +464,7 @@ func errorKind(err error) string {
 // and ops replay as they are (Parse drops the comments), and a golden history pins every answer.
 func (e *Env) History() string {
 	var b strings.Builder
-	d := e.Describe()
-	b.WriteString(d[:strings.IndexByte(d, '\n')+1])
+	b.WriteString(e.Cfg.Header() + "\n")
 	for i, o := range e.Ops {
 		out := ""
 		if i < len(e.outcomes) {
@@ -441,21 +483,38 @@ func (e *Env) step(op Op) StepResult {
 	res := StepResult{Op: op}
 	var in contract.ContractInput
 	var before spec.View
-	var haveBefore, refused bool
+	// refused: the op did not run on this device (a fault without fault injection); unjudged: the
+	// contract knows nothing of it (pools, capture, launch on no stream), the Env judges it itself.
+	var haveBefore, refused, unjudged bool
 	switch op.Kind {
 	case OpAlloc:
 		before, haveBefore = e.viewBefore(), true
 		in = contract.ContractInput{Op: contract.COpAlloc, Size: op.Size, Stream: e.stream(op.Stream)}
-		res.Ptr, res.Err = e.alloc(op.Size, op.Stream)
+		if op.Pool != 0 {
+			res.Ptr, res.Err = e.allocPool(op.Size, op.Stream, op.Pool)
+		} else {
+			res.Ptr, res.Err = e.alloc(op.Size, op.Stream)
+		}
 		if res.Err == nil {
 			e.ptrs[op.ID] = res.Ptr
 			e.live[op.ID] = true
+			e.size[op.ID] = op.Size
+			e.poolOf[res.Ptr] = op.Pool
+			if e.Cfg.Patterns {
+				if err := Fill(e.Device, res.Ptr, op.Size, PatternByte(uint64(op.ID)), e.checker); err != nil {
+					res.Violations = append(res.Violations, spec.Violation{Inv: CheckIntegrity, Msg: fmt.Sprintf("a%d: %v", op.ID, err)})
+				}
+			}
 		}
 	case OpFree, OpFreeInterior:
 		before, haveBefore = e.viewBefore(), true
 		p := e.Ptr(op.ID)
 		if op.Kind == OpFreeInterior {
 			p = p.Add(op.Offset)
+		} else if e.Cfg.Patterns && e.live[op.ID] {
+			if err := Verify(e.Device, p, e.size[op.ID], PatternByte(uint64(op.ID)), e.checker, e.Device.Granularity(), e.Cfg.Probes, nil); err != nil {
+				res.Violations = append(res.Violations, spec.Violation{Inv: CheckIntegrity, Msg: fmt.Sprintf("a%d before its free: %v", op.ID, err)})
+			}
 		}
 		in = contract.ContractInput{Op: contract.COpFree, Ptr: p}
 		res.Err = e.free(p)
@@ -472,19 +531,18 @@ func (e *Env) step(op Op) StepResult {
 					delete(e.live, id)
 				}
 			}
+			delete(e.poolOf, p)
 		}
 	case OpRecord:
 		in = contract.ContractInput{Op: contract.COpRecordStream, Ptr: e.Ptr(op.ID), Stream: e.stream(op.Stream)}
 		res.Err = e.recordStream(in.Ptr, op.Stream)
 	case OpLaunch:
 		in = contract.ContractInput{Op: contract.COpLaunch, Stream: e.stream(op.Stream)}
-		if op.Stream < 0 || op.Stream >= len(e.Streams) {
-			in.Op = contract.COpCompleteAll // no such stream: nothing to launch (a no-op for the contract)
-		} else if !e.Cfg.SyncStreams {
+		if op.Stream < 0 || op.Stream >= len(e.Streams) || e.Cfg.SyncStreams {
+			unjudged = true // no such stream, or work completes at once: nothing pending
+		} else {
 			e.Device.Launch(in.Stream)
 			e.Hist.Launch(in.Stream)
-		} else {
-			in.Op = contract.COpCompleteAll // a no-op for the contract
 		}
 	case OpComplete:
 		in = contract.ContractInput{Op: contract.COpComplete, Stream: e.stream(op.Stream)}
@@ -520,18 +578,45 @@ func (e *Env) step(op Op) StepResult {
 		if res.Err == nil || !e.faulty {
 			e.live = map[int]bool{}
 		}
+	case OpPoolCreate, OpPoolRelease:
+		unjudged, e.pooled = true, true
+		var n int
+		if op.Kind == OpPoolCreate {
+			n, res.Err = e.A.CreateOrIncrefPool(poolID(op.Pool))
+		} else {
+			n, res.Err = e.A.ReleasePool(poolID(op.Pool))
+		}
+		res.Violations = append(res.Violations, e.judgePoolOp(op, n, res.Err)...)
+		if res.Err == nil {
+			e.pools[op.Pool] = n
+		}
+	case OpCaptureBegin, OpCaptureEnd:
+		unjudged = true
+		res.Err = e.setCapturing(op.Stream, op.Kind == OpCaptureBegin)
+		if e.closed != errors.Is(res.Err, impl.ErrClosed) || res.Err != nil && !e.closed && !e.faulty {
+			res.Violations = append(res.Violations, spec.Violation{Inv: spec.InvContract,
+				Msg: fmt.Sprintf("%v: %v (want ErrClosed after Close, else no error without an injected fault)", op, res.Err)})
+		}
+		if op.Kind == OpCaptureBegin && !e.closed {
+			e.capturing[op.Stream] = true
+		} else {
+			delete(e.capturing, op.Stream)
+		}
 	}
 	// The serving layer's synchronisations happened before its answer: tell the judges first.
 	e.tellSynced()
-	// The contract: was the answer legal?
-	ok, next, why := e.Contract.Explain(in, contract.ContractOutput{Ptr: res.Ptr, Err: res.Err})
-	if refused {
-		ok, next = true, e.Contract
-	}
-	if !ok {
-		res.Violations = append(res.Violations, spec.Violation{Inv: spec.InvContract, Msg: why})
-	} else {
-		e.Contract = next
+	// The contract: was the answer legal? While a stream captures, frees of blocks used on other streams
+	// wait (impl: SetCapturing), and a living private pool keeps its memory from every other request, so
+	// then an out-of-memory answer is not the contract's to judge (C-OOM): a refusal changes nothing.
+	if !refused && !unjudged {
+		ok, next, why := e.Contract.Explain(in, contract.ContractOutput{Ptr: res.Ptr, Err: res.Err})
+		switch {
+		case ok:
+			e.Contract = next
+		case (len(e.capturing) > 0 || e.pooled) && op.Kind == OpAlloc && errors.Is(res.Err, vmm.ErrOutOfMemory):
+		default:
+			res.Violations = append(res.Violations, spec.Violation{Inv: spec.InvContract, Msg: why})
+		}
 	}
 	if e.Cfg.NoChecks {
 		// Light mode (replays of explored prefixes): keep the history, skip the predicates.
@@ -544,14 +629,18 @@ func (e *Env) step(op Op) StepResult {
 	res.Violations = append(res.Violations, spec.Check(after)...)
 	if op.Kind == OpAlloc && res.Err == nil {
 		res.Violations = append(res.Violations, e.Hist.OnAlloc(after, res.Ptr, in.Stream)...)
-		// The engine rounds every request up to 512 B (impl: roundSize).
-		res.Violations = append(res.Violations, spec.CheckBestFit(before, after, res.Ptr, in.Stream, vmm.AlignUp(max(op.Size, 512), 512))...)
-		if haveBefore {
-			res.Violations = append(res.Violations, spec.CheckTorch(e.Cfg.Policy, before, after, res.Ptr, op.Size)...)
+		if op.Pool == 0 && !e.pooled {
+			// Best fit and PyTorch's decisions are judged within one pool: with private pools in play a
+			// View does not say which pool a free block serves. The engine rounds every request up to
+			// 512 B (impl: roundSize).
+			res.Violations = append(res.Violations, spec.CheckBestFit(before, after, res.Ptr, in.Stream, vmm.AlignUp(max(op.Size, 512), 512))...)
+			if haveBefore {
+				res.Violations = append(res.Violations, spec.CheckTorch(e.Cfg.Policy, before, after, res.Ptr, op.Size)...)
+			}
 		}
 	}
 	if op.Kind == OpAlloc && haveBefore && errors.Is(res.Err, vmm.ErrOutOfMemory) && !e.faulty &&
-		!errors.Is(res.Err, impl.ErrInvalidSize) {
+		!errors.Is(res.Err, impl.ErrInvalidSize) && len(e.capturing) == 0 && !e.pooled {
 		res.Violations = append(res.Violations, spec.CheckNoSpuriousOOM(before, e.Hist, e.Rule, op.Size, in.Stream)...)
 	}
 	if op.Kind == OpEmptyCache && res.Err == nil {
@@ -559,8 +648,87 @@ func (e *Env) step(op Op) StepResult {
 		res.Violations = append(res.Violations, spec.CheckEmptied(after, e.Hist.Idle(), e.armed)...)
 	}
 	res.Violations = append(res.Violations, e.Hist.CheckRelease(after)...)
+	if e.pooled {
+		res.Violations = append(res.Violations, e.poolChk.Step(e.poolStep())...)
+	}
 	e.last = after
 	return res
+}
+
+// poolID is the engine's name of pool n (0: the default pool).
+func poolID(n int) impl.PoolID {
+	if n == 0 {
+		return impl.PoolID{}
+	}
+	return impl.PoolID{A: uint64(n), B: 1}
+}
+
+// judgePoolOp checks the answer of pool-create or pool-release (the contract has no pools): after Close
+// every call fails with ErrClosed; the default pool and gmlake-paper have no use counts (ErrUnknownPool,
+// ErrBadConfig); releasing a pool that is not alive is ErrUnknownPool; otherwise the count moves by one.
+func (e *Env) judgePoolOp(op Op, n int, err error) []spec.Violation {
+	bad := func(want string) []spec.Violation {
+		return []spec.Violation{{Inv: spec.InvContract, Msg: fmt.Sprintf("%v -> (%d, %v): want %s", op, n, err, want)}}
+	}
+	uses := e.pools[op.Pool]
+	switch {
+	case e.closed:
+		if !errors.Is(err, impl.ErrClosed) {
+			return bad("ErrClosed after Close")
+		}
+	case op.Pool == 0:
+		if !errors.Is(err, impl.ErrUnknownPool) {
+			return bad("ErrUnknownPool: the default pool has no use count")
+		}
+	case e.Cfg.Policy == impl.PolicyGMLakePaper && op.Kind == OpPoolCreate:
+		if !errors.Is(err, impl.ErrBadConfig) {
+			return bad("ErrBadConfig: gmlake-paper has no private pools")
+		}
+	case op.Kind == OpPoolRelease && uses == 0:
+		if !errors.Is(err, impl.ErrUnknownPool) {
+			return bad("ErrUnknownPool: the pool is not alive")
+		}
+	case err != nil:
+		return bad("no error")
+	case op.Kind == OpPoolCreate && n != uses+1, op.Kind == OpPoolRelease && n != uses-1:
+		return bad(fmt.Sprintf("the use count to move by one from %d", uses))
+	}
+	return nil
+}
+
+// poolStep is what INV-POOL judges now: each live allocation with the pool it was asked from and the
+// handles backing its block, the pools alive, the handles held and the ranges mapped.
+func (e *Env) poolStep() spec.PoolStep {
+	snap := e.A.Snapshot()
+	backing := map[uint64][]vmm.Handle{}
+	for _, b := range snap.Blocks {
+		for _, m := range b.Backing {
+			backing[b.ID] = append(backing[b.ID], m.Handle)
+		}
+	}
+	var st spec.PoolStep
+	for _, l := range snap.Live {
+		id := poolID(e.poolOf[l.Ptr])
+		st.Live = append(st.Live, spec.PoolAlloc{Ptr: l.Ptr, Size: l.Size, Pool: spec.PoolID{id.A, id.B}, Handles: backing[l.Block]})
+	}
+	pools := make([]int, 0, len(e.pools))
+	for p, n := range e.pools {
+		if n > 0 {
+			pools = append(pools, p)
+		}
+	}
+	sort.Ints(pools)
+	for _, p := range pools {
+		id := poolID(p)
+		st.Alive = append(st.Alive, spec.PoolID{id.A, id.B})
+	}
+	for _, c := range snap.Chunks {
+		st.Held = append(st.Held, c.Handle)
+	}
+	for _, m := range snap.Mappings {
+		st.Mapped = append(st.Mapped, m.VA)
+	}
+	return st
 }
 
 // beyondBaseline drops the violations whose invariant the engine without mutations also breaks on the
@@ -622,19 +790,11 @@ func (e *Env) Finish() []spec.Violation {
 }
 
 // Describe returns the ops run so far (the reproducer) and the configuration, for failure reports.
-func (e *Env) Describe() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# policy=%s capacity=%d granularity=%d streams=%d sync=%v mutations=%v",
-		e.Cfg.Policy, e.Cfg.Capacity, e.Cfg.Granularity, e.Cfg.Streams, e.Cfg.SyncStreams, e.Cfg.Mutations)
-	if k := KnobString(e.Cfg.Knobs); k != "" {
-		b.WriteString(" " + k)
-	}
-	if e.Cfg.Serve {
-		fmt.Fprintf(&b, " serve=true limit=%d", e.Cfg.MemoryLimit)
-	}
-	b.WriteByte('\n')
-	b.WriteString(Format(e.Ops))
-	return b.String()
+func (e *Env) Describe() string { return e.Program().String() }
+
+// Program returns the ops run so far under the Env's configuration: the reproducer.
+func (e *Env) Program() *Program {
+	return &Program{Cfg: e.Cfg, Ops: append([]Op(nil), e.Ops...)}
 }
 
 // Run runs ops in a fresh Env and returns the first step with a violation (index -1 if none), and the

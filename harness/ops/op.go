@@ -1,30 +1,54 @@
 package ops
 
-// Operations as values that print as text and parse back (the pebble metamorphic style): a saved op list
-// is the reproducer. One op per line; '#' starts a comment line. Allocations are named by an id bound by
-// the alloc that made them ("a3"); streams by their index in the environment ("s0" is the default stream).
+// Operations as values that print as text and parse back (the pebble metamorphic style): a saved program
+// is the reproducer. One op per line, one verb per op; '#' starts a comment line. Allocations are named by
+// an id bound by the alloc that made them ("a3"); streams by their index in the environment ("s0" is the
+// default stream); private memory pools by a number ("p1"; p0 is the default pool).
 //
 //	alloc a3 1048576 s1        Alloc(1048576, stream 1), binding the result to a3
-//	free a3                    Free(a3) (a3 may already be freed: a double free)
+//	alloc a4 4096 s0 p2        AllocPool(4096, stream 0, pool 2)
+//	free a3                    Free(a3)
 //	free-interior a3 +512      Free(a3+512): a pointer inside an allocation
-//	record a3 s1               RecordStream(a3, stream 1)
+//	record a3 s1               RecordStream(a3, stream 1) (and nothing else: no work is launched)
 //	launch s1                  submit one unit of work to stream 1 (the device's clock)
 //	complete s1                complete all work submitted to stream 1
 //	completeall                complete all work on every stream
 //	emptycache                 EmptyCache()
 //	fail create 2 CUDA_ERROR_OUT_OF_MEMORY   the 2nd next cuMemCreate fails with that result
 //	clearfaults                no injected fault pending any more
+//	pool-create p2             CreateOrIncrefPool(pool 2)
+//	pool-release p2            ReleasePool(pool 2)
+//	capture-begin s1           SetCapturing(stream 1, true): stream 1 begins a CUDA graph capture
+//	capture-end s1             SetCapturing(stream 1, false)
 //	close                      Close()
 //
-// A history (Env.History) is the same list with each op's outcome after "//" (`free a3 // error: double
-// free`); ParseOp ignores it, so a history replays as it is.
+// Misuse is not a separate kind: it is an op whose arguments the engine must refuse. A free of an id no
+// alloc bound (`free a99`) frees a pointer no allocation returned; a second `free a3` is a double free;
+// `alloc a5 4096 s9` in an environment of 2 streams asks on a stream the device does not know; `alloc a5 0
+// s0` asks for zero bytes; `record a99 s0` records a pointer no allocation returned.
+//
+// The trace format of real training runs (harness/trace) is a subset: `a ID SIZE STREAM` parses as
+// `alloc aID SIZE sSTREAM` and `f ID` as `free aID`; `r ID` (free requested, the block stays allocated
+// until its `f`) is no op, as in `gmlake replay`. So every trace file is a program.
+//
+// A program starts with its setup line (Config.Header: `# policy=gmlake capacity=... streams=...`); a
+// file without one is a trace: an H200 with as many streams as it uses. A history (Env.History) is the
+// same list with each op's outcome after "//" (`free a3 // error: double free`); the parser ignores the
+// outcomes, so a history replays as it is.
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"fmt"
+	"io"
+	"os"
 	"strconv"
 	"strings"
 
+	"github.com/gmlake/gmlake/harness/trace"
+	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -44,11 +68,18 @@ const (
 	OpFail
 	OpClearFaults
 	OpClose
+	OpPoolCreate
+	OpPoolRelease
+	OpCaptureBegin
+	OpCaptureEnd
 	numOpKinds
 )
 
 var opNames = [numOpKinds]string{"alloc", "free", "free-interior", "record", "launch", "complete", "completeall",
-	"emptycache", "fail", "clearfaults", "close"}
+	"emptycache", "fail", "clearfaults", "close", "pool-create", "pool-release", "capture-begin", "capture-end"}
+
+// opFields is the number of fields after the verb each kind takes (alloc: 3, or 4 with a pool).
+var opFields = [numOpKinds]int{3, 1, 2, 2, 1, 1, 0, 0, 3, 0, 0, 1, 1, 1, 1}
 
 func (k OpKind) String() string {
 	if k < numOpKinds {
@@ -57,22 +88,26 @@ func (k OpKind) String() string {
 	return fmt.Sprintf("OpKind(%d)", k)
 }
 
-// Op is one operation of a test sequence.
+// Op is one operation of a program. Which fields matter depends on Kind.
 type Op struct {
 	Kind   OpKind
-	ID     int          // alloc, free, free-interior, record: the allocation id
-	Size   uint64       // alloc
-	Stream int          // alloc, record, launch, complete: index into the environment's streams
+	ID     int          // alloc, free, free-interior, record: the allocation id (>= 0)
+	Size   uint64       // alloc: bytes requested (0 is a request the engine must refuse or serve)
+	Stream int          // alloc, record, launch, complete, capture-begin/end: index into the environment's streams
+	Pool   int          // alloc (0: the default pool), pool-create, pool-release: the private pool's number
 	Offset uint64       // free-interior
 	Call   vmm.CallKind // fail
 	N      int          // fail: the N-th next call of kind Call fails (N >= 1)
-	Result vmm.Result   // fail
+	Result vmm.Result   // fail: not vmm.Success
 }
 
 // String prints the op in the text format.
 func (o Op) String() string {
 	switch o.Kind {
 	case OpAlloc:
+		if o.Pool != 0 {
+			return fmt.Sprintf("alloc a%d %d s%d p%d", o.ID, o.Size, o.Stream, o.Pool)
+		}
 		return fmt.Sprintf("alloc a%d %d s%d", o.ID, o.Size, o.Stream)
 	case OpFree:
 		return fmt.Sprintf("free a%d", o.ID)
@@ -80,47 +115,47 @@ func (o Op) String() string {
 		return fmt.Sprintf("free-interior a%d +%d", o.ID, o.Offset)
 	case OpRecord:
 		return fmt.Sprintf("record a%d s%d", o.ID, o.Stream)
-	case OpLaunch, OpComplete:
+	case OpLaunch, OpComplete, OpCaptureBegin, OpCaptureEnd:
 		return fmt.Sprintf("%v s%d", o.Kind, o.Stream)
+	case OpPoolCreate, OpPoolRelease:
+		return fmt.Sprintf("%v p%d", o.Kind, o.Pool)
 	case OpFail:
-		return fmt.Sprintf("fail %s %d %s", o.Call.Short(), o.N, o.Result.Name())
+		return fmt.Sprintf("fail %s %d %s", o.Call.Short(), o.N, resultText(o.Result))
 	}
 	return o.Kind.String()
 }
 
 // Format prints ops one per line.
-func Format(ops []Op) string {
+func Format(seq []Op) string {
 	var b strings.Builder
-	for _, o := range ops {
+	for _, o := range seq {
 		b.WriteString(o.String())
 		b.WriteByte('\n')
 	}
 	return b.String()
 }
 
-// ParseOp parses one line of the text format.
+// ParseOp parses one op line of the text format (a history's "// outcome" is ignored). Trace lines are
+// read by Parse, not here.
 func ParseOp(line string) (Op, error) {
 	if i := strings.Index(line, "//"); i >= 0 {
-		line = line[:i] // a history's outcome
+		line = line[:i]
 	}
 	f := strings.Fields(line)
 	if len(f) == 0 {
-		return Op{}, fmt.Errorf("harness: empty op")
+		return Op{}, fmt.Errorf("empty op")
 	}
-	kind := OpKind(255)
+	kind := numOpKinds
 	for k, n := range opNames {
 		if n == f[0] {
 			kind = OpKind(k)
 		}
 	}
-	want := map[OpKind]int{OpAlloc: 4, OpFree: 2, OpFreeInterior: 3, OpRecord: 3, OpLaunch: 2, OpComplete: 2,
-		OpCompleteAll: 1, OpEmptyCache: 1, OpFail: 4, OpClearFaults: 1, OpClose: 1}
-	n, ok := want[kind]
-	if !ok {
-		return Op{}, fmt.Errorf("harness: unknown op %q in %q", f[0], line)
+	if kind == numOpKinds {
+		return Op{}, fmt.Errorf("unknown op %q", f[0])
 	}
-	if len(f) != n {
-		return Op{}, fmt.Errorf("harness: op %q takes %d fields, got %d: %q", f[0], n-1, len(f)-1, line)
+	if n := opFields[kind]; len(f)-1 != n && !(kind == OpAlloc && len(f)-1 == n+1) {
+		return Op{}, fmt.Errorf("op %q takes %d fields, got %d", f[0], n, len(f)-1)
 	}
 	o := Op{Kind: kind}
 	var err error
@@ -128,50 +163,51 @@ func ParseOp(line string) (Op, error) {
 		if err != nil {
 			return 0
 		}
-		if !strings.HasPrefix(s, prefix) {
-			err = fmt.Errorf("harness: %q should start with %q in %q", s, prefix, line)
-			return 0
+		v, e := strconv.ParseInt(strings.TrimPrefix(s, prefix), 10, 64)
+		if !strings.HasPrefix(s, prefix) || e != nil || v < 0 {
+			err = fmt.Errorf("bad %q (want %sN, N >= 0)", s, prefix)
 		}
-		v, e := strconv.Atoi(s[len(prefix):])
-		if e != nil || v < 0 {
-			err = fmt.Errorf("harness: bad number %q in %q", s, line)
-		}
-		return v
+		return int(v)
 	}
 	u64 := func(s, prefix string) uint64 {
 		if err != nil {
 			return 0
 		}
 		v, e := strconv.ParseUint(strings.TrimPrefix(s, prefix), 10, 64)
-		if e != nil || !strings.HasPrefix(s, prefix) {
-			err = fmt.Errorf("harness: bad size %q in %q", s, line)
+		if !strings.HasPrefix(s, prefix) || e != nil {
+			err = fmt.Errorf("bad size %q (want %sN, N in bytes)", s, prefix)
 		}
 		return v
 	}
 	switch kind {
 	case OpAlloc:
 		o.ID, o.Size, o.Stream = num(f[1], "a"), u64(f[2], ""), num(f[3], "s")
+		if len(f) == 5 {
+			o.Pool = num(f[4], "p")
+		}
 	case OpFree:
 		o.ID = num(f[1], "a")
 	case OpFreeInterior:
 		o.ID, o.Offset = num(f[1], "a"), u64(f[2], "+")
 	case OpRecord:
 		o.ID, o.Stream = num(f[1], "a"), num(f[2], "s")
-	case OpLaunch, OpComplete:
+	case OpLaunch, OpComplete, OpCaptureBegin, OpCaptureEnd:
 		o.Stream = num(f[1], "s")
+	case OpPoolCreate, OpPoolRelease:
+		o.Pool = num(f[1], "p")
 	case OpFail:
 		k, ok := vmm.ParseCallKind(f[1])
 		if !ok {
-			return Op{}, fmt.Errorf("harness: unknown driver call %q in %q", f[1], line)
+			return Op{}, fmt.Errorf("unknown driver call %q", f[1])
 		}
 		o.Call, o.N = k, num(f[2], "")
 		r, ok := parseResult(f[3])
 		if !ok {
-			return Op{}, fmt.Errorf("harness: unknown CUDA result %q in %q", f[3], line)
+			return Op{}, fmt.Errorf("unknown CUDA result %q (want a name such as CUDA_ERROR_OUT_OF_MEMORY, or a non-zero code)", f[3])
 		}
 		o.Result = r
-		if o.N < 1 && err == nil {
-			err = fmt.Errorf("harness: fail needs N >= 1 in %q", line)
+		if err == nil && o.N < 1 {
+			err = fmt.Errorf("fail needs N >= 1")
 		}
 	}
 	if err != nil {
@@ -180,157 +216,277 @@ func ParseOp(line string) (Op, error) {
 	return o, nil
 }
 
-// IsOpList reports whether text is an op list of this format (rather than a fuzz program or a trace): its
-// first line that is not blank is the "# policy=" header, or parses as an op.
-func IsOpList(text string) bool {
-	for _, l := range strings.Split(text, "\n") {
-		l = strings.TrimSpace(l)
-		switch {
-		case l == "":
-			continue
-		case strings.HasPrefix(l, "# policy="):
-			return true
-		case strings.HasPrefix(l, "#"):
-			continue
-		}
-		_, err := ParseOp(l)
-		return err == nil
-	}
-	return false
+// Program is a setup and an op sequence: what every checker runs, saves and shrinks. Cfg.Policy "" means
+// the reader's choice (the fuzz targets run every policy).
+type Program struct {
+	Cfg Config
+	Ops []Op
 }
 
-// Parse parses a whole op list (one op a line, blank lines and '#' comments skipped).
-func Parse(text string) ([]Op, error) {
-	var ops []Op
-	sc := bufio.NewScanner(strings.NewReader(text))
+// String prints the program: its setup line, then one op a line. Parse reads it back.
+func (p *Program) String() string { return p.Cfg.Header() + "\n" + Format(p.Ops) }
+
+// WriteFile writes the program to path, after comment lines (one "# " line per line of comment).
+func (p *Program) WriteFile(path string, comment ...string) error {
+	var b strings.Builder
+	for _, c := range comment {
+		for _, l := range strings.Split(c, "\n") {
+			b.WriteString("# " + l + "\n")
+		}
+	}
+	b.WriteString(p.String())
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// Parse parses a program: the setup line (optional), op lines, trace lines; blank lines and other '#'
+// lines are skipped. file names the input in errors, which are *trace.ParseError (errors.Is
+// trace.ErrSyntax) naming the line. Without a setup line the program is a trace: an H200 with as many
+// streams as the ops use.
+func Parse(text, file string) (*Program, error) {
+	return read(strings.NewReader(text), file)
+}
+
+// ParseOps parses an op list (a program without caring about its setup).
+func ParseOps(text string) ([]Op, error) {
+	p, err := Parse(text, "ops")
+	if err != nil {
+		return nil, err
+	}
+	return p.Ops, nil
+}
+
+// ReadFile reads a program, a history or a trace (gzip or plain) from path.
+func ReadFile(path string) (*Program, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return read(bytes.NewReader(data), path)
+}
+
+func read(r io.Reader, file string) (*Program, error) {
+	br := bufio.NewReaderSize(r, 1<<16)
+	var in io.Reader = br
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("%s: gzip: %w", file, err)
+		}
+		defer zr.Close()
+		in = zr
+	}
+	p := &Program{}
+	header, maxStream := false, 0
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
 	line := 0
 	for sc.Scan() {
 		line++
-		s := strings.TrimSpace(sc.Text())
-		if s == "" || s[0] == '#' {
+		text := strings.TrimSpace(sc.Text())
+		bad := func(err error) error {
+			return &trace.ParseError{File: file, Line: line, Text: text, Msg: err.Error()}
+		}
+		switch {
+		case text == "":
+			continue
+		case strings.HasPrefix(text, headerPrefix):
+			if header || len(p.Ops) > 0 {
+				return nil, bad(fmt.Errorf("the setup line comes once, before the ops"))
+			}
+			if err := ParseHeader(text, &p.Cfg); err != nil {
+				return nil, bad(err)
+			}
+			header = true
+			continue
+		case text[0] == '#':
 			continue
 		}
-		o, err := ParseOp(s)
+		o, ok, err := parseLine(text)
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", line, err)
+			return nil, bad(err)
 		}
-		ops = append(ops, o)
+		if !ok {
+			continue
+		}
+		if o.Kind == OpAlloc || o.Kind == OpRecord || o.Kind == OpLaunch || o.Kind == OpComplete {
+			maxStream = max(maxStream, o.Stream)
+		}
+		p.Ops = append(p.Ops, o)
 	}
-	return ops, sc.Err()
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s:%d: %w (truncated or corrupt input)", file, line+1, err)
+	}
+	if !header {
+		p.Cfg.Capacity, p.Cfg.Streams = sim.H200Capacity, maxStream+1
+	}
+	return p, nil
 }
 
-// faultResults are the results fault injection uses (and the text format accepts).
-var faultResults = []vmm.Result{vmm.OutOfMemory, vmm.InvalidValue, vmm.UnknownCUDAError, vmm.NotPermitted,
+// parseLine parses an op line or a trace line; ok is false for a line that is no op (a trace's `r ID`).
+func parseLine(text string) (o Op, ok bool, err error) {
+	f := strings.Fields(text)
+	if len(f[0]) != 1 {
+		o, err = ParseOp(text)
+		return o, err == nil, err
+	}
+	if i := strings.Index(text, "//"); i >= 0 {
+		f = strings.Fields(text[:i])
+	}
+	id := func(s string) int {
+		v, e := strconv.ParseInt(s, 10, 64)
+		if e != nil || v < 0 {
+			err = fmt.Errorf("bad id %q (want an integer >= 0)", s)
+		}
+		return int(v)
+	}
+	switch ev := trace.Op(f[0][0]); {
+	case ev == trace.OpAlloc && len(f) == 4:
+		o = Op{Kind: OpAlloc, ID: id(f[1])}
+		var e1, e2 error
+		o.Size, e1 = strconv.ParseUint(f[2], 10, 64)
+		s, e2 := strconv.ParseUint(f[3], 10, 16)
+		if e1 != nil || e2 != nil {
+			return Op{}, false, fmt.Errorf("trace alloc wants 'a ID SIZE STREAM' with numbers")
+		}
+		o.Stream = int(s)
+	case ev == trace.OpFree && len(f) == 2:
+		o = Op{Kind: OpFree, ID: id(f[1])}
+	case ev == trace.OpFreeRequest && len(f) == 2:
+		id(f[1])
+		return Op{}, false, err
+	default:
+		return Op{}, false, fmt.Errorf("unknown trace event (want 'a ID SIZE STREAM', 'r ID' or 'f ID', or an op)")
+	}
+	return o, err == nil, err
+}
+
+// Events returns the program's allocations and frees as trace events (what `gmlake replay` sees of it).
+func (p *Program) Events() []trace.Event {
+	var ev []trace.Event
+	for _, o := range p.Ops {
+		switch o.Kind {
+		case OpAlloc:
+			ev = append(ev, trace.Event{Op: trace.OpAlloc, ID: uint64(o.ID), Size: o.Size, Stream: o.Stream})
+		case OpFree:
+			ev = append(ev, trace.Event{Op: trace.OpFree, ID: uint64(o.ID)})
+		}
+	}
+	return ev
+}
+
+// FaultResults are the results fault injection uses; the text format prints them by name.
+var FaultResults = []vmm.Result{vmm.OutOfMemory, vmm.InvalidValue, vmm.UnknownCUDAError, vmm.NotPermitted,
 	vmm.InvalidHandle, vmm.IllegalAddress, vmm.NotSupported, vmm.InvalidContext}
 
+func resultText(r vmm.Result) string {
+	for _, x := range FaultResults {
+		if x == r {
+			return r.Name()
+		}
+	}
+	return strconv.Itoa(int(int32(r)))
+}
+
 func parseResult(s string) (vmm.Result, bool) {
-	for _, r := range faultResults {
+	for _, r := range FaultResults {
 		if r.Name() == s {
 			return r, true
 		}
 	}
-	if v, err := strconv.Atoi(s); err == nil {
+	if v, err := strconv.ParseInt(s, 10, 32); err == nil && v != 0 {
 		return vmm.Result(v), true
 	}
 	return 0, false
-}
-
-// OpsFromBytes decodes arbitrary bytes into a legal op sequence (for go test -fuzz targets): each op takes
-// a kind byte and a few argument bytes; sizes come from a table of small, chunk-sized, trace-like and huge
-// values plus a free-form 24-bit size, ids refer to allocations made earlier in the sequence. Decoding
-// never fails; a short input gives a short sequence.
-func OpsFromBytes(b []byte, streams int) []Op {
-	if streams < 1 {
-		streams = 1
-	}
-	sizes := []uint64{1, 512, 4096, vmm.MiB, 2 * vmm.MiB, 3 * vmm.MiB, 20 * vmm.MiB, 22020096, 62521344,
-		125042688, 512 * vmm.MiB, 2 * vmm.GiB}
-	next := func() byte {
-		if len(b) == 0 {
-			return 0
-		}
-		c := b[0]
-		b = b[1:]
-		return c
-	}
-	var ops []Op
-	nid := 0
-	for len(b) > 0 {
-		switch k := next() % 16; {
-		case k < 6:
-			var size uint64
-			if s := next(); s < 200 {
-				size = sizes[int(s)%len(sizes)]
-			} else {
-				size = uint64(next())<<16 | uint64(next())<<8 | uint64(next()) + 1
-			}
-			ops = append(ops, Op{Kind: OpAlloc, ID: nid, Size: size, Stream: int(next()) % streams})
-			nid++
-		case k < 10:
-			if nid > 0 {
-				ops = append(ops, Op{Kind: OpFree, ID: int(next()) % nid})
-			}
-		case k == 10:
-			if nid > 0 {
-				ops = append(ops, Op{Kind: OpRecord, ID: int(next()) % nid, Stream: int(next()) % streams})
-			}
-		case k == 11:
-			ops = append(ops, Op{Kind: OpLaunch, Stream: int(next()) % streams})
-		case k == 12:
-			ops = append(ops, Op{Kind: OpComplete, Stream: int(next()) % streams})
-		case k == 13:
-			ops = append(ops, Op{Kind: OpEmptyCache})
-		case k == 14:
-			call := FaultCalls[int(next())%len(FaultCalls)]
-			ops = append(ops, Op{Kind: OpFail, Call: call, N: 1 + int(next())%3, Result: faultResults[int(next())%3]})
-		default:
-			if nid > 0 && next()%2 == 0 {
-				ops = append(ops, Op{Kind: OpFreeInterior, ID: int(next()) % nid, Offset: 1 + uint64(next())})
-			} else {
-				ops = append(ops, Op{Kind: OpClearFaults})
-			}
-		}
-	}
-	return ops
 }
 
 // FaultCalls are the driver calls fault injection targets.
 var FaultCalls = []vmm.CallKind{vmm.CallCreate, vmm.CallReserve, vmm.CallMap, vmm.CallSetAccess, vmm.CallUnmap,
 	vmm.CallRelease, vmm.CallFreeAddress, vmm.CallRecordEvent, vmm.CallCreateEvent, vmm.CallQueryEvent}
 
-// ParseHeader reads the "# policy=... capacity=..." header Describe writes into a Config.
-func ParseHeader(text string, cfg *Config) {
-	for _, line := range strings.Split(text, "\n") {
-		if !strings.HasPrefix(line, "# policy=") {
-			continue
-		}
-		for _, kv := range strings.Fields(strings.TrimPrefix(line, "#")) {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case "policy":
-				cfg.Policy = v
-			case "capacity":
-				fmt.Sscan(v, &cfg.Capacity)
-			case "granularity":
-				fmt.Sscan(v, &cfg.Granularity)
-			case "streams":
-				fmt.Sscan(v, &cfg.Streams)
-			case "sync":
-				cfg.SyncStreams = v == "true"
-			case "chunk":
-				fmt.Sscan(v, &cfg.Knobs.ChunkSize)
-			case "stitchmin":
-				fmt.Sscan(v, &cfg.Knobs.StitchMin)
-			case "sblockcache":
-				fmt.Sscan(v, &cfg.Knobs.SBlockCache)
-			case "nocross":
-				cfg.Knobs.NoCrossStream = v == "true"
-			case "serve":
-				cfg.Serve = v == "true"
-			case "limit":
-				fmt.Sscan(v, &cfg.MemoryLimit)
-			}
-		}
-		return
+// headerPrefix starts the setup line.
+const headerPrefix = "# policy="
+
+// Header prints the setup line of a program run under cfg: `# policy=P capacity=B granularity=B streams=N
+// sync=BOOL`, then the seed, the mutations, the pattern check, the serving layer and the knobs that are not
+// the defaults. ParseHeader reads it back.
+func (cfg Config) Header() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s%s capacity=%d granularity=%d streams=%d sync=%v", headerPrefix, cfg.Policy, cfg.Capacity,
+		cfg.Granularity, cfg.Streams, cfg.SyncStreams)
+	if cfg.Seed != 0 {
+		fmt.Fprintf(&b, " seed=%d", cfg.Seed)
 	}
+	if cfg.Mutations != 0 {
+		fmt.Fprintf(&b, " mutations=%#x", uint32(cfg.Mutations))
+	}
+	if cfg.Patterns {
+		b.WriteString(" patterns=true")
+	}
+	if cfg.Serve {
+		fmt.Fprintf(&b, " serve=true limit=%d", cfg.MemoryLimit)
+	}
+	if k := KnobString(cfg.Knobs); k != "" {
+		b.WriteString(" " + k)
+	}
+	return b.String()
+}
+
+// ParseHeader reads a setup line (Config.Header) into cfg; unknown keys are an error, so a typo does not
+// silently run another setup.
+func ParseHeader(line string, cfg *Config) error {
+	if !strings.HasPrefix(line, headerPrefix) {
+		return fmt.Errorf("not a setup line (want %q...)", headerPrefix)
+	}
+	for _, kv := range strings.Fields(strings.TrimPrefix(line, "#")) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("setup wants key=value pairs, got %q", kv)
+		}
+		var err error
+		u64 := func(p *uint64) { *p, err = strconv.ParseUint(v, 10, 64) }
+		integer := func(p *int) {
+			var n int64
+			n, err = strconv.ParseInt(v, 10, 32)
+			*p = int(n)
+		}
+		boolean := func(p *bool) { *p, err = strconv.ParseBool(v) }
+		switch k {
+		case "policy":
+			cfg.Policy = v
+		case "capacity":
+			u64(&cfg.Capacity)
+		case "granularity":
+			u64(&cfg.Granularity)
+		case "streams":
+			integer(&cfg.Streams)
+		case "sync":
+			boolean(&cfg.SyncStreams)
+		case "seed":
+			cfg.Seed, err = strconv.ParseInt(v, 10, 64)
+		case "mutations":
+			var m uint64
+			m, err = strconv.ParseUint(v, 0, 32)
+			cfg.Mutations = impl.Mutation(m)
+		case "patterns":
+			boolean(&cfg.Patterns)
+		case "serve":
+			boolean(&cfg.Serve)
+		case "limit":
+			u64(&cfg.MemoryLimit)
+		case "chunk":
+			u64(&cfg.Knobs.ChunkSize)
+		case "stitchmin":
+			u64(&cfg.Knobs.StitchMin)
+		case "sblockcache":
+			integer(&cfg.Knobs.SBlockCache)
+		case "nocross":
+			boolean(&cfg.Knobs.NoCrossStream)
+		default:
+			return fmt.Errorf("unknown setup key %q", k)
+		}
+		if err != nil {
+			return fmt.Errorf("bad value for setup key %s: %q", k, v)
+		}
+	}
+	return nil
 }

@@ -1,32 +1,41 @@
 package ops
 
 import (
+	"errors"
+	"reflect"
 	"testing"
 
 	"pgregory.net/rapid"
 
+	"github.com/gmlake/gmlake/harness/trace"
+	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
-// Ops print as text and parse back to themselves (the saved op list is the reproducer).
+// Ops print as text and parse back to themselves (the saved op list is the reproducer), and so does a
+// program with its setup line.
 func TestOpsRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		o := Op{Kind: OpKind(rapid.IntRange(0, int(numOpKinds)-1).Draw(t, "kind"))}
+		id, s, pool := rapid.IntRange(0, 1000), rapid.IntRange(0, 8), rapid.IntRange(0, 5)
 		switch o.Kind {
 		case OpAlloc:
-			o.ID, o.Size, o.Stream = rapid.IntRange(0, 1000).Draw(t, "id"), rapid.Uint64().Draw(t, "size"), rapid.IntRange(0, 8).Draw(t, "s")
+			o.ID, o.Size, o.Stream, o.Pool = id.Draw(t, "id"), rapid.Uint64().Draw(t, "size"), s.Draw(t, "s"), pool.Draw(t, "pool")
 		case OpFree:
-			o.ID = rapid.IntRange(0, 1000).Draw(t, "id")
+			o.ID = id.Draw(t, "id")
 		case OpFreeInterior:
-			o.ID, o.Offset = rapid.IntRange(0, 1000).Draw(t, "id"), rapid.Uint64().Draw(t, "off")
+			o.ID, o.Offset = id.Draw(t, "id"), rapid.Uint64().Draw(t, "off")
 		case OpRecord:
-			o.ID, o.Stream = rapid.IntRange(0, 1000).Draw(t, "id"), rapid.IntRange(0, 8).Draw(t, "s")
-		case OpLaunch, OpComplete:
-			o.Stream = rapid.IntRange(0, 8).Draw(t, "s")
+			o.ID, o.Stream = id.Draw(t, "id"), s.Draw(t, "s")
+		case OpLaunch, OpComplete, OpCaptureBegin, OpCaptureEnd:
+			o.Stream = s.Draw(t, "s")
+		case OpPoolCreate, OpPoolRelease:
+			o.Pool = pool.Draw(t, "pool")
 		case OpFail:
 			o.Call = rapid.SampledFrom(FaultCalls).Draw(t, "call")
 			o.N = rapid.IntRange(1, 9).Draw(t, "n")
-			o.Result = rapid.SampledFrom(faultResults).Draw(t, "r")
+			o.Result = rapid.SampledFrom(append(FaultResults, vmm.Result(rapid.Int32Range(1, 1000).Draw(t, "code")))).Draw(t, "r")
 		}
 		back, err := ParseOp(o.String())
 		if err != nil {
@@ -35,16 +44,50 @@ func TestOpsRoundTrip(t *testing.T) {
 		if back != o {
 			t.Fatalf("%q parsed as %+v, want %+v", o.String(), back, o)
 		}
+		cfg := Config{Policy: rapid.SampledFrom(impl.Policies).Draw(t, "policy"), Capacity: rapid.Uint64().Draw(t, "cap"),
+			Granularity: 2 * vmm.MiB, Streams: s.Draw(t, "streams"), SyncStreams: rapid.Bool().Draw(t, "sync"),
+			Seed: rapid.Int64().Draw(t, "seed"), Knobs: impl.Config{ChunkSize: rapid.Uint64().Draw(t, "chunk"),
+				SBlockCache: rapid.IntRange(0, 4).Draw(t, "sbc"), NoCrossStream: rapid.Bool().Draw(t, "nocross")}}
+		p := &Program{Cfg: cfg, Ops: []Op{o, o}}
+		q, err := Parse(p.String(), "p")
+		if err != nil {
+			t.Fatalf("%q: %v", p.String(), err)
+		}
+		if q.String() != p.String() || q.Cfg.Seed != cfg.Seed || q.Cfg.Knobs != cfg.Knobs {
+			t.Fatalf("program %q parsed back as %q", p.String(), q.String())
+		}
 	})
-	if _, err := Parse("alloc a1 12\n"); err == nil {
-		t.Fatal("a short alloc line must not parse")
+}
+
+// Bad lines are refused with a *trace.ParseError (errors.Is trace.ErrSyntax) that names the line.
+func TestParseRefusesBadLines(t *testing.T) {
+	for _, bad := range []string{"alloc a1 12", "fail create 0 CUDA_ERROR_OUT_OF_MEMORY", "fail create 1 0", "free 3",
+		"alloc a1 12 s0 q1", "launch", "x 3", "a 1 2", "a 1 -2 0", "# policy=gmlake streams=two", "# policy=gmlake colour=red",
+		"pool-create s1", "free a-1"} {
+		_, err := Parse("alloc a0 1 s0\n"+bad+"\n", "bad.ops")
+		var pe *trace.ParseError
+		if !errors.As(err, &pe) || !errors.Is(err, trace.ErrSyntax) || pe.Line != 2 || pe.File != "bad.ops" {
+			t.Errorf("%q: got %v, want a *trace.ParseError at bad.ops:2", bad, err)
+		}
 	}
-	if _, err := ParseOp("fail create 0 CUDA_ERROR_OUT_OF_MEMORY"); err == nil {
-		t.Fatal("fail needs N >= 1")
+	if _, err := Parse("alloc a0 1 s0\n# policy=gmlake\n", "late"); err == nil {
+		t.Error("a setup line after the first op must be refused")
 	}
-	ops, err := Parse("# comment\nalloc a0 512 s1\n\nfail create 2 CUDA_ERROR_OUT_OF_MEMORY\ncompleteall\n")
-	if err != nil || len(ops) != 3 || ops[1].Result != vmm.OutOfMemory {
-		t.Fatalf("Parse: %v %v", ops, err)
+}
+
+// The trace format is a subset: `a`/`f` lines are alloc/free, `r` is no op (the block stays allocated until
+// its f, as gmlake replay has it), and a file without a setup line runs on an H200 with the streams it uses.
+func TestTraceLinesAreOps(t *testing.T) {
+	p, err := Parse("# a comment\na 7 4096 2\nr 7\nf 7 // ok\nalloc a8 1 s0\n", "t.trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Op{{Kind: OpAlloc, ID: 7, Size: 4096, Stream: 2}, {Kind: OpFree, ID: 7}, {Kind: OpAlloc, ID: 8, Size: 1}}
+	if !reflect.DeepEqual(p.Ops, want) || p.Cfg.Streams != 3 || p.Cfg.Capacity != sim.H200Capacity {
+		t.Fatalf("got %+v on %+v, want %+v on an H200 with 3 streams", p.Ops, p.Cfg, want)
+	}
+	if ev := p.Events(); len(ev) != 3 || ev[0].String() != "a 7 4096 2" || ev[1].String() != "f 7" {
+		t.Fatalf("Events: %v", ev)
 	}
 }
 
@@ -64,7 +107,7 @@ func TestStepReportsEnginePanic(t *testing.T) {
 
 // A clean sequence through every op kind passes every check, and the contract state follows it.
 func TestEnvCleanSequence(t *testing.T) {
-	ops, err := Parse(`
+	ops, err := ParseOps(`
 alloc a0 4096 s0
 alloc a1 8388608 s1
 record a0 s1
@@ -96,28 +139,10 @@ free a2
 	}
 }
 
-// Any bytes decode into ops that print and parse back, and that the Env runs without the harness itself
-// failing (violations are the engine's business here: the fuzz targets judge them).
-func TestOpsFromBytes(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		b := rapid.SliceOfN(rapid.Byte(), 0, 64).Draw(t, "bytes")
-		ops := OpsFromBytes(b, 3)
-		back, err := Parse(Format(ops))
-		if err != nil || len(back) != len(ops) {
-			t.Fatalf("round trip: %v (%d vs %d ops)", err, len(back), len(ops))
-		}
-		for i := range ops {
-			if ops[i] != back[i] {
-				t.Fatalf("op %d: %v != %v", i, ops[i], back[i])
-			}
-		}
-	})
-}
-
 // Ops naming streams the environment does not have are harmless: launch/complete do nothing, alloc and
 // record must be refused by the engine (ErrUnknownStream), which the contract checks.
 func TestEnvUnknownStreamOps(t *testing.T) {
-	ops, err := Parse("launch s9\ncomplete s9\nalloc a0 4096 s9\nalloc a1 4096 s0\nrecord a1 s9\nfree a1\n")
+	ops, err := ParseOps("launch s9\ncomplete s9\nalloc a0 4096 s9\nalloc a1 4096 s0\nrecord a1 s9\nfree a1\n")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ free a1
 
 func runText(t *testing.T, cfg Config, text string) (*Env, []StepResult) {
 	t.Helper()
-	ops, err := Parse(text)
+	ops, err := ParseOps(text)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestServeRetryIsJudgedWithTheWorkCompleted(t *testing.T) {
 // the layer synchronised every stream, with the freed memory then usable, is a violation (C-OOM and
 // INV-NOSPURIOUSOOM), not the legal wait of the bare engine.
 func TestServeOOMAfterSyncIsJudgedSpurious(t *testing.T) {
-	ops, err := Parse(pendingThenOtherStream)
+	ops, err := ParseOps(pendingThenOtherStream)
 	if err != nil {
 		t.Fatal(err)
 	}

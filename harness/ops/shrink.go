@@ -3,36 +3,59 @@ package ops
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/gmlake/gmlake/spec"
 )
 
 // Shrink reduces a failing op list to a shorter one that still violates the same invariant (the first
-// violation's INV), by deleting chunks of ops and then single ops while the failure persists (delta
-// debugging). It returns ops unchanged if they do not fail.
-func Shrink(cfg Config, ops []Op) ([]Op, []spec.Violation) {
-	fails := func(ops []Op) (string, []spec.Violation) {
-		i, vs, _, err := Run(cfg, ops)
+// violation's INV), so that it does not slide to another bug: it cuts the list after the failing step,
+// deletes chunks of ops and then single ops while the failure persists (delta debugging, Zeller's ddmin),
+// and last tries smaller sizes for each alloc (1 B, half). Any subsequence is a program (an op about an
+// id no alloc bound is a misuse the engine must refuse). It stops at budget (0: no limit) with the smallest
+// list found, and returns the ops unchanged if they do not fail.
+func Shrink(cfg Config, seq []Op, budget time.Duration) ([]Op, []spec.Violation) {
+	deadline := time.Now().Add(budget)
+	more := func() bool { return budget <= 0 || time.Now().Before(deadline) }
+	// fails returns the invariant the ops violate first, the violations, and how many ops to keep (up
+	// to and including the failing step).
+	fails := func(seq []Op) (string, []spec.Violation, int) {
+		i, vs, _, err := Run(cfg, seq)
 		if err != nil || i < 0 {
-			return "", nil
+			return "", nil, 0
 		}
-		return vs[0].Inv, vs
+		return vs[0].Inv, vs, min(i+1, len(seq))
 	}
-	inv, vs := fails(ops)
+	inv, vs, keep := fails(seq)
 	if inv == "" {
-		return ops, nil
+		return seq, nil
 	}
-	for chunk := len(ops) / 2; chunk >= 1; chunk /= 2 {
-		for i := 0; i+chunk <= len(ops); {
-			try := append(append([]Op(nil), ops[:i]...), ops[i+chunk:]...)
-			if got, v := fails(try); got == inv {
-				ops, vs = try, v
+	seq = append([]Op(nil), seq[:keep]...)
+	for chunk := len(seq) / 2; chunk >= 1 && more(); chunk /= 2 {
+		for i := 0; i+chunk <= len(seq) && more(); {
+			try := append(append([]Op(nil), seq[:i]...), seq[i+chunk:]...)
+			if got, v, k := fails(try); got == inv {
+				seq, vs = try[:k], v
 				continue
 			}
 			i += chunk
 		}
 	}
-	return ops, vs
+	// Smaller allocations fail the same way surprisingly often, and read more easily.
+	for i := 0; i < len(seq) && more(); i++ {
+		if seq[i].Kind != OpAlloc || seq[i].Size <= 1 {
+			continue
+		}
+		for _, sz := range []uint64{1, seq[i].Size / 2} {
+			try := append([]Op(nil), seq...)
+			try[i].Size = sz
+			if got, v, k := fails(try); got == inv {
+				seq, vs = try[:k], v
+				break
+			}
+		}
+	}
+	return seq, vs
 }
 
 // DescribeView prints the parts of a View a human needs to debug a violation.

@@ -1,6 +1,6 @@
-package fuzz
+package ops
 
-// Data integrity: every allocation is filled with a byte derived from its ID (Driver.Memset) right after
+// Data integrity (Config.Patterns, and the fuzz campaign): every allocation is filled with a byte derived from its ID (Driver.Memset) right after
 // Alloc, and a sample of it is read back (Driver.Read) and compared before Free. Two live allocations that
 // share a physical byte (a mapping or stitching bug), a missing mapping or missing access (the device
 // faults), or a block reused while another stream still writes it (on a real GPU) all show up as a wrong
@@ -12,8 +12,8 @@ import (
 	"github.com/gmlake/gmlake/vmm"
 )
 
-// patternByte is the fill value of allocation id: never 0 (fresh memory reads 0 on the simulated device).
-func patternByte(id uint64) byte { return byte(1 + (id*167)%255) }
+// PatternByte is the fill value of allocation id: never 0 (fresh memory reads 0 on the simulated device).
+func PatternByte(id uint64) byte { return byte(1 + (id*167)%255) }
 
 // sample is one byte range [off, off+n) of an allocation that is read back.
 type sample struct{ off, n uint64 }
@@ -40,17 +40,17 @@ func sampleRanges(size, gran uint64, probes int) []sample {
 	return s
 }
 
-// fill writes the pattern of an allocation on stream s.
-func fill(d vmm.Driver, ptr vmm.DevicePtr, size uint64, val byte, s vmm.Stream) error {
+// Fill writes the pattern of an allocation on stream s.
+func Fill(d vmm.Driver, ptr vmm.DevicePtr, size uint64, val byte, s vmm.Stream) error {
 	if err := d.Memset(ptr, size, val, s); err != nil {
 		return fmt.Errorf("writing pattern %#02x into [%v, +%d): %w", val, ptr, size, err)
 	}
 	return nil
 }
 
-// verify reads the samples of an allocation back on stream s and returns a description of the first wrong
+// Verify reads the samples of an allocation back on stream s and returns a description of the first wrong
 // byte, or the failed call.
-func verify(d vmm.Driver, ptr vmm.DevicePtr, size uint64, val byte, s vmm.Stream, gran uint64, probes int, buf []byte) error {
+func Verify(d vmm.Driver, ptr vmm.DevicePtr, size uint64, val byte, s vmm.Stream, gran uint64, probes int, buf []byte) error {
 	for _, sm := range sampleRanges(size, gran, probes) {
 		if uint64(cap(buf)) < sm.n {
 			buf = make([]byte, sm.n)
