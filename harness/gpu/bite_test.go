@@ -48,7 +48,10 @@ func (r *recorder) Failed() bool                      { r.mu.Lock(); defer r.mu.
 
 var invRE = regexp.MustCompile(`INV-[A-Z]+`)
 
-var biteChecks = flag.String("gpu.bitechecks", "100", "rapid sequences per seeded bug in TestGPUCheckersBite")
+var (
+	biteChecks    = flag.String("gpu.bitechecks", "100", "rapid sequences per seeded bug in TestGPUCheckersBite")
+	biteHistories = flag.Int("gpu.bitehistories", 30, "porcupine histories per seeded bug in TestGPUCheckersBite")
+)
 
 // setFlag sets a flag for the rest of the test and returns the function that restores it.
 func setFlag(t *testing.T, name, value string) func() {
@@ -74,7 +77,7 @@ func TestGPUCheckersBite(t *testing.T) {
 	}
 	requireGPU(t)
 	defer setFlag(t, "rapid.checks", *biteChecks)()
-	defer setFlag(t, "rapid.shrinktime", "3s")()
+	defer setFlag(t, "rapid.shrinktime", "1s")()
 	defer setFlag(t, "rapid.nofailfile", "true")()
 	caught := 0
 	start := time.Now()
@@ -103,7 +106,7 @@ func TestGPUCheckersBite(t *testing.T) {
 		}
 		sort.Strings(names)
 		illegal := 0
-		for seed := int64(1); seed <= 30; seed++ {
+		for seed := int64(1); seed <= int64(*biteHistories); seed++ {
 			r := harness.RunLinear(harness.LinearConfig{Policy: impl.PolicyGMLake, Seed: seed, Ops: 60, Serve: true,
 				MemoryLimit: 256 << 20, Device: openDevice(256 << 20), Mutations: m})
 			if r.Err == nil && r.Result == porcupine.Illegal {
@@ -115,9 +118,9 @@ func TestGPUCheckersBite(t *testing.T) {
 		} else {
 			t.Errorf("seeded bug %v was caught by neither rapid nor porcupine on the GPU", m)
 		}
-		t.Logf("seeded bug %-26v rapid: caught=%v %v; porcupine: %d of 30 histories illegal", m, rec.Failed(), names, illegal)
+		t.Logf("seeded bug %-26v rapid: caught=%v %v; porcupine: %d of %d histories illegal", m, rec.Failed(), names, illegal, *biteHistories)
 	}
-	report(t, figures{Checker: "bite", Policy: impl.PolicyGMLake, Histories: 30,
+	report(t, figures{Checker: "bite", Policy: impl.PolicyGMLake, Histories: *biteHistories,
 		Violations: caught, Seconds: time.Since(start).Seconds(), Device: deviceName()})
 	t.Logf("the GPU checkers caught %d of the %d seeded bugs reachable without fault injection", caught, tried)
 }

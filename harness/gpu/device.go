@@ -5,6 +5,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/gmlake/gmlake/impl/cudavmm"
@@ -156,7 +157,10 @@ func (d *Device) Launch(s vmm.Stream) {
 }
 
 // Complete releases the work submitted to s so far and waits until it (and whatever was queued on s
-// behind it: the engine's events) has completed.
+// before: the engine's events) has completed. It waits on an event recorded at the release, not on the
+// stream: a unit launched on s after the release (another goroutine's) stays held back, and waiting for
+// the whole stream would wait for it forever (seen on the H200: cuStreamSynchronize includes work queued
+// while it waits).
 func (d *Device) Complete(s vmm.Stream) {
 	d.mu.Lock()
 	i, ok := d.mu.gate[s]
@@ -168,11 +172,26 @@ func (d *Device) Complete(s vmm.Stream) {
 		d.mu.released[i] = d.mu.launched[i]
 		d.noteLocked(d.cu.WriteValue32(d.sig, d.word(i), d.mu.released[i]))
 	}
-	d.mu.Unlock()
-	err := d.cu.Synchronize(s)
-	d.mu.Lock()
+	ev, err := d.cu.CreateEvent()
+	if err == nil {
+		err = d.cu.RecordEvent(ev, s)
+	}
 	d.noteLocked(err)
 	d.mu.Unlock()
+	if err != nil {
+		return
+	}
+	for {
+		done, err := d.cu.QueryEvent(ev)
+		if err != nil || done {
+			d.mu.Lock()
+			d.noteLocked(err)
+			d.noteLocked(d.cu.DestroyEvent(ev))
+			d.mu.Unlock()
+			return
+		}
+		runtime.Gosched()
+	}
 }
 
 // Synchronize is Complete as a vmm.StreamSyncer (the serving layer's synchronisation on out of memory).
@@ -202,6 +221,25 @@ func (d *Device) Pending(s vmm.Stream) uint64 {
 		return uint64(d.mu.launched[i] - d.mu.released[i])
 	}
 	return 0
+}
+
+// MemInfo reports a device of Capacity bytes (the judge's): free is what the Ledger's account leaves of it
+// (at most the GPU's real free memory), total is Capacity. The engine and the serving layer then size
+// themselves as on a GPU of that size, as on the simulated device: a request above Capacity is refused at
+// once, and does not send the engine down its out-of-memory path (flush the cache, synchronise every
+// stream) as it would under a mere cap on a 141 GB device, where the sequences' deep states were lost
+// (the first H200 run missed two seeded bugs that way).
+func (d *Device) MemInfo() (free, total uint64, err error) {
+	free, _, err = d.Ledger.MemInfo()
+	if err != nil {
+		return 0, 0, err
+	}
+	used := d.Ledger.State().Used
+	left := uint64(0)
+	if used < d.cfg.Capacity {
+		left = d.cfg.Capacity - used
+	}
+	return min(free, left), d.cfg.Capacity, nil
 }
 
 // State returns what this process holds (the Ledger), with the judge's capacity.

@@ -39,7 +39,7 @@ func (l ledgerSim) Leaks() sim.LeakReport {
 
 func openLedgerSim(limit uint64) func() (ops.Device, error) {
 	return func() (ops.Device, error) {
-		d := sim.NewDevice(sim.DeviceConfig{Capacity: 4 * limit})
+		d := sim.NewDevice(sim.DeviceConfig{Capacity: limit}) // a device of the judge's size, as gpu.Device reports
 		return ledgerSim{Ledger: gpu.NewLedger(d), d: d, cap: limit}, nil
 	}
 }

@@ -183,6 +183,7 @@ func NewEnv(cfg Config) (*Env, error) {
 		e.Device = e.Dev
 	} else {
 		e.Cfg.Capacity, e.Cfg.Granularity = e.Device.Capacity(), e.Device.Granularity()
+		e.Cfg.SyncStreams = false // the device's clock is the ops' (launch, complete)
 		cfg = e.Cfg
 	}
 	mapped := cfg.Serve && e.Dev != nil // the simulated device knows only streams it created
