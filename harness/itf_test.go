@@ -24,8 +24,12 @@ import (
 const itfGran = 2 * vmm.MiB
 
 // itfFiles lists the committed traces (testdata/itf) and, when GMLAKE_ITF_DIR is set (tla/run.sh sets it to
-// the traces it has just generated), the traces there.
+// the traces it has just generated), the traces there; GMLAKE_ITF_FILE names the one trace to run instead
+// (the reproducer a failure prints).
 func itfFiles(t *testing.T) []string {
+	if f := os.Getenv("GMLAKE_ITF_FILE"); f != "" {
+		return []string{f}
+	}
 	files, err := filepath.Glob(filepath.Join("testdata", "itf", "*.itf.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +63,7 @@ func TestITFConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Run(filepath.Base(f), func(t *testing.T) { runITF(t, tr, &sum) })
+		t.Run(filepath.Base(f), func(t *testing.T) { runITF(t, f, tr, &sum) })
 	}
 	t.Logf("ITF conformance: %s", sum.String())
 }
@@ -149,7 +153,8 @@ func decodeLast(st itf.State) (itfLast, error) {
 type itfView struct {
 	stream   int64
 	uses     []int64
-	len      int64
+	len      int64 // the block's size, in chunks
+	req      int64 // the request, in chunks (less than len for a cached sBlock reused with slack)
 	stitched bool
 }
 
@@ -169,11 +174,13 @@ func decodeLive(st itf.State) (map[int64]itfView, error) {
 		l, err2 := e.Value.Field("len")
 		st, err3 := e.Value.Field("stitched")
 		us, err4 := e.Value.Field("uses")
-		if err := errors.Join(err1, err2, err3, err4); err != nil {
+		rq, err5 := e.Value.Field("req")
+		if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 			return nil, err
 		}
 		w.stream, err1 = s.Int64()
 		w.len, err2 = l.Int64()
+		w.req, err3 = rq.Int64()
 		w.stitched = st.Bool
 		for _, u := range us.Elems {
 			n, err := u.Int64()
@@ -182,7 +189,7 @@ func decodeLive(st itf.State) (map[int64]itfView, error) {
 			}
 			w.uses = append(w.uses, n)
 		}
-		if err := errors.Join(err1, err2); err != nil {
+		if err := errors.Join(err1, err2, err3); err != nil {
 			return nil, err
 		}
 		out[id] = w
@@ -198,28 +205,13 @@ func stateInt(st itf.State, name string) (int64, error) {
 	return v.Int64()
 }
 
-// itfConfig is the engine configuration whose decisions the spec describes: the gmlake policy with chunks
-// of one granularity unit (the spec's chunk; the default makes one handle per growth, up to 64 MiB, which
-// a 12 MiB device would turn into a few large chunks that cannot be stitched or released piecewise).
-func itfConfig() impl.Config {
-	return impl.Config{Policy: impl.PolicyGMLake, ChunkSize: itfGran}
-}
-
-// newITFEnv opens the judge's environment (ops_env.go: the contract, spec.Check and the history invariants
-// after every step) on a device of capacity chunks, with the engine configured as itfConfig says.
-func newITFEnv(capacity int64) (*ops.Env, error) {
-	e, err := ops.NewEnv(ops.Config{Policy: impl.PolicyGMLake, Capacity: uint64(capacity) * itfGran, Granularity: itfGran, Streams: 2})
-	if err != nil {
-		return nil, err
-	}
-	// EnvConfig has no engine knobs: swap in an engine with one-unit chunks on the same (still empty) device.
-	if _, err := e.A.Close(); err != nil {
-		return nil, err
-	}
-	if e.A, err = impl.New(e.Dev, itfConfig()); err != nil {
-		return nil, err
-	}
-	return e, nil
+// itfEnvConfig is the environment whose engine decisions the spec describes: a device of capacity chunks,
+// two streams, the gmlake policy with chunks of one granularity unit (the spec's chunk; the default makes one
+// handle per growth, up to 64 MiB, which a 12 MiB device would turn into a few large chunks that cannot be
+// stitched or released piecewise).
+func itfEnvConfig(capacity int64) ops.Config {
+	return ops.Config{Policy: impl.PolicyGMLake, Capacity: uint64(capacity) * itfGran, Granularity: itfGran,
+		Streams: 2, Knobs: impl.Config{ChunkSize: itfGran}}
 }
 
 // runITF replays one trace through the judge's environment: a fresh engine on a fresh device of the trace's
@@ -242,7 +234,7 @@ func newITFEnv(capacity int64) (*ops.Env, error) {
 // allocation, step by step. When the engine's outcome (success, out of memory, error) differs from the
 // spec's where the spec does not force it (the two hold different chunks, some of them waiting for events),
 // the trace leaves lockstep: its remaining steps are not driven.
-func runITF(t *testing.T, tr *itf.Trace, sum *itfSummary) {
+func runITF(t *testing.T, path string, tr *itf.Trace, sum *itfSummary) {
 	t.Helper()
 	if len(tr.States) == 0 {
 		t.Fatal("empty trace")
@@ -255,7 +247,8 @@ func runITF(t *testing.T, tr *itf.Trace, sum *itfSummary) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := newITFEnv(l0.devFree)
+	cfg := itfEnvConfig(l0.devFree)
+	e, err := ops.NewEnv(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,20 +263,25 @@ func runITF(t *testing.T, tr *itf.Trace, sum *itfSummary) {
 			waivedAt = i
 		}
 		if len(r.Violations) > 0 {
-			t.Fatalf("step %d (%s): %v: %v\nops so far (harness text format):\n%s", i, tr.States[i].ActionTaken(), op,
-				r.Violations, ops.Format(e.Ops))
+			t.Fatalf("%s, spec step %d (%s): %v: %v\n%s", path, i, tr.States[i].ActionTaken(), op, r.Violations,
+				itfRepro(t, path, e))
 		}
 		return r
 	}
 	fail := func(i int, format string, args ...any) {
 		t.Helper()
-		t.Fatalf("step %d (%s): %s\nops so far (harness text format):\n%s", i, tr.States[i].ActionTaken(),
-			fmt.Sprintf(format, args...), ops.Format(e.Ops))
+		t.Fatalf("%s, spec step %d (%s): %s\n%s", path, i, tr.States[i].ActionTaken(), fmt.Sprintf(format, args...),
+			itfRepro(t, path, e))
 	}
-	leave := func(why string) { sum.diverged[why]++ }
+	leave := func(i int, why string) {
+		t.Helper()
+		sum.diverged[why]++
+		t.Logf("%s leaves lockstep at spec step %d (%s): %s\n%s", path, i, tr.States[i].ActionTaken(), why,
+			itfRepro(t, path, e))
+	}
 	for i := 1; i < len(tr.States); i++ {
 		if waivedAt >= 0 {
-			leave("waived engine issue (GMLAKE_ITF_WAIVE)")
+			leave(i, "waived engine issue (GMLAKE_ITF_WAIVE)")
 			return
 		}
 		prev, cur := tr.States[i-1], tr.States[i]
@@ -322,7 +320,7 @@ func runITF(t *testing.T, tr *itf.Trace, sum *itfSummary) {
 				if e.Dev.Counts()[vmm.CallMap] != maps0 {
 					fail(i, "Alloc succeeded although its cuMemMap failed")
 				}
-				leave("engine served without mapping where the spec maps")
+				leave(i, "engine served without mapping where the spec maps")
 				return
 			case l.idle+l.devFree < l.size:
 				sum.forced++
@@ -335,9 +333,9 @@ func runITF(t *testing.T, tr *itf.Trace, sum *itfSummary) {
 			}
 			if (r.Err == nil) != l.ok {
 				if l.ok {
-					leave("engine out of memory where the spec allocates")
+					leave(i, "engine out of memory where the spec allocates")
 				} else {
-					leave("engine allocates where the spec is out of memory")
+					leave(i, "engine allocates where the spec is out of memory")
 				}
 				return
 			}
@@ -392,6 +390,24 @@ func runITF(t *testing.T, tr *itf.Trace, sum *itfSummary) {
 	}
 }
 
+// itfRepro says how to reproduce what the trace at path did to e's engine: the ops driven so far (also saved,
+// with the environment's header, as an op file for TestOpsFile) and the two commands that replay them.
+func itfRepro(t *testing.T, path string, e *ops.Env) string {
+	t.Helper()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	text := ops.Format(e.Ops)
+	opsFile := filepath.Join(os.TempDir(), "gmlake-itf-"+strings.TrimSuffix(filepath.Base(path), ".itf.json")+".ops")
+	saved := "replay the ops: GMLAKE_OPS=" + opsFile + " go test ./harness -run TestOpsFile -v"
+	if err := os.WriteFile(opsFile, []byte(e.Describe()), 0o644); err != nil {
+		saved = "(the ops could not be saved: " + err.Error() + ")"
+	}
+	return fmt.Sprintf("ops so far (%d, harness text format):\n%s\nreplay the trace: GMLAKE_ITF_FILE=%s go test -count=1 "+
+		"-run TestITFConformance -v ./harness/\n%s", len(e.Ops), text, abs, saved)
+}
+
 // itfWaived returns the violations that GMLAKE_ITF_WAIVE (a comma-separated list of invariant names, e.g.
 // INV-NOSPURIOUSOOM) waives, if every violation is waived; "" otherwise. It exists so that a known engine
 // issue, reported and being fixed, can be set aside explicitly (in tla/run.sh or the environment) without
@@ -443,7 +459,7 @@ func compareITF(t *testing.T, i int, st itf.State, e *ops.Env, ids map[int64]int
 	s := snap.Stats
 	var requested uint64
 	for _, v := range live {
-		requested += uint64(v.len) * itfGran
+		requested += uint64(v.req) * itfGran
 	}
 	if s.NumLive != uint64(len(live)) || s.RequestedBytes != requested {
 		fail(i, "live: spec %d allocations of %d bytes, engine %d of %d", len(live), requested, s.NumLive, s.RequestedBytes)
