@@ -481,11 +481,7 @@ func (a *Allocator) stitchableLocked(ss *streamState) []*chunk {
 			seg := b.seg
 			lo := b.segOff()
 			hi := lo + b.size
-			for i := seg.chunkIndex(lo); i < len(seg.chunks); i++ {
-				c := seg.chunks[i]
-				if c.off >= hi {
-					break
-				}
+			for _, c := range seg.chunksOver(lo, hi) {
 				whole := c.off >= lo && c.off+c.size <= hi
 				if st != ss && !a.safeLocked(st, c.freeSeq) {
 					continue // its last use on st may still run
@@ -505,9 +501,7 @@ func (a *Allocator) stitchableLocked(ss *streamState) []*chunk {
 		for _, x := range pe.blocks { // the parts of ss's freed sBlocks that wait for ss
 			if b := x.p; waitsOnlyFor(b, ss) && b.xseq == pe.seq {
 				seg := b.seg
-				for i := seg.chunkIndex(b.segOff()); i < len(seg.chunks) && seg.chunks[i].off < b.segOff()+b.size; i++ {
-					out = append(out, seg.chunks[i])
-				}
+				out = append(out, seg.chunksOver(b.segOff(), b.segOff()+b.size)...)
 			}
 		}
 	}
@@ -639,10 +633,8 @@ func (a *Allocator) arenaChunksLocked(ss *streamState, size uint64) ([]*chunk, e
 		}
 		return nil, err
 	}
-	var out []*chunk
-	for i := seg.chunkIndex(off); i < len(seg.chunks) && seg.chunks[i].off < off+size; i++ {
-		out = append(out, seg.chunks[i])
-	}
+	// A copy: the caller sorts its chunks with others, and seg.chunks must keep its order.
+	out := append([]*chunk(nil), seg.chunksOver(off, off+size)...)
 	return out, nil
 }
 
@@ -691,7 +683,7 @@ func (a *Allocator) buildSBlockLocked(ss *streamState, chunks []*chunk) (*sBlock
 	if a.seeded(MutRefcountOffByOne) {
 		chunks[0].refOff++
 	}
-	sb.sIndex = len(a.sblocks)
+	sb.sIndex = sblockIdx(len(a.sblocks))
 	a.sblocks = append(a.sblocks, sb)
 	a.st.MappedBytes += total
 	a.st.NumStitches++
@@ -876,7 +868,7 @@ func (a *Allocator) stitchFreeLocked(sb *sBlock) error {
 	}
 	a.st.MappedBytes -= sb.resv.Size
 	a.undoReserveLocked(sb.resv.Base, sb.resv.Size)
-	last := len(a.sblocks) - 1
+	last := sblockIdx(len(a.sblocks) - 1)
 	a.sblocks[sb.sIndex] = a.sblocks[last]
 	a.sblocks[sb.sIndex].sIndex = sb.sIndex
 	a.sblocks[last] = nil

@@ -119,11 +119,17 @@ func (s *segment) blockAt(off uint64) *pBlock {
 	return b
 }
 
-// chunkIndex returns the index of the first chunk whose end is past off.
-func (s *segment) chunkIndex(off uint64) int {
-	lo, hi := 0, len(s.chunks)
+// chunkIdx indexes a segment's chunks (segment.chunks, in offset order): [0, numChunks()).
+type chunkIdx int
+
+// numChunks is the end of the segment's chunk indexes.
+func (s *segment) numChunks() chunkIdx { return chunkIdx(len(s.chunks)) }
+
+// chunkIndex returns the index of the first chunk whose end is past off (numChunks() if none).
+func (s *segment) chunkIndex(off uint64) chunkIdx {
+	lo, hi := chunkIdx(0), s.numChunks()
 	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
+		m := chunkIdx(uint(lo+hi) >> 1)
 		c := s.chunks[m]
 		if c.off+c.size <= off {
 			lo = m + 1
@@ -132,6 +138,17 @@ func (s *segment) chunkIndex(off uint64) int {
 		}
 	}
 	return lo
+}
+
+// chunksOver returns the chunks that overlap [lo, hi) (offsets in s), in offset order: a subslice of
+// s.chunks, which the caller must not change.
+func (s *segment) chunksOver(lo, hi uint64) []*chunk {
+	i := s.chunkIndex(lo)
+	j := i
+	for j < s.numChunks() && s.chunks[j].off < hi {
+		j++
+	}
+	return s.chunks[i:j]
 }
 
 // insertChunk adds c in offset order.
@@ -146,7 +163,7 @@ func (s *segment) insertChunk(c *chunk) {
 // removeChunk drops c from the segment's list.
 func (s *segment) removeChunk(c *chunk) {
 	i := s.chunkIndex(c.off)
-	if i >= len(s.chunks) || s.chunks[i] != c {
+	if i >= s.numChunks() || s.chunks[i] != c {
 		panicf("chunk %d not in segment %d", c.h, s.id)
 	}
 	copy(s.chunks[i:], s.chunks[i+1:])
@@ -265,6 +282,9 @@ type pBlock struct {
 
 func (b *pBlock) segOff() uint64 { return uint64(b.ptr - b.seg.base) }
 
+// sblockIdx indexes Allocator.sblocks: [0, len(sblocks)).
+type sblockIdx int
+
 // sBlock is a stitched block: its own reservation mapping whole chunks of several pBlocks side by side.
 // Freed, it stays cached with its mappings (Free) and is reused when its chunks are all free again.
 type sBlock struct {
@@ -283,7 +303,7 @@ type sBlock struct {
 	// lastUse is Allocator.clock at the last free (LRU order of the cache).
 	lastUse uint64
 	// sIndex is the sBlock's place in Allocator.sblocks. Invariant: sblocks[sIndex] == b.
-	sIndex int
+	sIndex sblockIdx
 }
 
 // less orders blocks by (size, address): PyTorch's BlockComparatorSize within one stream's pool.

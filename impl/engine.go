@@ -724,8 +724,8 @@ func (a *Allocator) freeBlockLocked(x *block) {
 	a.stampFreeLocked(&b.block)
 	if b.seg.arena {
 		seg, lo := b.seg, b.segOff()
-		for i := seg.chunkIndex(lo); i < len(seg.chunks) && seg.chunks[i].off < lo+b.size; i++ {
-			seg.chunks[i].freeSeq = max(seg.chunks[i].freeSeq, b.freeSeq)
+		for _, c := range seg.chunksOver(lo, lo+b.size) {
+			c.freeSeq = max(c.freeSeq, b.freeSeq)
 		}
 	}
 	if !a.seeded(MutNoMerge) {
@@ -748,11 +748,11 @@ func onlyPendingBesides(b *pBlock) bool {
 	if seg.arena {
 		// In an arena the unit is a chunk: look at the blocks that share b's chunks.
 		i := seg.chunkIndex(b.segOff())
-		if i >= len(seg.chunks) {
+		if i >= seg.numChunks() {
 			return false
 		}
 		lo, hi = seg.chunks[i].off, seg.chunks[i].off+seg.chunks[i].size
-		for j := i + 1; j < len(seg.chunks) && seg.chunks[j].off < b.segOff()+b.size; j++ {
+		for j := i + 1; j < seg.numChunks() && seg.chunks[j].off < b.segOff()+b.size; j++ {
 			hi = seg.chunks[j].off + seg.chunks[j].size
 		}
 	}
@@ -773,10 +773,10 @@ func (a *Allocator) releasableLocked(b *pBlock) bool {
 	}
 	lo := b.segOff()
 	i := seg.chunkIndex(lo)
-	if i < len(seg.chunks) && seg.chunks[i].off < lo {
+	if i < seg.numChunks() && seg.chunks[i].off < lo {
 		i++
 	}
-	return i < len(seg.chunks) && seg.chunks[i].off+seg.chunks[i].size <= lo+b.size
+	return i < seg.numChunks() && seg.chunks[i].off+seg.chunks[i].size <= lo+b.size
 }
 
 // maxFences bounds the outstanding fences of one stream.

@@ -149,7 +149,7 @@ func (a *Allocator) checkInvariantsLocked() error {
 		if err := header(&sb.block, "sBlock"); err != nil {
 			return err
 		}
-		if sb.sIndex != i {
+		if sb.sIndex != sblockIdx(i) {
 			return fail("sBlock %d: sIndex %d at sblocks[%d]", sb.id, sb.sIndex, i)
 		}
 		if sb.home == nil || sb.home.s != sb.stream || sb.pool != largePool {

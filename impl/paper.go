@@ -152,9 +152,7 @@ func (a *Allocator) paperStitchLocked(ss *streamState, pool poolKind, rs uint64,
 	var chunks []*chunk
 	for _, b := range chosen {
 		seg, lo := b.seg, b.segOff()
-		for i := seg.chunkIndex(lo); i < len(seg.chunks) && seg.chunks[i].off < lo+b.size; i++ {
-			chunks = append(chunks, seg.chunks[i])
-		}
+		chunks = append(chunks, seg.chunksOver(lo, lo+b.size)...)
 	}
 	var sb *sBlock
 	var err error

@@ -118,11 +118,7 @@ func (a *Allocator) unmapFreeChunksLocked(b *pBlock) error {
 	fs := &seg.ss.free[b.pool]
 	lo, hi := b.segOff(), b.segOff()+b.size
 	var todo []*chunk
-	for i := seg.chunkIndex(lo); i < len(seg.chunks); i++ {
-		c := seg.chunks[i]
-		if c.off >= hi {
-			break
-		}
+	for _, c := range seg.chunksOver(lo, hi) {
 		if c.off >= lo && c.off+c.size <= hi && c.views == 0 && a.safeLocked(seg.ss, c.freeSeq) {
 			todo = append(todo, c)
 		}

@@ -35,8 +35,7 @@ func (a *Allocator) Snapshot() Snapshot {
 				bi.HeldBy = b.heldBy.id
 			}
 			lo, hi := b.segOff(), b.segOff()+b.size
-			for i := seg.chunkIndex(lo); i < len(seg.chunks) && seg.chunks[i].off < hi; i++ {
-				c := seg.chunks[i]
+			for _, c := range seg.chunksOver(lo, hi) {
 				bi.Backing = append(bi.Backing, Mapping{VA: vmm.Range{Base: seg.base.Add(c.off), Size: c.size}, Handle: c.h})
 			}
 			s.Blocks = append(s.Blocks, bi)
