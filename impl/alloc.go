@@ -12,7 +12,7 @@ import (
 )
 
 // allocLocked serves one request on stream ss.
-func (a *Allocator) allocLocked(size uint64, ss *streamState) (*block, error) {
+func (a *Allocator) allocLocked(size vmm.Bytes, ss *streamState) (*block, error) {
 	a.assertLocked()
 	rs := a.p.round(size)
 	pool := poolOf(rs)
@@ -44,7 +44,7 @@ func (a *Allocator) allocLocked(size uint64, ss *streamState) (*block, error) {
 // bestFitLocked takes the smallest free block of ss's pool that holds rs bytes (lowest address among equals),
 // with PyTorch's expandable-segment rule: a block at the end of a growing segment counts with the room it
 // can grow into, so other blocks are preferred.
-func (a *Allocator) bestFitLocked(ss *streamState, pool poolKind, rs uint64) *pBlock {
+func (a *Allocator) bestFitLocked(ss *streamState, pool poolKind, rs vmm.Bytes) *pBlock {
 	fs := &ss.free[pool]
 	b := fs.lowerBound(rs, 0)
 	if b == nil {
@@ -66,7 +66,7 @@ func (a *Allocator) bestFitLocked(ss *streamState, pool poolKind, rs uint64) *pB
 	return b
 }
 
-func expSize(b *pBlock) uint64 {
+func expSize(b *pBlock) vmm.Bytes {
 	if b.next != nil && !b.next.mapped {
 		return b.size + b.next.size
 	}
@@ -75,7 +75,7 @@ func expSize(b *pBlock) uint64 {
 
 // allocMissLocked serves a request no free block holds: sBlock reuse, stitching, growth; on out-of-memory it
 // releases the cache and tries once more.
-func (a *Allocator) allocMissLocked(ss *streamState, pool poolKind, rs, size uint64) (*block, error) {
+func (a *Allocator) allocMissLocked(ss *streamState, pool poolKind, rs, size vmm.Bytes) (*block, error) {
 	if a.p.paper {
 		return a.paperMissLocked(ss, pool, rs, size)
 	}
@@ -109,7 +109,7 @@ func (a *Allocator) allocMissLocked(ss *streamState, pool poolKind, rs, size uin
 	return nil, a.oomErrLocked(size, rs, ss.s, err)
 }
 
-func (a *Allocator) oomErrLocked(size, rs uint64, s vmm.Stream, cause error) error {
+func (a *Allocator) oomErrLocked(size, rs vmm.Bytes, s vmm.Stream, cause error) error {
 	free, _, ierr := a.d.MemInfo()
 	if ierr != nil {
 		free = 0
@@ -119,14 +119,14 @@ func (a *Allocator) oomErrLocked(size, rs uint64, s vmm.Stream, cause error) err
 		c = ce
 	}
 	return &OOMError{
-		Requested: size, Rounded: rs, Reserved: a.st.ReservedBytes,
+		Requested: uint64(size), Rounded: uint64(rs), Reserved: a.st.ReservedBytes,
 		Cached: a.st.ReservedBytes - min(a.st.ReservedBytes, a.st.AllocatedBytes), Live: a.st.AllocatedBytes,
-		DeviceFree: free, Stream: s, Cause: c,
+		DeviceFree: uint64(free), Stream: s, Cause: c,
 	}
 }
 
 // allocNewLocked gets a block for a miss: a cached sBlock, a new sBlock, or new memory.
-func (a *Allocator) allocNewLocked(ss *streamState, pool poolKind, rs uint64, retry bool) (*block, error) {
+func (a *Allocator) allocNewLocked(ss *streamState, pool poolKind, rs vmm.Bytes, retry bool) (*block, error) {
 	stitch := a.p.stitch && pool == largePool && rs >= a.p.stitchMin
 	if stitch {
 		if sb := a.reuseSBlockLocked(ss, rs); sb != nil {
@@ -157,11 +157,11 @@ func (a *Allocator) allocNewLocked(ss *streamState, pool poolKind, rs uint64, re
 // segmentAllocLocked makes a new fixed segment for rs (PyTorch's alloc_block); on the retry after releasing the
 // cache it falls back to a segment of just rs rounded to the granularity, so no request fails while the
 // device could hold it.
-func (a *Allocator) segmentAllocLocked(ss *streamState, pool poolKind, rs uint64, retry bool) (*pBlock, error) {
-	size := vmm.AlignUp(allocationSize(rs), a.gran)
+func (a *Allocator) segmentAllocLocked(ss *streamState, pool poolKind, rs vmm.Bytes, retry bool) (*pBlock, error) {
+	size := alignUp(allocationSize(rs), a.gran)
 	seg, err := a.newFixedSegmentLocked(ss, pool, size)
-	if err != nil && retry && errors.Is(err, vmm.ErrOutOfMemory) && vmm.AlignUp(rs, a.gran) < size {
-		seg, err = a.newFixedSegmentLocked(ss, pool, vmm.AlignUp(rs, a.gran))
+	if err != nil && retry && errors.Is(err, vmm.ErrOutOfMemory) && alignUp(rs, a.gran) < size {
+		seg, err = a.newFixedSegmentLocked(ss, pool, alignUp(rs, a.gran))
 	}
 	if err != nil {
 		return nil, err
@@ -171,7 +171,7 @@ func (a *Allocator) segmentAllocLocked(ss *streamState, pool poolKind, rs uint64
 
 // newFixedSegmentLocked reserves, creates and maps a segment of size bytes whose single free block is returned
 // as seg.head (not in the free set). Chunks: one handle (caching) or chunkMax pieces (gmlake-paper).
-func (a *Allocator) newFixedSegmentLocked(ss *streamState, pool poolKind, size uint64) (*segment, error) {
+func (a *Allocator) newFixedSegmentLocked(ss *streamState, pool poolKind, size vmm.Bytes) (*segment, error) {
 	piece := size
 	if a.p.chunkMax != 0 && a.p.chunkMax < size {
 		piece = a.p.chunkMax
@@ -188,7 +188,7 @@ func (a *Allocator) newFixedSegmentLocked(ss *streamState, pool poolKind, size u
 	a.nextID++
 	seg := &segment{id: a.nextID, base: base, size: size, ss: ss, pool: pool}
 	for i, h := range hs {
-		seg.insertChunk(&chunk{h: h, size: piece, seg: seg, off: uint64(i) * piece})
+		seg.insertChunk(&chunk{h: h, size: piece, seg: seg, off: vmm.Bytes(i) * piece})
 	}
 	b := a.newPBlockLocked()
 	b.state, b.mapped = Free, true
@@ -201,13 +201,13 @@ func (a *Allocator) newFixedSegmentLocked(ss *streamState, pool poolKind, size u
 	a.addReservedLocked(pool, size)
 	a.noteSegmentsLocked(pool, 1)
 	a.noteSegmentEventLocked(SegmentMap, seg, base, size)
-	a.st.MappedBytes += size
+	a.st.MappedBytes += uint64(size)
 	return seg, nil
 }
 
 // createMappedLocked creates size/piece handles, maps them side by side at base and sets access over the range.
 // On failure it undoes everything it did and returns the error; on success the handles in address order.
-func (a *Allocator) createMappedLocked(base vmm.DevicePtr, size, piece uint64) ([]vmm.Handle, error) {
+func (a *Allocator) createMappedLocked(base vmm.DevicePtr, size, piece vmm.Bytes) ([]vmm.Handle, error) {
 	n := int(size / piece)
 	hs := make([]vmm.Handle, 0, n)
 	var err error
@@ -221,7 +221,7 @@ func (a *Allocator) createMappedLocked(base vmm.DevicePtr, size, piece uint64) (
 	mapped := 0
 	if err == nil {
 		for mapped < n {
-			if err = a.d.Map(base.Add(uint64(mapped)*piece), piece, hs[mapped], 0 /* offset */); err != nil {
+			if err = a.d.Map(at(base, vmm.Bytes(mapped)*piece), piece, hs[mapped], 0 /* offset */); err != nil {
 				break
 			}
 			mapped++
@@ -233,7 +233,7 @@ func (a *Allocator) createMappedLocked(base vmm.DevicePtr, size, piece uint64) (
 		}
 	}
 	for i := 0; i < mapped; i++ {
-		a.undoMapLocked(base.Add(uint64(i)*piece), piece, hs[i])
+		a.undoMapLocked(at(base, vmm.Bytes(i)*piece), piece, hs[i])
 	}
 	for _, h := range hs {
 		a.undoReleaseLocked(h)
@@ -241,9 +241,9 @@ func (a *Allocator) createMappedLocked(base vmm.DevicePtr, size, piece uint64) (
 	return nil, err
 }
 
-func (a *Allocator) undoMapLocked(p vmm.DevicePtr, size uint64, h vmm.Handle) {
+func (a *Allocator) undoMapLocked(p vmm.DevicePtr, size vmm.Bytes, h vmm.Handle) {
 	if err := retry(func() error { return a.d.Unmap(p, size) }); err != nil {
-		a.orphanMaps = append(a.orphanMaps, Mapping{VA: vmm.Range{Base: p, Size: size}, Handle: h})
+		a.orphanMaps = append(a.orphanMaps, Mapping{VA: span(p, size), Handle: h})
 	}
 }
 
@@ -253,9 +253,9 @@ func (a *Allocator) undoReleaseLocked(h vmm.Handle) {
 	}
 }
 
-func (a *Allocator) undoReserveLocked(p vmm.DevicePtr, size uint64) {
+func (a *Allocator) undoReserveLocked(p vmm.DevicePtr, size vmm.Bytes) {
 	if err := retry(func() error { return a.d.FreeAddress(p, size) }); err != nil {
-		a.orphanResv = append(a.orphanResv, vmm.Range{Base: p, Size: size})
+		a.orphanResv = append(a.orphanResv, span(p, size))
 	}
 }
 
@@ -300,7 +300,7 @@ func (a *Allocator) dropEmptyArenaLocked(seg *segment) {
 // first candidate run that holds rs bytes (arenaCandidateLocked) and how many of its bytes are mapped; nil when
 // no arena has room, and the caller opens a new arena (every request fits in one: it reserves 9/8 of the
 // device).
-func (a *Allocator) arenaRunLocked(ss *streamState, pool poolKind, rs uint64) (*pBlock, uint64) {
+func (a *Allocator) arenaRunLocked(ss *streamState, pool poolKind, rs vmm.Bytes) (*pBlock, vmm.Bytes) {
 	for _, seg := range ss.arenas[pool] {
 		if c, mapped := a.arenaCandidateLocked(seg, rs); c != nil {
 			return c, mapped
@@ -312,13 +312,13 @@ func (a *Allocator) arenaRunLocked(ss *streamState, pool poolKind, rs uint64) (*
 // arenaCandidateLocked is PyTorch's find_expandable_block: the lowest unmapped block (with the free block before
 // it) that starts a run of free or unmapped blocks holding rs bytes. It also returns how many bytes of that
 // run are already mapped.
-func (a *Allocator) arenaCandidateLocked(seg *segment, rs uint64) (*pBlock, uint64) {
+func (a *Allocator) arenaCandidateLocked(seg *segment, rs vmm.Bytes) (*pBlock, vmm.Bytes) {
 	for _, u := range seg.unmapped {
 		c := u
 		if p := u.prev; p != nil && p.state == Free {
 			c = p
 		}
-		var have, mapped uint64
+		var have, mapped vmm.Bytes
 		for b := c; b != nil && have < rs && b.state == Free; b = b.next {
 			have += b.size
 			if b.mapped {
@@ -333,7 +333,7 @@ func (a *Allocator) arenaCandidateLocked(seg *segment, rs uint64) (*pBlock, uint
 }
 
 // arenaAllocLocked is PyTorch's try_allocate_expandable_block: map what the candidate run lacks, then take it.
-func (a *Allocator) arenaAllocLocked(ss *streamState, pool poolKind, rs uint64) (*pBlock, error) {
+func (a *Allocator) arenaAllocLocked(ss *streamState, pool poolKind, rs vmm.Bytes) (*pBlock, error) {
 	c, _ := a.arenaRunLocked(ss, pool, rs)
 	var fresh *segment // an arena opened for this request: returned if the request fails
 	if c == nil {
@@ -369,7 +369,7 @@ func (a *Allocator) arenaAllocLocked(ss *streamState, pool poolKind, rs uint64) 
 }
 
 // quantum is the size one growth of an arena maps in: the page size (expandable) or the granularity.
-func (a *Allocator) quantum(pool poolKind) uint64 {
+func (a *Allocator) quantum(pool poolKind) vmm.Bytes {
 	if a.p.pageSmall != 0 {
 		if pool == smallPool {
 			return a.p.pageSmall
@@ -383,7 +383,7 @@ func (a *Allocator) quantum(pool poolKind) uint64 {
 // quantum (at most u.size): pages of the page size (expandable), or one chunk of the whole size (gmlake, in
 // pieces of at most chunkMax). The new mapped block merges with free neighbours and joins the free set;
 // mapIntoLocked returns it. On failure nothing changed.
-func (a *Allocator) mapIntoLocked(u *pBlock, n uint64) (*pBlock, error) {
+func (a *Allocator) mapIntoLocked(u *pBlock, n vmm.Bytes) (*pBlock, error) {
 	seg := u.seg
 	q := a.quantum(seg.pool)
 	sz := min(roundUp(n, q), u.size)
@@ -400,9 +400,9 @@ func (a *Allocator) mapIntoLocked(u *pBlock, n uint64) (*pBlock, error) {
 	}
 	// The last piece may be shorter when sz is not a multiple of piece.
 	var hs []vmm.Handle
-	var sizes []uint64
+	var sizes []vmm.Bytes
 	var err error
-	for off := uint64(0); off < sz; {
+	for off := vmm.Bytes(0); off < sz; {
 		ps := min(piece, sz-off)
 		var h vmm.Handle
 		if h, err = a.d.Create(ps); err != nil {
@@ -414,9 +414,9 @@ func (a *Allocator) mapIntoLocked(u *pBlock, n uint64) (*pBlock, error) {
 	}
 	mapped := 0
 	if err == nil {
-		off := uint64(0)
+		off := vmm.Bytes(0)
 		for mapped < len(hs) {
-			if err = a.d.Map(u.ptr.Add(off), sizes[mapped], hs[mapped], 0 /* offset */); err != nil {
+			if err = a.d.Map(at(u.ptr, off), sizes[mapped], hs[mapped], 0 /* offset */); err != nil {
 				break
 			}
 			off += sizes[mapped]
@@ -427,9 +427,9 @@ func (a *Allocator) mapIntoLocked(u *pBlock, n uint64) (*pBlock, error) {
 		err = a.d.SetAccess(u.ptr, sz)
 	}
 	if err != nil {
-		off := uint64(0)
+		off := vmm.Bytes(0)
 		for i := 0; i < mapped; i++ {
-			a.undoMapLocked(u.ptr.Add(off), sizes[i], hs[i])
+			a.undoMapLocked(at(u.ptr, off), sizes[i], hs[i])
 			off += sizes[i]
 		}
 		for _, h := range hs {
@@ -442,7 +442,7 @@ func (a *Allocator) mapIntoLocked(u *pBlock, n uint64) (*pBlock, error) {
 	if sz < u.size {
 		r := a.newPBlockLocked()
 		r.state, r.mapped = Free, false
-		r.ptr, r.size, r.stream, r.pool, r.seg = u.ptr.Add(sz), u.size-sz, u.stream, u.pool, seg
+		r.ptr, r.size, r.stream, r.pool, r.seg = at(u.ptr, sz), u.size-sz, u.stream, u.pool, seg
 		r.prev, r.next = u, u.next
 		if u.next != nil {
 			u.next.prev = r
@@ -453,7 +453,7 @@ func (a *Allocator) mapIntoLocked(u *pBlock, n uint64) (*pBlock, error) {
 	}
 	u.mapped = true
 	u.freeSeq = 0
-	off := uint64(u.ptr - seg.base)
+	off := vmm.Bytes(u.ptr - seg.base)
 	for i, h := range hs {
 		seg.insertChunk(&chunk{h: h, size: sizes[i], seg: seg, off: off})
 		off += sizes[i]
@@ -461,7 +461,7 @@ func (a *Allocator) mapIntoLocked(u *pBlock, n uint64) (*pBlock, error) {
 	a.addReservedLocked(seg.pool, sz)
 	a.noteSegmentsLocked(seg.pool, mappedRunDelta(u))
 	a.noteSegmentEventLocked(SegmentMap, seg, u.ptr, sz)
-	a.st.MappedBytes += sz
+	a.st.MappedBytes += uint64(sz)
 	m := u
 	if !a.seeded(MutNoMerge) {
 		m = a.mergeFreeLocked(u)
@@ -528,12 +528,12 @@ func (a *Allocator) stitchableLocked(ss *streamState) []*chunk {
 // tryStitchLocked serves rs by stitching free chunks into a new sBlock when that grows the reserved memory less
 // than growing would (gmlake; gmlake-paper stitches by its own rule, paperStitchLocked).
 // ok says whether it stitched; err reports a driver failure (nothing changed).
-func (a *Allocator) tryStitchLocked(ss *streamState, rs uint64) (b *sBlock, ok bool, err error) {
+func (a *Allocator) tryStitchLocked(ss *streamState, rs vmm.Bytes) (b *sBlock, ok bool, err error) {
 	cands := a.stitchableLocked(ss)
 	if len(cands) == 0 {
 		return nil, false, nil
 	}
-	need := vmm.AlignUp(rs, a.gran)
+	need := alignUp(rs, a.gran)
 	rem := need
 	chosen := make([]*chunk, 0, 8)
 	taken := make([]bool, len(cands))
@@ -565,7 +565,7 @@ func (a *Allocator) tryStitchLocked(ss *streamState, rs uint64) (b *sBlock, ok b
 		// day unmaps) every chunk it views, and small savings do not pay for that.
 		grow := need
 		if c, mapped := a.arenaRunLocked(ss, largePool, rs); c != nil {
-			grow = vmm.AlignUp(rs-min(rs, mapped), a.gran)
+			grow = alignUp(rs-min(rs, mapped), a.gran)
 		}
 		save := a.p.stitchSave
 		if a.lastResort {
@@ -586,7 +586,7 @@ func (a *Allocator) tryStitchLocked(ss *streamState, rs uint64) (b *sBlock, ok b
 	}
 	// Map in address order of the sources: deterministic, and neighbours stay neighbours.
 	slices.SortFunc(chosen, func(x, y *chunk) int {
-		px, py := x.seg.base.Add(x.off), y.seg.base.Add(y.off)
+		px, py := at(x.seg.base, x.off), at(y.seg.base, y.off)
 		switch {
 		case px < py:
 			return -1
@@ -604,7 +604,7 @@ func (a *Allocator) tryStitchLocked(ss *streamState, rs uint64) (b *sBlock, ok b
 
 // arenaChunksLocked maps new memory of size bytes into ss's large arena, to be stitched (in pieces of at most
 // chunkMax, like any growth); it stays free there until the stitch holds it. It returns the new chunks.
-func (a *Allocator) arenaChunksLocked(ss *streamState, size uint64) ([]*chunk, error) {
+func (a *Allocator) arenaChunksLocked(ss *streamState, size vmm.Bytes) ([]*chunk, error) {
 	var u *pBlock
 	for _, seg := range ss.arenas[largePool] {
 		for _, x := range seg.unmapped {
@@ -626,7 +626,7 @@ func (a *Allocator) arenaChunksLocked(ss *streamState, size uint64) ([]*chunk, e
 		u, fresh = seg.head, seg
 	}
 	seg := u.seg
-	off := uint64(u.ptr - seg.base)
+	off := vmm.Bytes(u.ptr - seg.base)
 	if _, err := a.mapIntoLocked(u, size); err != nil {
 		if fresh != nil {
 			a.dropFreshArenaLocked(fresh)
@@ -641,7 +641,7 @@ func (a *Allocator) arenaChunksLocked(ss *streamState, size uint64) ([]*chunk, e
 // buildSBlockLocked reserves a range, maps chunks side by side into it, sets access, and holds the pBlocks under
 // the chunks. On a driver failure it undoes its mappings and reservation (the chunks stay where they were).
 func (a *Allocator) buildSBlockLocked(ss *streamState, chunks []*chunk) (*sBlock, error) {
-	var total uint64
+	var total vmm.Bytes
 	for _, c := range chunks {
 		total += c.size
 	}
@@ -649,10 +649,10 @@ func (a *Allocator) buildSBlockLocked(ss *streamState, chunks []*chunk) (*sBlock
 	if err != nil {
 		return nil, err
 	}
-	off := uint64(0)
+	off := vmm.Bytes(0)
 	mapped := 0
 	for _, c := range chunks {
-		if err = a.d.Map(base.Add(off), c.size, c.h, 0 /* offset */); err != nil {
+		if err = a.d.Map(at(base, off), c.size, c.h, 0 /* offset */); err != nil {
 			break
 		}
 		off += c.size
@@ -665,7 +665,7 @@ func (a *Allocator) buildSBlockLocked(ss *streamState, chunks []*chunk) (*sBlock
 		if !a.seeded(MutLeakOnStitchFailure) {
 			off = 0
 			for i := 0; i < mapped; i++ {
-				a.undoMapLocked(base.Add(off), chunks[i].size, chunks[i].h)
+				a.undoMapLocked(at(base, off), chunks[i].size, chunks[i].h)
 				off += chunks[i].size
 			}
 			a.undoReserveLocked(base, total)
@@ -675,7 +675,7 @@ func (a *Allocator) buildSBlockLocked(ss *streamState, chunks []*chunk) (*sBlock
 	sb := a.newSBlockLocked() // Free: cached until allocLocked hands it out
 	sb.home = ss
 	sb.ptr, sb.size, sb.stream, sb.pool = base, total, ss.s, largePool
-	sb.resv = vmm.Range{Base: base, Size: total}
+	sb.resv = span(base, total)
 	sb.chunks = append(sb.chunks[:0], chunks...)
 	for _, c := range chunks {
 		c.views++
@@ -685,7 +685,7 @@ func (a *Allocator) buildSBlockLocked(ss *streamState, chunks []*chunk) (*sBlock
 	}
 	sb.sIndex = sblockIdx(len(a.sblocks))
 	a.sblocks = append(a.sblocks, sb)
-	a.st.MappedBytes += total
+	a.st.MappedBytes += uint64(total)
 	a.st.NumStitches++
 	a.holdPartsLocked(sb)
 	return sb, nil
@@ -715,7 +715,7 @@ func waitsOnlyFor(b *pBlock, ss *streamState) bool {
 func (a *Allocator) holdPartsLocked(sb *sBlock) {
 	sb.parts = sb.parts[:0]
 	home := sb.home
-	held := uint64(0)
+	held := vmm.Bytes(0)
 	for _, c := range sb.chunks {
 		if held >= sb.size {
 			break // gmlake-paper: a reused sBlock holds only the pieces under the request (paperReuseLocked)
@@ -763,8 +763,8 @@ func (a *Allocator) holdPartsLocked(sb *sBlock) {
 // reuseSBlockLocked serves rs from a cached sBlock of ss whose chunks are all free: the smallest that fits, at
 // most max(reuseLimit/4 times the request, the request + 2 granules) (gmlake: 1.25x, but 2x at a 4 MiB
 // request and 1.25x only from 16 MiB; gmlake-paper 10x, GMLake's reuseLimit). No driver calls.
-func (a *Allocator) reuseSBlockLocked(ss *streamState, rs uint64) *sBlock {
-	limit := max(rs/4*a.p.reuseLimit, rs+2*a.gran)
+func (a *Allocator) reuseSBlockLocked(ss *streamState, rs vmm.Bytes) *sBlock {
+	limit := max(rs/4*vmm.Bytes(a.p.reuseLimit), rs+2*a.gran)
 	var best *sBlock
 	for _, sb := range a.sblocks {
 		if sb.state != Free || sb.home != ss || sb.size < rs || sb.size > limit {
@@ -796,7 +796,7 @@ func (a *Allocator) reuseSBlockLocked(ss *streamState, rs uint64) *sBlock {
 // parts of other streams' pools wait until sb's stream has finished the work submitted so far.
 func (a *Allocator) freeSBlockLocked(sb *sBlock) {
 	sb.state = Free
-	sb.size = sb.resv.Size // a partly held sBlock (paperReuseLocked) is cached whole
+	sb.size = sizeOf(sb.resv) // a partly held sBlock (paperReuseLocked) is cached whole
 	sb.uses = sb.uses[:0]
 	sb.events = 0
 	a.stampFreeLocked(&sb.block)
@@ -860,14 +860,14 @@ func (a *Allocator) trimSBlocksLocked() {
 
 // stitchFreeLocked unmaps a cached sBlock's view and returns its range. On an unmap failure nothing changes.
 func (a *Allocator) stitchFreeLocked(sb *sBlock) error {
-	if err := a.d.Unmap(sb.resv.Base, sb.resv.Size); err != nil {
+	if err := a.d.Unmap(sb.resv.Base, sizeOf(sb.resv)); err != nil {
 		return err
 	}
 	for _, c := range sb.chunks {
 		c.views--
 	}
-	a.st.MappedBytes -= sb.resv.Size
-	a.undoReserveLocked(sb.resv.Base, sb.resv.Size)
+	a.st.MappedBytes -= uint64(sizeOf(sb.resv))
+	a.undoReserveLocked(sb.resv.Base, sizeOf(sb.resv))
 	last := sblockIdx(len(a.sblocks) - 1)
 	a.sblocks[sb.sIndex] = a.sblocks[last]
 	a.sblocks[sb.sIndex].sIndex = sb.sIndex

@@ -21,11 +21,11 @@ const (
 type chunk struct {
 	h vmm.Handle
 	// size is the handle's bytes. Invariant: a positive multiple of the granularity, fixed.
-	size uint64
+	size vmm.Bytes
 	// seg and off place the primary mapping: [seg.base+off, seg.base+off+size), inside seg, in
 	// seg.chunks in off order.
 	seg *segment
-	off uint64
+	off vmm.Bytes
 	// views counts the sBlocks mapping the chunk. Invariant (INV-REFCOUNT): refs() == 1 + views, the
 	// device's mappings of h.
 	views  int
@@ -46,7 +46,7 @@ type segment struct {
 	id   uint64
 	base vmm.DevicePtr
 	// size is the reservation's bytes, [base, base+size), fixed.
-	size  uint64
+	size  vmm.Bytes
 	ss    *streamState // the (stream, pool) state whose pool the segment's blocks belong to
 	pool  poolKind     // the pool of every block of the segment
 	arena bool
@@ -57,7 +57,7 @@ type segment struct {
 	// unmapped blocks.
 	head *pBlock
 	// mapped is the bytes mapped. Invariant: the sum of the chunks' sizes.
-	mapped uint64
+	mapped vmm.Bytes
 
 	// unmapped (arena): its unmapped blocks in address order. Invariant: exactly the blocks with !mapped.
 	unmapped []*pBlock
@@ -103,8 +103,8 @@ func (s *segment) unmappedIndex(p vmm.DevicePtr) (int, bool) {
 }
 
 // blockAt returns the block of s that holds offset off, walking from the hint.
-func (s *segment) blockAt(off uint64) *pBlock {
-	p := s.base.Add(off)
+func (s *segment) blockAt(off vmm.Bytes) *pBlock {
+	p := at(s.base, off)
 	b := s.hint
 	if b == nil || b.seg != s {
 		b = s.head
@@ -126,7 +126,7 @@ type chunkIdx int
 func (s *segment) numChunks() chunkIdx { return chunkIdx(len(s.chunks)) }
 
 // chunkIndex returns the index of the first chunk whose end is past off (numChunks() if none).
-func (s *segment) chunkIndex(off uint64) chunkIdx {
+func (s *segment) chunkIndex(off vmm.Bytes) chunkIdx {
 	lo, hi := chunkIdx(0), s.numChunks()
 	for lo < hi {
 		m := chunkIdx(uint(lo+hi) >> 1)
@@ -142,7 +142,7 @@ func (s *segment) chunkIndex(off uint64) chunkIdx {
 
 // chunksOver returns the chunks that overlap [lo, hi) (offsets in s), in offset order: a subslice of
 // s.chunks, which the caller must not change.
-func (s *segment) chunksOver(lo, hi uint64) []*chunk {
+func (s *segment) chunksOver(lo, hi vmm.Bytes) []*chunk {
 	i := s.chunkIndex(lo)
 	j := i
 	for j < s.numChunks() && s.chunks[j].off < hi {
@@ -207,10 +207,10 @@ type block struct {
 	// size is the block's bytes, [ptr, ptr+size). pBlock: a multiple of 512 B, > 0. sBlock: resv.Size,
 	// except while gmlake-paper holds it for a smaller request (paperReuseLocked): the request's, a
 	// multiple of the chunk size, and only the chunks under [ptr, ptr+size) are held.
-	size uint64
+	size vmm.Bytes
 	// requested is the size Alloc was asked for, <= size, while the block is handed out (Live, not held);
 	// freeLocked takes it off the statistics. Stale otherwise.
-	requested uint64
+	requested vmm.Bytes
 	// stream is the stream whose pool owns the block: pBlock seg.ss.s, sBlock home.s.
 	stream vmm.Stream
 	// pool is the block's pool: pBlock seg.pool; sBlock always largePool.
@@ -252,7 +252,7 @@ func (b *block) kind() BlockKind {
 	return Primitive
 }
 
-func (b *block) end() vmm.DevicePtr { return b.ptr.Add(b.size) }
+func (b *block) end() vmm.DevicePtr { return at(b.ptr, b.size) }
 
 // pBlock is a range of a segment (a primitive block). The blocks of a segment tile it in address order.
 // Free pBlocks of a (stream, pool) that are mapped are in that pool's free set (node).
@@ -280,7 +280,7 @@ type pBlock struct {
 	node treapNode
 }
 
-func (b *pBlock) segOff() uint64 { return uint64(b.ptr - b.seg.base) }
+func (b *pBlock) segOff() vmm.Bytes { return vmm.Bytes(b.ptr - b.seg.base) }
 
 // sblockIdx indexes Allocator.sblocks: [0, len(sblocks)).
 type sblockIdx int
@@ -307,7 +307,7 @@ type sBlock struct {
 }
 
 // less orders blocks by (size, address): PyTorch's BlockComparatorSize within one stream's pool.
-func less(size uint64, ptr vmm.DevicePtr, b *pBlock) bool {
+func less(size vmm.Bytes, ptr vmm.DevicePtr, b *pBlock) bool {
 	if size != b.size {
 		return size < b.size
 	}
@@ -323,7 +323,7 @@ type freeSet struct {
 	root *pBlock
 	// n and bytes count the blocks under root and their sizes.
 	n     int
-	bytes uint64
+	bytes vmm.Bytes
 	ts    *torchStats // where inactive split blocks are counted (nil: not counted)
 	pool  poolKind    // the pool whose blocks the set holds
 }
@@ -417,7 +417,7 @@ func (s *freeSet) remove(b *pBlock) {
 }
 
 // lowerBound returns the smallest block with key >= (size, ptr), or nil.
-func (s *freeSet) lowerBound(size uint64, ptr vmm.DevicePtr) *pBlock {
+func (s *freeSet) lowerBound(size vmm.Bytes, ptr vmm.DevicePtr) *pBlock {
 	var best *pBlock
 	t := s.root
 	for t != nil {
@@ -432,7 +432,7 @@ func (s *freeSet) lowerBound(size uint64, ptr vmm.DevicePtr) *pBlock {
 }
 
 // upperBelow returns the largest block with key < (size, ptr), or nil.
-func (s *freeSet) upperBelow(size uint64, ptr vmm.DevicePtr) *pBlock {
+func (s *freeSet) upperBelow(size vmm.Bytes, ptr vmm.DevicePtr) *pBlock {
 	var best *pBlock
 	t := s.root
 	for t != nil {
@@ -480,7 +480,7 @@ func prioOf(id uint64) uint32 {
 
 // eachFrom visits, in increasing (size, address) order, the blocks of at least minSize bytes until f
 // returns false. f must not change the set.
-func (s *freeSet) eachFrom(minSize uint64, f func(*pBlock) bool) {
+func (s *freeSet) eachFrom(minSize vmm.Bytes, f func(*pBlock) bool) {
 	var walk func(t *pBlock) bool
 	walk = func(t *pBlock) bool {
 		if t == nil {

@@ -34,6 +34,10 @@
 // Every field says its meaning and the invariant it keeps; CheckInvariants (invariants.go) walks the whole
 // structure against them, and the engine's tests call it after every scenario (checkState).
 //
+// Units: every size and offset is a vmm.Bytes, indexes are chunkIdx (a segment's chunks) and sblockIdx
+// (Allocator.sblocks); uint64 is left for counters, ids and free stamps. The driver contract still says
+// uint64: driver.go is the one place that converts (docs/ARCHITECTURE.md, "Named units").
+//
 // # Pools and streams
 //
 // Requests are rounded to 512 B (gmlake-paper: above 1 MiB to 2 MiB, as GMLake's round_size); up to 1 MiB

@@ -62,11 +62,11 @@ type Allocator struct {
 	mu sync.Mutex
 
 	// Everything below is guarded by mu.
-	d      *wrap.Meter // the driver, counting every call the engine makes (Stats.DriverCalls); safe without mu
+	d      meteredDriver // the driver, counting every call the engine makes (Stats.DriverCalls); safe without mu
 	p      params
 	mut    Mutation
-	gran   uint64
-	total  uint64 // device capacity (MemInfo total at New)
+	gran   vmm.Bytes
+	total  vmm.Bytes // device capacity (MemInfo total at New)
 	closed bool
 
 	lastResort bool // the retry after releasing the cache: map only what the granularity requires
@@ -109,10 +109,10 @@ type Allocator struct {
 	deferred   []*block            // frees of blocks used on other streams, waiting for the captures to end (Pending, events 0)
 
 	nextID  uint64
-	freeSeq uint64 // counts frees; stamps blocks (freeSeq) for the fences
-	clock   uint64 // LRU clock for sBlocks
-	fused   uint64 // gmlake-paper: bytes stitched and not collected since (GMLake's total_fuse_size, autoGC)
-	evSeq   uint64 // gmlake-paper: block events recorded so far (GMLake's event_id)
+	freeSeq uint64    // counts frees; stamps blocks (freeSeq) for the fences
+	clock   uint64    // LRU clock for sBlocks
+	fused   vmm.Bytes // gmlake-paper: bytes stitched and not collected since (GMLake's total_fuse_size, autoGC)
+	evSeq   uint64    // gmlake-paper: block events recorded so far (GMLake's event_id)
 	st      Stats
 
 	// Undo steps that failed even after retries: kept so Close can try again and Snapshot tells the truth.
@@ -140,7 +140,7 @@ func New(d vmm.Driver, cfg Config) (*Allocator, error) {
 	if err := checkSeeded(cfg.TestOnlyMutations); err != nil {
 		return nil, err
 	}
-	a := &Allocator{d: wrap.NewCounter(d), mut: cfg.TestOnlyMutations}
+	a := &Allocator{d: meteredDriver{wrap.NewCounter(d)}, mut: cfg.TestOnlyMutations}
 	a.gran = a.d.Granularity()
 	if a.gran == 0 || a.gran&(a.gran-1) != 0 || a.gran%minBlockSize != 0 {
 		return nil, fmt.Errorf("%w: driver granularity %d is not a power of two multiple of 512", ErrBadConfig, a.gran)
@@ -164,7 +164,7 @@ func New(d vmm.Driver, cfg Config) (*Allocator, error) {
 func (a *Allocator) Policy() string { return a.p.name }
 
 // Granularity returns the driver's granularity.
-func (a *Allocator) Granularity() uint64 { return a.gran }
+func (a *Allocator) Granularity() uint64 { return uint64(a.gran) }
 
 // Alloc returns a pointer to at least size bytes usable on stream s. Size 0 and sizes beyond the device's
 // capacity are ErrInvalidSize; an unknown stream is ErrUnknownStream; when memory runs out even after
@@ -176,7 +176,7 @@ func (a *Allocator) Alloc(size uint64, s vmm.Stream) (vmm.DevicePtr, error) {
 	if a.closed {
 		return 0, ErrClosed
 	}
-	if size == 0 || size > a.total {
+	if size == 0 || vmm.Bytes(size) > a.total {
 		return 0, a.sizeErr(size)
 	}
 	ss := a.last
@@ -186,7 +186,7 @@ func (a *Allocator) Alloc(size uint64, s vmm.Stream) (vmm.DevicePtr, error) {
 			return 0, err
 		}
 	}
-	b, err := a.allocLocked(size, ss)
+	b, err := a.allocLocked(vmm.Bytes(size), ss)
 	if err != nil {
 		return 0, err
 	}
@@ -197,7 +197,7 @@ func (a *Allocator) sizeErr(size uint64) error {
 	if size == 0 {
 		return fmt.Errorf("%w: 0 bytes (ask for at least 1 byte)", ErrInvalidSize)
 	}
-	return fmt.Errorf("%w: %d bytes is more than the device's %s", ErrInvalidSize, size, vmm.FormatBytes(a.total))
+	return fmt.Errorf("%w: %d bytes is more than the device's %s", ErrInvalidSize, size, a.total)
 }
 
 // Free returns the allocation at p. The memory is reusable at once on the allocation stream (stream order),
@@ -407,7 +407,7 @@ func (a *Allocator) liveContainingLocked(p vmm.DevicePtr) *block {
 		}
 	}
 	i, _ := slices.BinarySearchFunc(a.segs, p, func(s *segment, p vmm.DevicePtr) int {
-		if s.base.Add(s.size) <= p {
+		if at(s.base, s.size) <= p {
 			return -1
 		}
 		if s.base > p {
@@ -415,7 +415,7 @@ func (a *Allocator) liveContainingLocked(p vmm.DevicePtr) *block {
 		}
 		return 0
 	})
-	if i >= len(a.segs) || p < a.segs[i].base || p >= a.segs[i].base.Add(a.segs[i].size) {
+	if i >= len(a.segs) || p < a.segs[i].base || p >= at(a.segs[i].base, a.segs[i].size) {
 		return nil
 	}
 	for b := a.segs[i].head; b != nil; b = b.next {
@@ -611,7 +611,7 @@ func (a *Allocator) freeLocked(b *block) error {
 			return err
 		}
 	}
-	a.st.RequestedBytes -= b.requested
+	a.st.RequestedBytes -= uint64(b.requested)
 	a.st.AllocatedBytes -= a.allocCount(b)
 	a.noteFreedLocked(b)
 	a.st.NumLive--
@@ -703,9 +703,9 @@ func (a *Allocator) stampFreeLocked(b *block) {
 
 func (a *Allocator) allocCount(b *block) uint64 {
 	if b.s != nil && a.seeded(MutStatsDoubleCount) {
-		return 2 * b.size
+		return 2 * uint64(b.size)
 	}
-	return b.size
+	return uint64(b.size)
 }
 
 // freeBlockLocked makes a block whose last use completed reusable: a pBlock merges with free neighbours and
@@ -744,7 +744,7 @@ func (a *Allocator) freeBlockLocked(x *block) {
 // pending neighbour stayed unreleasable while its stream kept working).
 func onlyPendingBesides(b *pBlock) bool {
 	seg := b.seg
-	lo, hi := uint64(0), seg.size
+	lo, hi := vmm.Bytes(0), seg.size
 	if seg.arena {
 		// In an arena the unit is a chunk: look at the blocks that share b's chunks.
 		i := seg.chunkIndex(b.segOff())
@@ -872,10 +872,10 @@ func (a *Allocator) mergeFreeLocked(b *pBlock) *pBlock {
 }
 
 // splitLocked cuts b (not in a set) to rs bytes; the rest becomes a free block in b's pool.
-func (a *Allocator) splitLocked(b *pBlock, rs uint64) {
+func (a *Allocator) splitLocked(b *pBlock, rs vmm.Bytes) {
 	r := a.newPBlockLocked()
 	r.state, r.mapped = Free, true
-	r.ptr, r.size = b.ptr.Add(rs), b.size-rs
+	r.ptr, r.size = at(b.ptr, rs), b.size-rs
 	r.stream, r.pool, r.seg, r.freeSeq = b.stream, b.pool, b.seg, b.freeSeq
 	r.ev = evRef(b.ev) // gmlake-paper: both halves share the block's event until one records its own
 	r.prev, r.next = b, b.next
@@ -888,13 +888,13 @@ func (a *Allocator) splitLocked(b *pBlock, rs uint64) {
 }
 
 // markLiveLocked hands b out.
-func (a *Allocator) markLiveLocked(b *block, size uint64) {
+func (a *Allocator) markLiveLocked(b *block, size vmm.Bytes) {
 	b.state = Live
 	b.requested = size
 	b.uses = b.uses[:0]
 	a.ptrs[b.ptr] = b
 	st := &a.st
-	st.RequestedBytes += size
+	st.RequestedBytes += uint64(size)
 	st.AllocatedBytes += a.allocCount(b)
 	a.noteLiveLocked(b, size)
 	st.NumLive++
@@ -907,9 +907,9 @@ func (a *Allocator) markLiveLocked(b *block, size uint64) {
 	}
 }
 
-func (a *Allocator) addReservedLocked(p poolKind, n uint64) {
+func (a *Allocator) addReservedLocked(p poolKind, n vmm.Bytes) {
 	a.noteReservedLocked(p, int64(n))
-	a.st.ReservedBytes += n
+	a.st.ReservedBytes += uint64(n)
 	if a.st.ReservedBytes > a.st.PeakReservedBytes {
 		a.st.PeakReservedBytes = a.st.ReservedBytes
 	}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/gmlake/gmlake/vmm"
 )
 
 // CheckInvariants walks the engine's own data structures (segments, chunks, pBlocks, sBlocks, free sets,
@@ -75,7 +77,7 @@ func (a *Allocator) checkInvariantsLocked() error {
 		if si > 0 && a.segs[si-1].base >= seg.base {
 			return fail("segments not sorted by base at %d", seg.id)
 		}
-		var sum uint64
+		var sum vmm.Bytes
 		for i, c := range seg.chunks {
 			if c.seg != seg || c.size == 0 || c.size%a.gran != 0 || c.off+c.size > seg.size {
 				return fail("segment %d: chunk %d (off %d, %d B) misplaced", seg.id, c.h, c.off, c.size)
@@ -92,21 +94,21 @@ func (a *Allocator) checkInvariantsLocked() error {
 			return fail("segment %d: mapped %d, chunks add up to %d (size %d)", seg.id, seg.mapped, sum, seg.size)
 		}
 		var unmapped []*pBlock
-		at := seg.base
+		want := seg.base
 		var prev *pBlock
 		for b := seg.head; b != nil; prev, b = b, b.next {
 			if err := header(&b.block, "pBlock"); err != nil {
 				return err
 			}
-			if b.seg != seg || b.prev != prev || b.ptr != at || b.size == 0 || b.size%minBlockSize != 0 {
-				return fail("segment %d: pBlock %d [%v +%d] breaks the tiling at %v", seg.id, b.id, b.ptr, b.size, at)
+			if b.seg != seg || b.prev != prev || b.ptr != want || b.size == 0 || b.size%minBlockSize != 0 {
+				return fail("segment %d: pBlock %d [%v +%d] breaks the tiling at %v", seg.id, b.id, b.ptr, b.size, want)
 			}
-			at = b.end()
+			want = b.end()
 			if b.stream != seg.ss.s || b.pool != seg.pool {
 				return fail("pBlock %d: stream %d pool %d, its segment's %d %d", b.id, b.stream, b.pool, seg.ss.s, seg.pool)
 			}
 			lo, hi := b.segOff(), b.segOff()+b.size
-			var over uint64
+			var over vmm.Bytes
 			for _, c := range seg.chunks {
 				if l, h := max(lo, c.off), min(hi, c.off+c.size); h > l {
 					over += h - l
@@ -137,8 +139,8 @@ func (a *Allocator) checkInvariantsLocked() error {
 				return fail("pBlock %d: counted as an inactive split block outside a free set", b.id)
 			}
 		}
-		if at != seg.base.Add(seg.size) {
-			return fail("segment %d: blocks end at %v, the reservation at %v", seg.id, at, seg.base.Add(seg.size))
+		if want != at(seg.base, seg.size) {
+			return fail("segment %d: blocks end at %v, the reservation at %v", seg.id, want, at(seg.base, seg.size))
 		}
 		if !slices.Equal(unmapped, seg.unmapped) {
 			return fail("segment %d: unmapped list is not its unmapped blocks in address order", seg.id)
@@ -155,10 +157,10 @@ func (a *Allocator) checkInvariantsLocked() error {
 		if sb.home == nil || sb.home.s != sb.stream || sb.pool != largePool {
 			return fail("sBlock %d: home, stream %d or pool %d wrong", sb.id, sb.stream, sb.pool)
 		}
-		if sb.resv.Base != sb.ptr || sb.size > sb.resv.Size || (sb.size != sb.resv.Size && !(a.p.paper && sb.state != Free)) {
+		if sb.resv.Base != sb.ptr || sb.size > sizeOf(sb.resv) || (sb.size != sizeOf(sb.resv) && !(a.p.paper && sb.state != Free)) {
 			return fail("sBlock %d: [%v +%d] in reservation %v", sb.id, sb.ptr, sb.size, sb.resv)
 		}
-		var sum uint64
+		var sum vmm.Bytes
 		under := 0
 		for _, c := range sb.chunks {
 			views[c]++
@@ -167,8 +169,8 @@ func (a *Allocator) checkInvariantsLocked() error {
 			}
 			sum += c.size
 		}
-		if sum != sb.resv.Size {
-			return fail("sBlock %d: chunks add up to %d, reservation %d", sb.id, sum, sb.resv.Size)
+		if sum != sizeOf(sb.resv) {
+			return fail("sBlock %d: chunks add up to %d, reservation %d", sb.id, sum, sizeOf(sb.resv))
 		}
 		if sb.state == Free && len(sb.parts) != 0 {
 			return fail("sBlock %d: Free with %d parts held", sb.id, len(sb.parts))
@@ -243,7 +245,7 @@ func (a *Allocator) checkInvariantsLocked() error {
 // check verifies the treap: search order by (size, address), heap order by prio, the counts, and that
 // every block in it is a free mapped pBlock of ss's pool.
 func (s *freeSet) check(ss *streamState, pool poolKind) error {
-	n, bytes := 0, uint64(0)
+	n, bytes := 0, vmm.Bytes(0)
 	var last *pBlock
 	var walk func(t, parent *pBlock) error
 	walk = func(t, parent *pBlock) error {

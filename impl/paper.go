@@ -26,7 +26,7 @@ import (
 // then out of memory. Stitch attempts below defragLevel are skipped. There is no smaller-segment fallback:
 // the retry asks for the same segment. (release_available_cached_blocks frees oversize blocks only when
 // max_split_size is set, which GMLake's defaults leave unset: a no-op, left out.)
-func (a *Allocator) paperMissLocked(ss *streamState, pool poolKind, rs, size uint64) (*block, error) {
+func (a *Allocator) paperMissLocked(ss *streamState, pool poolKind, rs, size vmm.Bytes) (*block, error) {
 	if pool == largePool {
 		if sb := a.paperReuseLocked(ss, rs); sb != nil {
 			return &sb.block, nil
@@ -60,7 +60,7 @@ func (a *Allocator) paperMissLocked(ss *streamState, pool poolKind, rs, size uin
 	return nil, a.oomErrLocked(size, rs, ss.s, err)
 }
 
-func (a *Allocator) paperErr(err error, size uint64, ss *streamState) error {
+func (a *Allocator) paperErr(err error, size vmm.Bytes, ss *streamState) error {
 	if err == nil {
 		return nil
 	}
@@ -75,8 +75,8 @@ func (a *Allocator) paperErr(err error, size uint64, ss *streamState) error {
 // large blocks cover in part grows by only the rest and is stitched at once (attempt 4, past every
 // defragLevel). nil, nil: reAlloc did not grow because the free large blocks already add up to the request
 // (realloc_block returns false there), or it grew but the stitch failed (the new segment stays cached).
-func (a *Allocator) paperGrowLocked(ss *streamState, pool poolKind, rs uint64) (*block, error) {
-	size := vmm.AlignUp(allocationSize(rs), a.gran)
+func (a *Allocator) paperGrowLocked(ss *streamState, pool poolKind, rs vmm.Bytes) (*block, error) {
+	size := alignUp(allocationSize(rs), a.gran)
 	stitchAfter := false
 	if pool == largePool {
 		if a.p.reAlloc {
@@ -89,7 +89,7 @@ func (a *Allocator) paperGrowLocked(ss *streamState, pool poolKind, rs uint64) (
 				size, stitchAfter = allocationSize(rs-free), true
 			}
 		}
-		size = vmm.AlignUp(size, a.p.chunkMax)
+		size = alignUp(size, a.p.chunkMax)
 	}
 	var seg *segment
 	var err error
@@ -123,7 +123,7 @@ func (a *Allocator) paperGrowLocked(ss *streamState, pool poolKind, rs uint64) (
 // head taken. The pieces are mapped in that order into a new reservation, each with its own cuMemSetAccess;
 // when that fails, sBlocks are collected (garbage_collect_fused_blocks(0, 1, 2)) and it is tried again,
 // three times in all. Every stitched byte counts toward autoGC.
-func (a *Allocator) paperStitchLocked(ss *streamState, pool poolKind, rs uint64, time int) *sBlock {
+func (a *Allocator) paperStitchLocked(ss *streamState, pool poolKind, rs vmm.Bytes, time int) *sBlock {
 	if time < a.p.defragLevel || pool == smallPool || rs < a.p.fragLimit {
 		return nil
 	}
@@ -133,7 +133,7 @@ func (a *Allocator) paperStitchLocked(ss *streamState, pool poolKind, rs uint64,
 		return nil
 	}
 	var chosen []*pBlock
-	var fuse uint64
+	var fuse vmm.Bytes
 	for b := fs.max(); b != nil && fuse < rs; b = fs.upperBelow(b.size, b.ptr) {
 		chosen = append(chosen, b)
 		fuse += b.size
@@ -187,7 +187,7 @@ func (a *Allocator) paperStitchLocked(ss *streamState, pool poolKind, rs uint64,
 // cached sBlock of the stream whose pieces are all free (free_fused_blocks.lower_bound) serves a large
 // request, of any size, if it is at most reuseLimit times the request; it holds only the first
 // request/2 MiB pieces and leaves the rest free. No driver call.
-func (a *Allocator) paperReuseLocked(ss *streamState, rs uint64) *sBlock {
+func (a *Allocator) paperReuseLocked(ss *streamState, rs vmm.Bytes) *sBlock {
 	var best *sBlock
 	for _, sb := range a.sblocks {
 		if sb.state != Free || sb.stream != ss.s || sb.size < rs {
@@ -224,8 +224,8 @@ func (a *Allocator) sblockAllFreeLocked(sb *sBlock, ss *streamState) bool {
 // whose last use has not completed, or (time 0 and 1, require > 0) once 4x resp. 16x require bytes are
 // collected; with time > 0, then the cached sBlocks whose pieces are all free (free_fused_blocks_in_release_
 // order), the same way. It returns the bytes of the sBlocks torn down; keep is never torn down.
-func (a *Allocator) paperGCLocked(time int, require uint64, keep *sBlock) uint64 {
-	var garbage uint64
+func (a *Allocator) paperGCLocked(time int, require vmm.Bytes, keep *sBlock) vmm.Bytes {
+	var garbage vmm.Bytes
 	for _, pass := range []bool{true, false} {
 		if !pass && time == 0 {
 			break
@@ -242,7 +242,7 @@ func (a *Allocator) paperGCLocked(time int, require uint64, keep *sBlock) uint64
 				if !a.paperDoneLocked(sb, st) {
 					break
 				}
-				size := sb.resv.Size
+				size := sizeOf(sb.resv)
 				if a.stitchFreeLocked(sb) != nil {
 					break
 				}
@@ -268,11 +268,11 @@ func (a *Allocator) paperDoneLocked(sb *sBlock, st *streamState) bool {
 }
 
 // paperGarbageLocked is what realloc_block weighs before collecting: the bytes of the stream's cached sBlocks.
-func (a *Allocator) paperGarbageLocked(ss *streamState) uint64 {
-	var n uint64
+func (a *Allocator) paperGarbageLocked(ss *streamState) vmm.Bytes {
+	var n vmm.Bytes
 	for _, sb := range a.sblocks {
 		if sb.state == Free && sb.stream == ss.s {
-			n += sb.resv.Size
+			n += sizeOf(sb.resv)
 		}
 	}
 	return n
@@ -334,12 +334,12 @@ func (a *Allocator) paperEmptyCacheLocked() error {
 
 // setAccessLocked grants access to [base, base+size), mapped in pieces of piece bytes: one cuMemSetAccess over the
 // range, or, for gmlake-paper, one per piece, as GMLake's VirBlock does after each cuMemMap.
-func (a *Allocator) setAccessLocked(base vmm.DevicePtr, size, piece uint64) error {
+func (a *Allocator) setAccessLocked(base vmm.DevicePtr, size, piece vmm.Bytes) error {
 	if !a.p.paper || piece == 0 || piece >= size {
 		return a.d.SetAccess(base, size)
 	}
-	for off := uint64(0); off < size; off += piece {
-		if err := a.d.SetAccess(base.Add(off), min(piece, size-off)); err != nil {
+	for off := vmm.Bytes(0); off < size; off += piece {
+		if err := a.d.SetAccess(at(base, off), min(piece, size-off)); err != nil {
 			return err
 		}
 	}

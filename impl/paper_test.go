@@ -221,10 +221,10 @@ func twoCached(t *testing.T, a *Allocator, dev *sim.Device) vmm.DevicePtr {
 func TestPaperGCFragmentedFirstStopsAtUnfinishedEvent(t *testing.T) {
 	a, dev := newPaper(t, Config{}, 0, true)
 	twoCached(t, a, dev)
-	if got := underLock(a, func() uint64 { return a.paperGCLocked(0, 0, nil) }); got != 600*MiB || len(a.sblocks) != 1 {
+	if got := underLock(a, func() vmm.Bytes { return a.paperGCLocked(0, 0, nil) }); uint64(got) != 600*MiB || len(a.sblocks) != 1 {
 		t.Fatalf("GC(0): %d bytes, %d sBlocks left: want the fragmented 600 MiB sBlock only", got, len(a.sblocks))
 	}
-	if got := underLock(a, func() uint64 { return a.paperGCLocked(2, 0, nil) }); got != 600*MiB || len(a.sblocks) != 0 {
+	if got := underLock(a, func() vmm.Bytes { return a.paperGCLocked(2, 0, nil) }); uint64(got) != 600*MiB || len(a.sblocks) != 0 {
 		t.Fatalf("GC(2): %d bytes, %d sBlocks left: want the free one too", got, len(a.sblocks))
 	}
 	checkState(t, a, dev)
@@ -239,11 +239,11 @@ func TestPaperGCFragmentedFirstStopsAtUnfinishedEvent(t *testing.T) {
 	dev.Complete(0)
 	dev.Launch(0)
 	mustFree(t, a, q) // its event waits for the new work
-	if got := underLock(a, func() uint64 { return a.paperGCLocked(2, 0, nil) }); got != 600*MiB || len(a.sblocks) != 1 || &a.sblocks[0].block != a.ptrs[q] {
+	if got := underLock(a, func() vmm.Bytes { return a.paperGCLocked(2, 0, nil) }); uint64(got) != 600*MiB || len(a.sblocks) != 1 || &a.sblocks[0].block != a.ptrs[q] {
 		t.Fatalf("GC(2) with the newer sBlock's event pending: %d bytes, want only the older sBlock", got)
 	}
 	dev.CompleteAll()
-	if got := underLock(a, func() uint64 { return a.paperGCLocked(2, 0, nil) }); got != 600*MiB {
+	if got := underLock(a, func() vmm.Bytes { return a.paperGCLocked(2, 0, nil) }); uint64(got) != 600*MiB {
 		t.Fatalf("GC(2) after completion: %d bytes, want the other 600 MiB", got)
 	}
 	checkState(t, a, dev)

@@ -151,7 +151,7 @@ func (a *Allocator) AllocPool(size uint64, s vmm.Stream, id PoolID) (vmm.DeviceP
 	if a.closed {
 		return 0, ErrClosed
 	}
-	if size == 0 || size > a.total {
+	if size == 0 || vmm.Bytes(size) > a.total {
 		return 0, a.sizeErr(size)
 	}
 	mp := a.pools[id]
@@ -162,7 +162,7 @@ func (a *Allocator) AllocPool(size uint64, s vmm.Stream, id PoolID) (vmm.DeviceP
 	if err != nil {
 		return 0, err
 	}
-	b, err := a.allocLocked(size, ss)
+	b, err := a.allocLocked(vmm.Bytes(size), ss)
 	if err != nil {
 		return 0, err
 	}

@@ -69,11 +69,11 @@ func (a *Allocator) releaseSegmentIfFreeLocked(seg *segment) error {
 	for _, c := range seg.chunks {
 		a.undoReleaseLocked(c.h)
 	}
-	a.st.ReservedBytes -= seg.size
+	a.st.ReservedBytes -= uint64(seg.size)
 	a.noteReservedLocked(seg.pool, -int64(seg.size))
 	a.noteSegmentsLocked(seg.pool, -1)
 	a.noteSegmentEventLocked(SegmentUnmap, seg, seg.base, seg.size)
-	a.st.MappedBytes -= seg.size
+	a.st.MappedBytes -= uint64(seg.size)
 	seg.ss.free[h.pool].remove(h)
 	a.undoReserveLocked(seg.base, seg.size)
 	a.dropSegmentLocked(seg)
@@ -129,16 +129,16 @@ func (a *Allocator) unmapFreeChunksLocked(b *pBlock) error {
 	fs.remove(b)
 	cur := b
 	for _, c := range todo {
-		if err := a.d.Unmap(seg.base.Add(c.off), c.size); err != nil {
+		if err := a.d.Unmap(at(seg.base, c.off), c.size); err != nil {
 			fs.insert(cur)
 			return err
 		}
 		a.undoReleaseLocked(c.h)
 		seg.removeChunk(c)
-		a.st.ReservedBytes -= c.size
+		a.st.ReservedBytes -= uint64(c.size)
 		a.noteReservedLocked(seg.pool, -int64(c.size))
-		a.noteSegmentEventLocked(SegmentUnmap, seg, seg.base.Add(c.off), c.size)
-		a.st.MappedBytes -= c.size
+		a.noteSegmentEventLocked(SegmentUnmap, seg, at(seg.base, c.off), c.size)
+		a.st.MappedBytes -= uint64(c.size)
 		var left *pBlock
 		if off := cur.segOff(); c.off > off {
 			a.splitLocked(cur, c.off-off) // the left part stays free and mapped (split inserted the right part)
@@ -184,11 +184,11 @@ func (a *Allocator) Close() (CloseReport, error) {
 		}
 	}
 	for _, sb := range a.sblocks {
-		if err := retry(func() error { return a.d.Unmap(sb.resv.Base, sb.resv.Size) }); err != nil {
+		if err := retry(func() error { return a.d.Unmap(sb.resv.Base, sizeOf(sb.resv)) }); err != nil {
 			note(err)
 			continue
 		}
-		note(retry(func() error { return a.d.FreeAddress(sb.resv.Base, sb.resv.Size) }))
+		note(retry(func() error { return a.d.FreeAddress(sb.resv.Base, sizeOf(sb.resv)) }))
 	}
 	for _, seg := range a.segs {
 		if a.seeded(MutLeakOnClose) && !segInUse(seg) {
@@ -196,7 +196,7 @@ func (a *Allocator) Close() (CloseReport, error) {
 		}
 		ok := true
 		for _, c := range seg.chunks {
-			if err := retry(func() error { return a.d.Unmap(seg.base.Add(c.off), c.size) }); err != nil {
+			if err := retry(func() error { return a.d.Unmap(at(seg.base, c.off), c.size) }); err != nil {
 				note(err)
 				ok = false
 				continue
@@ -205,20 +205,20 @@ func (a *Allocator) Close() (CloseReport, error) {
 				note(err)
 				continue
 			}
-			rep.ReleasedBytes += c.size
+			rep.ReleasedBytes += uint64(c.size)
 		}
 		if ok {
 			note(retry(func() error { return a.d.FreeAddress(seg.base, seg.size) }))
 		}
 	}
 	for _, m := range a.orphanMaps {
-		note(retry(func() error { return a.d.Unmap(m.VA.Base, m.VA.Size) }))
+		note(retry(func() error { return a.d.Unmap(m.VA.Base, sizeOf(m.VA)) }))
 	}
 	for _, h := range a.orphanHandles {
 		note(retry(func() error { return a.d.Release(h) }))
 	}
 	for _, r := range a.orphanResv {
-		note(retry(func() error { return a.d.FreeAddress(r.Base, r.Size) }))
+		note(retry(func() error { return a.d.FreeAddress(r.Base, sizeOf(r)) }))
 	}
 	for _, pe := range a.pend {
 		if pe.ev != 0 {

@@ -87,7 +87,7 @@ func replay(t testing.TB, tr *trace.Trace, cfg Config) replayResult {
 				t.Fatalf("%s/%s: event %d (%v): %v", tr.Name, a.Policy(), i, ev, err)
 			}
 			ptrs[ev.ID] = p
-			rs := roundSize(ev.Size)
+			rs := uint64(roundSize(vmm.Bytes(ev.Size)))
 			sizes[ev.ID] = rs
 			live += rs
 			peak = max(peak, live)

@@ -13,44 +13,44 @@ import (
 func (a *Allocator) Snapshot() Snapshot {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := Snapshot{Policy: a.p.name, Granularity: a.gran, Closed: a.closed, Stats: a.st}
+	s := Snapshot{Policy: a.p.name, Granularity: uint64(a.gran), Closed: a.closed, Stats: a.st}
 	s.Stats.DriverCalls = a.d.Counts()
 	s.Live = a.liveInfosLocked()
 	for _, seg := range a.segs {
-		s.Reservations = append(s.Reservations, vmm.Range{Base: seg.base, Size: seg.size})
+		s.Reservations = append(s.Reservations, span(seg.base, seg.size))
 		for _, c := range seg.chunks {
-			s.Chunks = append(s.Chunks, ChunkInfo{Handle: c.h, Size: c.size, Refs: c.refs(), SmallPool: seg.pool == smallPool})
-			s.Mappings = append(s.Mappings, Mapping{VA: vmm.Range{Base: seg.base.Add(c.off), Size: c.size}, Handle: c.h})
+			s.Chunks = append(s.Chunks, ChunkInfo{Handle: c.h, Size: uint64(c.size), Refs: c.refs(), SmallPool: seg.pool == smallPool})
+			s.Mappings = append(s.Mappings, Mapping{VA: vmm.Range{Base: at(seg.base, c.off), Size: uint64(c.size)}, Handle: c.h})
 		}
 		for b := seg.head; b != nil; b = b.next {
 			if !b.mapped {
 				continue
 			}
-			bi := BlockInfo{ID: b.id, Kind: Primitive, State: b.state, Range: vmm.Range{Base: b.ptr, Size: b.size},
+			bi := BlockInfo{ID: b.id, Kind: Primitive, State: b.state, Range: span(b.ptr, b.size),
 				Stream: b.stream, Events: b.events, SmallPool: seg.pool == smallPool}
 			if b.state == Live && b.heldBy == nil {
-				bi.Requested = b.requested
+				bi.Requested = uint64(b.requested)
 			}
 			if b.heldBy != nil {
 				bi.HeldBy = b.heldBy.id
 			}
 			lo, hi := b.segOff(), b.segOff()+b.size
 			for _, c := range seg.chunksOver(lo, hi) {
-				bi.Backing = append(bi.Backing, Mapping{VA: vmm.Range{Base: seg.base.Add(c.off), Size: c.size}, Handle: c.h})
+				bi.Backing = append(bi.Backing, Mapping{VA: vmm.Range{Base: at(seg.base, c.off), Size: uint64(c.size)}, Handle: c.h})
 			}
 			s.Blocks = append(s.Blocks, bi)
 		}
 	}
 	for _, sb := range a.sblocks {
 		s.Reservations = append(s.Reservations, sb.resv)
-		bi := BlockInfo{ID: sb.id, Kind: Stitched, State: sb.state, Range: vmm.Range{Base: sb.ptr, Size: sb.size},
+		bi := BlockInfo{ID: sb.id, Kind: Stitched, State: sb.state, Range: span(sb.ptr, sb.size),
 			Stream: sb.stream, Events: sb.events, SmallPool: sb.pool == smallPool}
 		if sb.state == Live {
-			bi.Requested = sb.requested
+			bi.Requested = uint64(sb.requested)
 		}
-		off := uint64(0)
+		off := vmm.Bytes(0)
 		for _, c := range sb.chunks {
-			m := Mapping{VA: vmm.Range{Base: sb.ptr.Add(off), Size: c.size}, Handle: c.h}
+			m := Mapping{VA: vmm.Range{Base: at(sb.ptr, off), Size: uint64(c.size)}, Handle: c.h}
 			if off < sb.size { // a partly held sBlock (paperReuseLocked) is backed by its head only
 				bi.Backing = append(bi.Backing, m)
 			}
@@ -93,7 +93,7 @@ func (a *Allocator) liveInfosLocked() []LiveInfo {
 		if b.ptr != p || !b.handedOut() {
 			continue
 		}
-		out = append(out, LiveInfo{Ptr: p, Requested: b.requested, Size: b.size, Stream: b.stream,
+		out = append(out, LiveInfo{Ptr: p, Requested: uint64(b.requested), Size: uint64(b.size), Stream: b.stream,
 			Uses: slices.Clone(b.uses), Block: b.id})
 	}
 	slices.SortFunc(out, func(x, y LiveInfo) int { return cmp.Compare(x.Ptr, y.Ptr) })

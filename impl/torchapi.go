@@ -14,7 +14,7 @@ import (
 func (a *Allocator) LargestCachedBlock() uint64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var best uint64
+	var best vmm.Bytes
 	for _, ss := range a.streams {
 		if !ss.defaultPool() {
 			continue
@@ -40,7 +40,7 @@ func (a *Allocator) LargestCachedBlock() uint64 {
 			best = sb.size
 		}
 	}
-	return best
+	return uint64(best)
 }
 
 // AllocationAt returns the range of the live allocation holding p (its start and block size): PyTorch's
@@ -57,5 +57,5 @@ func (a *Allocator) AllocationAt(p vmm.DevicePtr) (vmm.Range, error) {
 			return vmm.Range{}, fmt.Errorf("%w: %v is in no live allocation", ErrUnknownPointer, p)
 		}
 	}
-	return vmm.Range{Base: b.ptr, Size: b.size}, nil
+	return span(b.ptr, b.size), nil
 }

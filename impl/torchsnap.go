@@ -108,24 +108,24 @@ func (a *Allocator) TorchSnapshot() TorchSnapshot {
 					Large: seg.pool == largePool, Expandable: seg.arena})
 				cur = &out.Segments[len(out.Segments)-1]
 			}
-			tb := TorchBlock{Addr: b.ptr, Size: b.size, State: torchState(&b.block)}
+			tb := TorchBlock{Addr: b.ptr, Size: uint64(b.size), State: torchState(&b.block)}
 			if b.heldBy != nil {
 				tb.StitchedInto = b.heldBy.ptr
 				cur.Stitched = true
 			} else if b.state == Live {
-				tb.Requested = b.requested
+				tb.Requested = uint64(b.requested)
 			}
-			cur.Size += b.size
+			cur.Size += uint64(b.size)
 			cur.Blocks = append(cur.Blocks, tb)
 		}
 	}
 	for _, sb := range a.sblocks {
-		ts := TorchStitched{Addr: sb.ptr, Size: sb.size, Stream: sb.stream, Pool: sb.home.poolID(), State: torchState(&sb.block)}
+		ts := TorchStitched{Addr: sb.ptr, Size: uint64(sb.size), Stream: sb.stream, Pool: sb.home.poolID(), State: torchState(&sb.block)}
 		if sb.state == Live {
-			ts.Requested = sb.requested
+			ts.Requested = uint64(sb.requested)
 		}
 		for _, c := range sb.chunks {
-			ts.Parts = append(ts.Parts, c.seg.base.Add(c.off))
+			ts.Parts = append(ts.Parts, at(c.seg.base, c.off))
 		}
 		out.Stitched = append(out.Stitched, ts)
 	}
@@ -177,10 +177,10 @@ func (a *Allocator) TakeSegmentEvents() []SegmentEvent {
 }
 
 // noteSegmentEventLocked records an event if recording is on.
-func (a *Allocator) noteSegmentEventLocked(act SegmentAction, seg *segment, p vmm.DevicePtr, size uint64) {
+func (a *Allocator) noteSegmentEventLocked(act SegmentAction, seg *segment, p vmm.DevicePtr, size vmm.Bytes) {
 	if !a.segEvOn {
 		return
 	}
-	a.segEv = append(a.segEv, SegmentEvent{Action: act, Addr: p, Size: size, Stream: seg.ss.s, Pool: seg.ss.poolID()})
+	a.segEv = append(a.segEv, SegmentEvent{Action: act, Addr: p, Size: uint64(size), Stream: seg.ss.s, Pool: seg.ss.poolID()})
 	a.segEvPending.Store(true)
 }

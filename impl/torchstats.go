@@ -236,7 +236,7 @@ func (s *freeSet) noteRemoved(b *pBlock) {
 }
 
 // noteLiveLocked counts block b handed out for size bytes.
-func (a *Allocator) noteLiveLocked(b *block, size uint64) {
+func (a *Allocator) noteLiveLocked(b *block, size vmm.Bytes) {
 	t := &a.ts
 	n := int64(b.size)
 	t.allocation.inc(b.pool, 1)

@@ -9,6 +9,14 @@ const (
 	GiB uint64 = 1 << 30
 )
 
+// Bytes is a count of bytes: the size or offset of physical memory, of a virtual range, of a request. The
+// engine's internals (impl) carry every size as Bytes; the Driver interface, Range and the helpers below
+// still take uint64 and switch to Bytes in one mechanical change (docs/ARCHITECTURE.md, "Named units").
+type Bytes uint64
+
+// String prints the count with a binary unit (FormatBytes).
+func (n Bytes) String() string { return FormatBytes(uint64(n)) }
+
 // DevicePtr is a virtual address in the GPU's address space (CUdeviceptr). Zero is never a valid allocation.
 type DevicePtr uint64
 
