@@ -36,7 +36,9 @@ type ExploreConfig struct {
 	// Differential: count only violations the engine without Mutations does not show (EnvConfig); the
 	// explorer then also keeps going past states whose violations the baseline shares.
 	Differential bool
-	_            struct{}
+	// Serve explores the engine through the serving layer (impl/serve, what libgmlake runs): an out of
+	// memory synchronises every stream and retries, EmptyCache synchronises first (ops.Config.Serve).
+	Serve bool
 
 	_ struct{}
 }
@@ -175,7 +177,7 @@ func Explore(cfg ExploreConfig) (ExploreResult, error) {
 	}
 	start := time.Now()
 	envCfg := ops.Config{Policy: cfg.Policy, Capacity: cfg.Capacity, Streams: cfg.Streams, Mutations: cfg.Mutations,
-		Ignore: cfg.Ignore, Differential: cfg.Differential, Knobs: cfg.Knobs, SyncStreams: cfg.SyncStreams}
+		Ignore: cfg.Ignore, Differential: cfg.Differential, Knobs: cfg.Knobs, SyncStreams: cfg.SyncStreams, Serve: cfg.Serve}
 	var res ExploreResult
 	replay := func(prefix []ops.Op) (*ops.Env, error) {
 		light := envCfg
