@@ -143,8 +143,12 @@ func (k BlockKind) String() string {
 	return "pBlock"
 }
 
-// BlockState is where a block stands. Legal transitions: Free -> Live (alloc), Live -> Pending (free while
-// events are outstanding) or Live -> Free, Pending -> Free (all events completed).
+// BlockState is where a block stands. Legal transitions: Free -> Live (alloc, or a pBlock held under a
+// stitched block), Live -> Free (free, or given back by its stitched block), Live -> Pending (free while events
+// on other streams are outstanding, or deferred during a capture; a stitched block's part waiting for that
+// block's stream), Pending -> Free (all events completed), Pending -> Live (such a part taken back by a
+// stitched block of that stream; a deferred free re-tried after the capture). block.go lists them by kind
+// with the steps that make them.
 type BlockState uint8
 
 const (
