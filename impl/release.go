@@ -3,6 +3,7 @@ package impl
 // Giving memory back: EmptyCache and the out-of-memory path (releaseCachedLocked), and Close.
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/gmlake/gmlake/vmm"
@@ -225,7 +226,18 @@ func (a *Allocator) Close() (CloseReport, error) {
 			note(a.d.DestroyEvent(pe.ev))
 		}
 	}
-	for _, ss := range a.sortedStreamsLocked() {
+	// The fences and last events of every (stream, pool) state: the default pool's and each private pool's
+	// (a pool's states hold events too, found by rapid through harness/ops's pool op).
+	states := a.sortedStreamsLocked()
+	pools := make([]PoolID, 0, len(a.pools))
+	for id := range a.pools {
+		pools = append(pools, id)
+	}
+	slices.SortFunc(pools, func(x, y PoolID) int { return cmp.Or(cmp.Compare(x.A, y.A), cmp.Compare(x.B, y.B)) })
+	for _, id := range pools {
+		states = append(states, a.pools[id].order...)
+	}
+	for _, ss := range states {
 		for _, f := range ss.fences {
 			note(a.d.DestroyEvent(f.ev))
 		}
