@@ -91,21 +91,6 @@ func repoFile(rel string) string {
 	return rel
 }
 
-// SizeGen draws request sizes from 1 B to GiBs, biased to the sizes of real traces: half from the trace
-// distribution, the rest small, medium, or huge.
-func SizeGen() *rapid.Generator[uint64] {
-	gens := []*rapid.Generator[uint64]{
-		rapid.Uint64Range(0, 4096), // 0: ErrInvalidSize
-		rapid.Uint64Range(1, 64*vmm.MiB),
-		rapid.Uint64Range(1, 4*vmm.GiB),
-	}
-	if ts := TraceSizes(); len(ts) > 0 {
-		g := rapid.SampledFrom(ts)
-		gens = append(gens, g, g, g)
-	}
-	return rapid.OneOf(gens...)
-}
-
 // RunRapid runs one rapid test case: a random sequence of ops through a fresh Env, failing t at the first
 // violation with the violations and the op list (the reproducer), and checking INV-NOLEAK at the end.
 // Unless cfg.NoSwarm, the sequence first draws its own configuration and action set (DrawSwarm: streams,
@@ -114,7 +99,7 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 	var sw ops.Swarm
 	if cfg.NoSwarm {
 		sw = ops.Swarm{Streams: 3, Capacity: rapid.SampledFrom([]uint64{64 * vmm.MiB, 512 * vmm.MiB, 4 * vmm.GiB}).Draw(t, "capacity"),
-			Off: map[string]bool{"alloc-threshold": true, "alloc-repeat": true, "pending-pair": true}}
+			Off: map[string]bool{"alloc-threshold": true, "alloc-repeat": true, "pending-pair": true, "pool": true, "capture": true}}
 		if !cfg.NoFaults {
 			sw.Faults = ops.FaultCalls
 		} else {
@@ -156,136 +141,45 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 	if cfg.Counters != nil {
 		cfg.Counters.Sequences.Add(1)
 	}
-	var used []uint64 // request sizes of this sequence (rule sizes-repeat)
-	thresholds := rapid.SampledFrom(ops.Thresholds(cfg.Policy, sw.Knobs, env.Cfg.Granularity))
-	sizes := rapid.OneOf(SizeGen(), SizeGen(), thresholds, rapid.Uint64Range(1, env.Capacity()))
-	drawSize := func(t *rapid.T) uint64 {
-		var sz uint64
-		if len(used) > 0 && !sw.Off["alloc-repeat"] && rapid.IntRange(0, 5).Draw(t, "repeat?") == 0 {
-			sz = rapid.SampledFrom(used).Draw(t, "repeat-size")
-		} else {
-			sz = sizes.Draw(t, "size")
-		}
-		used = append(used, sz)
-		return sz
-	}
-	step := func(t *rapid.T, op ops.Op) ops.StepResult {
+	gen := ops.NewGen(sw, cfg.Policy, env.Capacity(), env.Cfg.Granularity)
+	gen.Traces = TraceSizes()
+	step := func(t *rapid.T, op ops.Op) {
 		r := env.Step(op)
 		if cfg.Counters != nil {
 			cfg.Counters.Steps.Add(1)
 			if r.Err != nil && errIsOOM(r.Err) {
 				cfg.Counters.OOMs.Add(1)
 			}
+			if op.Kind == ops.OpFail {
+				cfg.Counters.Faults.Add(1)
+			}
 		}
 		if len(r.Violations) > 0 {
 			failRapid(t, env, r.Violations)
 		}
-		return r
 	}
-	pickLive := func(t *rapid.T) int {
-		ids := env.LiveIDs()
-		if len(ids) == 0 {
-			t.Skip("nothing live")
-		}
-		return rapid.SampledFrom(ids).Draw(t, "live")
-	}
-	stream := rapid.IntRange(0, streams-1)
-	alloc := func(t *rapid.T) {
-		step(t, ops.Op{Kind: ops.OpAlloc, ID: env.NextID(), Size: drawSize(t), Stream: stream.Draw(t, "stream")})
-	}
-	free := func(t *rapid.T) { step(t, ops.Op{Kind: ops.OpFree, ID: pickLive(t)}) }
+	// One rapid action per rule of the generator (ops.Rules), repeated by its weight.
 	actions := map[string]func(*rapid.T){
-		"alloc":  alloc,
-		"alloc2": alloc,
-		"alloc3": alloc,
-		"alloc-threshold2": func(t *rapid.T) {
-			sz := thresholds.Draw(t, "threshold")
-			used = append(used, sz)
-			step(t, ops.Op{Kind: ops.OpAlloc, ID: env.NextID(), Size: sz, Stream: stream.Draw(t, "stream")})
-		},
-		"alloc-threshold": func(t *rapid.T) {
-			sz := thresholds.Draw(t, "threshold")
-			used = append(used, sz)
-			step(t, ops.Op{Kind: ops.OpAlloc, ID: env.NextID(), Size: sz, Stream: stream.Draw(t, "stream")})
-		},
-		"free":  free,
-		"free2": free,
-		"double-free": func(t *rapid.T) {
-			ids := env.FreedIDs()
-			if len(ids) == 0 {
-				t.Skip("nothing freed")
-			}
-			step(t, ops.Op{Kind: ops.OpFree, ID: rapid.SampledFrom(ids).Draw(t, "freed")})
-		},
-		"free-interior": func(t *rapid.T) {
-			step(t, ops.Op{Kind: ops.OpFreeInterior, ID: pickLive(t), Offset: rapid.Uint64Range(1, 4096).Draw(t, "offset")})
-		},
-		"record": func(t *rapid.T) {
-			step(t, ops.Op{Kind: ops.OpRecord, ID: pickLive(t), Stream: stream.Draw(t, "stream")})
-		},
-		"launch":      func(t *rapid.T) { step(t, ops.Op{Kind: ops.OpLaunch, Stream: stream.Draw(t, "stream")}) },
-		"launch2":     func(t *rapid.T) { step(t, ops.Op{Kind: ops.OpLaunch, Stream: stream.Draw(t, "stream")}) },
-		"complete":    func(t *rapid.T) { step(t, ops.Op{Kind: ops.OpComplete, Stream: stream.Draw(t, "stream")}) },
-		"completeall": func(t *rapid.T) { step(t, ops.Op{Kind: ops.OpCompleteAll}) },
-		"emptycache":  func(t *rapid.T) { step(t, ops.Op{Kind: ops.OpEmptyCache}) },
-		"bad-stream": func(t *rapid.T) { // a stream the device does not know: ErrUnknownStream
-			step(t, ops.Op{Kind: ops.OpAlloc, ID: env.NextID(), Size: drawSize(t), Stream: streams})
-		},
-		// pending-pair (a scenario template): a block and its neighbour on stream a, the block recorded on
-		// stream b, work pending on both, both freed; then maybe b completes, maybe the cache is emptied,
-		// maybe a request of the pair's size comes on b. Reaches the multi-stream pending states (an event
-		// completing after its neighbour was freed, then EmptyCache) in one action.
-		"pending-pair": func(t *rapid.T) {
-			a := stream.Draw(t, "pair-a")
-			b := stream.Draw(t, "pair-b")
-			x, y := env.NextID(), env.NextID()+1
-			sx, sy := drawSize(t), drawSize(t)
-			if r := step(t, ops.Op{Kind: ops.OpAlloc, ID: x, Size: sx, Stream: a}); r.Err != nil {
-				return
-			}
-			if r := step(t, ops.Op{Kind: ops.OpAlloc, ID: y, Size: sy, Stream: a}); r.Err != nil {
-				y = -1
-			}
-			step(t, ops.Op{Kind: ops.OpRecord, ID: x, Stream: b})
-			step(t, ops.Op{Kind: ops.OpLaunch, Stream: a})
-			step(t, ops.Op{Kind: ops.OpLaunch, Stream: b})
-			step(t, ops.Op{Kind: ops.OpFree, ID: x})
-			if y >= 0 {
-				step(t, ops.Op{Kind: ops.OpFree, ID: y})
-			}
-			switch rapid.IntRange(0, 3).Draw(t, "pair-then") {
-			case 0:
-				step(t, ops.Op{Kind: ops.OpComplete, Stream: a})
-				step(t, ops.Op{Kind: ops.OpEmptyCache})
-			case 1:
-				step(t, ops.Op{Kind: ops.OpComplete, Stream: b})
-				step(t, ops.Op{Kind: ops.OpEmptyCache})
-			case 2:
-				step(t, ops.Op{Kind: ops.OpAlloc, ID: env.NextID(), Size: sx, Stream: b})
-			}
-		},
-		"close": func(t *rapid.T) { // rarely: Close mid-sequence, then every call must fail with ErrClosed
-			if rapid.IntRange(0, 9).Draw(t, "close?") != 0 {
-				t.Skip("not this time")
-			}
-			step(t, ops.Op{Kind: ops.OpCompleteAll})
-			step(t, ops.Op{Kind: ops.OpClose})
-		},
 		"": func(t *rapid.T) {}, // the invariants run inside each step
 	}
-	if len(sw.Faults) > 0 {
-		actions["fail"] = func(t *rapid.T) {
-			if cfg.Counters != nil {
-				cfg.Counters.Faults.Add(1)
+	for _, rule := range gen.On() {
+		rule := rule
+		act := func(t *rapid.T) {
+			seq := gen.Make(rule, env, ops.RapidSource(t))
+			if seq == nil {
+				t.Skip(rule.Name + " does not apply now")
 			}
-			res := rapid.SampledFrom([]vmm.Result{vmm.OutOfMemory, vmm.UnknownCUDAError, vmm.InvalidValue}).Draw(t, "result")
-			step(t, ops.Op{Kind: ops.OpFail, Call: rapid.SampledFrom(sw.Faults).Draw(t, "call"),
-				N: rapid.IntRange(1, 4).Draw(t, "n"), Result: res})
+			for _, o := range seq {
+				step(t, o)
+			}
 		}
-		actions["clearfaults"] = func(t *rapid.T) { step(t, ops.Op{Kind: ops.OpClearFaults}) }
-	}
-	for name := range sw.Off {
-		delete(actions, name)
+		for w := 1; w <= rule.Weight; w++ {
+			name := rule.Name
+			if w > 1 {
+				name = fmt.Sprintf("%s%d", rule.Name, w)
+			}
+			actions[name] = act
+		}
 	}
 	t.Repeat(actions)
 	if vs := env.Finish(); len(vs) > 0 {
@@ -304,7 +198,7 @@ func failRapid(t *rapid.T, env *ops.Env, vs []spec.Violation) {
 	seq := env.Describe()
 	// One file per configuration, overwritten by each failing attempt: rapid replays the shrunk case last.
 	path := saveOpsAs(fmt.Sprintf("gmlake-rapid-%s-%#x.ops", env.Cfg.Policy, uint32(env.Cfg.Mutations)), seq)
-	t.Fatalf("invariant violated after %d steps:\n%sops (replay: gmlake fuzz --replay %s, or GMLAKE_OPS=%s go test ./harness -run TestOpsFile -v):\n%s",
+	t.Fatalf("invariant violated after %d steps:\n%sops (replay and shrink: gmlake fuzz --replay %s --minimize, or GMLAKE_SHRINK=1 GMLAKE_OPS=%s go test ./harness -run TestOpsFile -v):\n%s",
 		env.Steps, b.String(), path, path, seq)
 }
 

@@ -493,6 +493,17 @@ func (e *Env) step(op Op) StepResult {
 		in = contract.ContractInput{Op: contract.COpAlloc, Size: op.Size, Stream: e.stream(op.Stream)}
 		if op.Pool != 0 {
 			res.Ptr, res.Err = e.allocPool(op.Size, op.Stream, op.Pool)
+			if e.pools[op.Pool] == 0 && !e.closed {
+				// A pool never created or released: nothing is allocated from it (the contract has no
+				// pools, so the Env judges the answer: a refusal, ErrUnknownPool unless the request is
+				// refused first for its size or stream).
+				unjudged = true
+				if res.Err == nil || !errors.Is(res.Err, impl.ErrUnknownPool) && !errors.Is(res.Err, impl.ErrInvalidSize) &&
+					!errors.Is(res.Err, impl.ErrUnknownStream) && !errors.Is(res.Err, vmm.ErrOutOfMemory) && !e.faulty {
+					res.Violations = append(res.Violations, spec.Violation{Inv: spec.InvContract,
+						Msg: fmt.Sprintf("%v -> %v: want ErrUnknownPool (the pool is not alive)", op, res.Err)})
+				}
+			}
 		} else {
 			res.Ptr, res.Err = e.alloc(op.Size, op.Stream)
 		}
@@ -644,16 +655,27 @@ func (e *Env) step(op Op) StepResult {
 		!errors.Is(res.Err, impl.ErrInvalidSize) && len(e.capturing) == 0 && !e.pooled {
 		res.Violations = append(res.Violations, spec.CheckNoSpuriousOOM(before, e.Hist, e.Rule, op.Size, in.Stream)...)
 	}
-	if op.Kind == OpEmptyCache && res.Err == nil {
-		// INV-EMPTIED: what a successful EmptyCache leaves behind.
+	if op.Kind == OpEmptyCache && res.Err == nil && !e.poolAlive() {
+		// INV-EMPTIED: what a successful EmptyCache leaves behind (a living private pool keeps its memory,
+		// INV-POOL, which CheckEmptied does not know: it is judged only while no private pool lives).
 		res.Violations = append(res.Violations, spec.CheckEmptied(after, e.Hist.Idle(), e.armed)...)
 	}
 	res.Violations = append(res.Violations, e.Hist.CheckRelease(after)...)
-	if e.pooled {
+	if e.pooled && !e.closed { // Close releases every pool
 		res.Violations = append(res.Violations, e.poolChk.Step(e.poolStep())...)
 	}
 	e.last = after
 	return res
+}
+
+// poolAlive reports whether a private pool the ops created still lives.
+func (e *Env) poolAlive() bool {
+	for _, n := range e.pools {
+		if n > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // poolID is the engine's name of pool n (0: the default pool).

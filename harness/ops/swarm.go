@@ -60,9 +60,9 @@ var SwarmFaultCalls = []vmm.CallKind{vmm.CallCreate, vmm.CallRelease, vmm.CallRe
 	vmm.CallRecordEvent, vmm.CallQueryEvent, vmm.CallStreamWaitEvent, vmm.CallDestroyEvent}
 
 // swarmOptional are the actions swarm-actions may switch off (alloc, free and the empty action stay on).
-var swarmOptional = []string{"alloc-threshold", "alloc-threshold2", "alloc-repeat", "double-free", "free-interior", "record",
-	"launch", "complete", "completeall", "emptycache", "bad-stream", "close", "pending-pair", "fail",
-	"clearfaults"}
+var swarmOptional = []string{"alloc-threshold", "alloc-repeat", "double-free", "free-interior", "record",
+	"launch", "complete", "completeall", "emptycache", "bad-stream", "close", "pending-pair", "pool", "capture",
+	"fail", "clearfaults"}
 
 // DrawSwarm draws one sequence's configuration for policy.
 func DrawSwarm(t *rapid.T, policy string, noFaults bool) Swarm {

@@ -1,0 +1,268 @@
+package ops
+
+import (
+	"math/rand"
+
+	"pgregory.net/rapid"
+
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// The one generator: named rules, each with a weight, that make ops from a source of choices. rapid draws
+// the choices (so its shrinker shrinks them), porcupine's goroutines a seeded math/rand; the fuzz targets
+// decode bytes with their own byte-driven rules (fuzz.Decode) over the same thresholds and fault tables.
+// A rule reads the run so far through State (an Env, or a porcupine goroutine's own view) and returns
+// the ops to run, nil when it does not apply now (nothing live to free, say).
+//
+// The rules, by name (weights in Rules):
+//
+//   - alloc: a fresh id, a size (sizes below), a stream;
+//   - alloc-threshold: a size at a threshold of the policy and knobs exactly or just beside it (Thresholds);
+//   - free, double-free (a freed id again), free-interior (a live id plus 1..4096 B), record (a live id on
+//     a stream), launch, complete, completeall, emptycache;
+//   - bad-stream: alloc on a stream the environment does not have (ErrUnknownStream);
+//   - pending-pair (a template): a block and its neighbour on stream a, the block recorded on stream b,
+//     work pending on both, both freed; then maybe a completes and the cache is emptied, maybe b does,
+//     maybe the pair's size is asked again on b: the multi-stream pending states in one rule;
+//   - pool (a template): create a private pool, allocate in it on a stream, free, allocate in the default
+//     pool, maybe release the pool, maybe empty the cache;
+//   - capture (a template): a block recorded on another stream with work pending there, a capture begins
+//     on a stream, the block is freed and its size asked again, the capture ends, the work completes;
+//   - close: rarely, completeall and Close mid-sequence (every call after must fail with ErrClosed);
+//   - fail, clearfaults: a fault on one of the swarm's call kinds, N-th next call, a driver result.
+//
+// Sizes (rules sizes-threshold, sizes-repeat of Swarm): a sixth repeat an earlier request exactly; the
+// rest come from 0..4 KiB, 1 B..64 MiB, 1 B..4 GiB, the bundled traces' request sizes (Config.TraceSizes),
+// the thresholds, or 1 B..the device's capacity.
+
+// Source is where a generator's choices come from.
+type Source interface {
+	// Intn returns a choice in [0, n), n >= 1; label names the choice in the source's log.
+	Intn(n int, label string) int
+}
+
+// RapidSource draws the choices from rapid (its failures shrink them).
+func RapidSource(t *rapid.T) Source { return rapidSource{t} }
+
+type rapidSource struct{ t *rapid.T }
+
+func (s rapidSource) Intn(n int, label string) int { return rapid.IntRange(0, n-1).Draw(s.t, label) }
+
+// RandSource draws the choices from a seeded math/rand (porcupine's goroutines).
+func RandSource(r *rand.Rand) Source { return randSource{r} }
+
+type randSource struct{ r *rand.Rand }
+
+func (s randSource) Intn(n int, _ string) int { return s.r.Intn(n) }
+
+// State is what the rules read of the run so far.
+type State interface {
+	LiveIDs() []int  // ids bound to live allocations
+	FreedIDs() []int // ids allocated and freed since
+	NextID() int     // an id no op has bound yet
+}
+
+// Rule is one named, weighted rule of the generator.
+type Rule struct {
+	Name   string
+	Weight int
+	make   func(g *Gen, st State, src Source) []Op
+}
+
+// Gen is the generator for one sequence: the swarm's configuration and rules switched off, the sizes it
+// draws from, and the requests made so far (sizes-repeat).
+type Gen struct {
+	Swarm    Swarm
+	Policy   string
+	Capacity uint64   // the device's bytes (sizes up to it)
+	Gran     uint64   // the device's granularity
+	Streams  int      // stream indexes 0..Streams-1
+	Home     int      // >= 0: alloc, launch and complete use this stream only (porcupine's goroutine); -1: any
+	Traces   []uint64 // request sizes of real traces (sampled for a quarter of the sizes); may be empty
+	Sizes    []uint64 // nil: any size; else only these (porcupine's small set)
+
+	thresholds []uint64
+	used       []uint64
+}
+
+// NewGen returns the generator of one sequence under swarm s for policy on a device of capacity bytes.
+func NewGen(s Swarm, policy string, capacity, gran uint64) *Gen {
+	return &Gen{Swarm: s, Policy: policy, Capacity: capacity, Gran: gran, Streams: max(s.Streams, 1), Home: -1,
+		thresholds: Thresholds(policy, s.Knobs, gran)}
+}
+
+// Rules are the generator's rules with their weights; Swarm.Off switches rules off by name.
+var Rules = []Rule{
+	{"alloc", 3, func(g *Gen, st State, src Source) []Op {
+		return []Op{{Kind: OpAlloc, ID: st.NextID(), Size: g.size(src), Stream: g.home(src)}}
+	}},
+	{"alloc-threshold", 2, func(g *Gen, st State, src Source) []Op {
+		sz := g.thresholds[src.Intn(len(g.thresholds), "threshold")]
+		g.used = append(g.used, sz)
+		return []Op{{Kind: OpAlloc, ID: st.NextID(), Size: sz, Stream: g.home(src)}}
+	}},
+	{"free", 2, func(g *Gen, st State, src Source) []Op {
+		return pickID(st.LiveIDs(), src, "live", func(id int) []Op { return []Op{{Kind: OpFree, ID: id}} })
+	}},
+	{"double-free", 1, func(g *Gen, st State, src Source) []Op {
+		return pickID(st.FreedIDs(), src, "freed", func(id int) []Op { return []Op{{Kind: OpFree, ID: id}} })
+	}},
+	{"free-interior", 1, func(g *Gen, st State, src Source) []Op {
+		return pickID(st.LiveIDs(), src, "live", func(id int) []Op {
+			return []Op{{Kind: OpFreeInterior, ID: id, Offset: 1 + uint64(src.Intn(4096, "offset"))}}
+		})
+	}},
+	{"record", 1, func(g *Gen, st State, src Source) []Op {
+		return pickID(st.LiveIDs(), src, "live", func(id int) []Op {
+			return []Op{{Kind: OpRecord, ID: id, Stream: g.stream(src, "stream")}}
+		})
+	}},
+	{"launch", 2, func(g *Gen, st State, src Source) []Op { return []Op{{Kind: OpLaunch, Stream: g.home(src)}} }},
+	{"complete", 1, func(g *Gen, st State, src Source) []Op { return []Op{{Kind: OpComplete, Stream: g.home(src)}} }},
+	{"completeall", 1, func(g *Gen, st State, src Source) []Op { return []Op{{Kind: OpCompleteAll}} }},
+	{"emptycache", 1, func(g *Gen, st State, src Source) []Op { return []Op{{Kind: OpEmptyCache}} }},
+	{"bad-stream", 1, func(g *Gen, st State, src Source) []Op {
+		return []Op{{Kind: OpAlloc, ID: st.NextID(), Size: g.size(src), Stream: g.Streams}}
+	}},
+	{"pending-pair", 1, func(g *Gen, st State, src Source) []Op {
+		a, b := g.home(src), g.stream(src, "pair-b")
+		x := st.NextID()
+		sx, sy := g.size(src), g.size(src)
+		seq := []Op{{Kind: OpAlloc, ID: x, Size: sx, Stream: a}, {Kind: OpAlloc, ID: x + 1, Size: sy, Stream: a},
+			{Kind: OpRecord, ID: x, Stream: b}, {Kind: OpLaunch, Stream: a}, {Kind: OpLaunch, Stream: b},
+			{Kind: OpFree, ID: x}, {Kind: OpFree, ID: x + 1}}
+		switch src.Intn(4, "pair-then") {
+		case 0:
+			seq = append(seq, Op{Kind: OpComplete, Stream: a}, Op{Kind: OpEmptyCache})
+		case 1:
+			seq = append(seq, Op{Kind: OpComplete, Stream: b}, Op{Kind: OpEmptyCache})
+		case 2:
+			seq = append(seq, Op{Kind: OpAlloc, ID: x + 2, Size: sx, Stream: b})
+		}
+		return seq
+	}},
+	{"pool", 1, func(g *Gen, st State, src Source) []Op {
+		p, s, x := 1+src.Intn(2, "pool"), g.home(src), st.NextID()
+		sz := g.size(src)
+		seq := []Op{{Kind: OpPoolCreate, Pool: p}, {Kind: OpAlloc, ID: x, Size: sz, Stream: s, Pool: p},
+			{Kind: OpFree, ID: x}, {Kind: OpAlloc, ID: x + 1, Size: sz, Stream: s}}
+		if src.Intn(2, "pool-release?") == 0 {
+			seq = append(seq, Op{Kind: OpPoolRelease, Pool: p})
+		}
+		if src.Intn(2, "pool-empty?") == 0 {
+			seq = append(seq, Op{Kind: OpEmptyCache})
+		}
+		return seq
+	}},
+	{"capture", 1, func(g *Gen, st State, src Source) []Op {
+		c, o, x := g.home(src), g.stream(src, "capture-other"), st.NextID()
+		sz := g.size(src)
+		return []Op{{Kind: OpAlloc, ID: x, Size: sz, Stream: c}, {Kind: OpRecord, ID: x, Stream: o},
+			{Kind: OpLaunch, Stream: o}, {Kind: OpCaptureBegin, Stream: c}, {Kind: OpFree, ID: x},
+			{Kind: OpAlloc, ID: x + 1, Size: sz, Stream: c}, {Kind: OpCaptureEnd, Stream: c},
+			{Kind: OpComplete, Stream: o}, {Kind: OpFree, ID: x + 1}}
+	}},
+	{"close", 1, func(g *Gen, st State, src Source) []Op {
+		if src.Intn(10, "close?") != 0 {
+			return nil // rarely
+		}
+		return []Op{{Kind: OpCompleteAll}, {Kind: OpClose}}
+	}},
+	{"fail", 1, func(g *Gen, st State, src Source) []Op {
+		if len(g.Swarm.Faults) == 0 {
+			return nil
+		}
+		return []Op{{Kind: OpFail, Call: g.Swarm.Faults[src.Intn(len(g.Swarm.Faults), "call")], N: 1 + src.Intn(4, "n"),
+			Result: []vmm.Result{vmm.OutOfMemory, vmm.UnknownCUDAError, vmm.InvalidValue}[src.Intn(3, "result")]}}
+	}},
+	{"clearfaults", 1, func(g *Gen, st State, src Source) []Op {
+		if len(g.Swarm.Faults) == 0 {
+			return nil
+		}
+		return []Op{{Kind: OpClearFaults}}
+	}},
+}
+
+// On returns the rules this sequence uses: those its swarm did not switch off, and of those only the
+// named ones if only is not empty.
+func (g *Gen) On(only ...string) []Rule {
+	var out []Rule
+	for _, r := range Rules {
+		if g.Swarm.Off[r.Name] || len(only) > 0 && !contains(only, r.Name) {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// Make runs rule r: the ops it makes now (nil: it does not apply).
+func (g *Gen) Make(r Rule, st State, src Source) []Op { return r.make(g, st, src) }
+
+// Next draws a rule of rules by weight and returns its name and ops (nil ops: it did not apply).
+func (g *Gen) Next(rules []Rule, st State, src Source) (string, []Op) {
+	total := 0
+	for _, r := range rules {
+		total += r.Weight
+	}
+	k := src.Intn(total, "rule")
+	for _, r := range rules {
+		if k -= r.Weight; k < 0 {
+			return r.Name, r.make(g, st, src)
+		}
+	}
+	return "", nil
+}
+
+// size draws a request size (see the sizes above).
+func (g *Gen) size(src Source) uint64 {
+	var sz uint64
+	if len(g.Sizes) > 0 {
+		sz = g.Sizes[src.Intn(len(g.Sizes), "size")]
+	} else if len(g.used) > 0 && !g.Swarm.Off["alloc-repeat"] && src.Intn(6, "repeat?") == 0 {
+		sz = g.used[src.Intn(len(g.used), "repeat-size")]
+	} else {
+		switch k := src.Intn(8, "size-class"); {
+		case k == 0:
+			sz = uint64(src.Intn(4097, "size")) // 0: ErrInvalidSize
+		case k == 1:
+			sz = 1 + uint64(src.Intn(int(64*vmm.MiB), "size"))
+		case k == 2:
+			sz = 1 + uint64(src.Intn(int(4*vmm.GiB), "size"))
+		case k <= 4 && len(g.Traces) > 0:
+			sz = g.Traces[src.Intn(len(g.Traces), "trace-size")]
+		case k <= 5:
+			sz = g.thresholds[src.Intn(len(g.thresholds), "threshold")]
+		default:
+			sz = 1 + uint64(src.Intn(int(max(g.Capacity, 1)), "size"))
+		}
+	}
+	g.used = append(g.used, sz)
+	return sz
+}
+
+// home is the stream of an alloc, launch or complete: the goroutine's own, or any.
+func (g *Gen) home(src Source) int {
+	if g.Home >= 0 {
+		return g.Home
+	}
+	return g.stream(src, "stream")
+}
+
+func (g *Gen) stream(src Source, label string) int { return src.Intn(g.Streams, label) }
+
+func pickID(ids []int, src Source, label string, f func(int) []Op) []Op {
+	if len(ids) == 0 {
+		return nil
+	}
+	return f(ids[src.Intn(len(ids), label)])
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
