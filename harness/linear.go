@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,9 +22,10 @@ import (
 	"github.com/gmlake/gmlake/vmm"
 )
 
-// LinearConfig configures one concurrent history: one goroutine per stream, each allocating, freeing its
-// own allocations, recording them on other streams, launching and completing work on its own stream, and
-// now and then emptying the cache, all against one engine.
+// LinearConfig configures one concurrent history: one goroutine per stream, each drawing its ops from the
+// one generator (ops.Rules: allocating, freeing its own allocations, recording them on other streams,
+// launching and completing work on its own stream, now and then emptying the cache), all against one
+// engine.
 type LinearConfig struct {
 	Policy     string
 	Goroutines int           // streams, one goroutine each; 0: 4
@@ -75,6 +77,7 @@ type LinearResult struct {
 	Result  porcupine.CheckResult // Ok, Illegal, or Unknown (timed out)
 	Ops     int                   // operations in the history
 	VizPath string                // the HTML visualization, written when Result is Illegal
+	Program string                // the history's ops in call order as a program file, when Result is Illegal
 	Err     error                 // setup failure
 }
 
@@ -190,55 +193,75 @@ func runLinearHist(cfg LinearConfig) (LinearResult, []porcupine.Operation, *cont
 		}
 		a = e
 	}
+	// Every goroutine draws its ops from the one generator (ops.Rules), on its own stream; seq collects
+	// them with their call times, so an illegal history is also a program that replays single-threaded.
+	var seqMu sync.Mutex
+	var seq []timedOp
 	var wg sync.WaitGroup
 	for g := 0; g < cfg.Goroutines; g++ {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			rng := rand.New(rand.NewSource(cfg.Seed*1000 + int64(g)))
+			src := ops.RandSource(rand.New(rand.NewSource(cfg.Seed*1000 + int64(g))))
+			gen := ops.NewGen(ops.Swarm{Streams: len(streams)}, cfg.Policy, capacity, dev.Granularity())
+			gen.Home, gen.Sizes = g, linearSizes
+			rules := gen.On(linearRules...)
+			st := &linearState{next: g << 20}
+			ptr := map[int]vmm.DevicePtr{}
 			s := streams[g]
-			var mine []vmm.DevicePtr
 			for i := 0; i < cfg.Ops; i++ {
-				if rng.Intn(4) == 0 {
+				if src.Intn(4, "yield?") == 0 {
 					runtime.Gosched()
 				}
-				switch r := rng.Intn(20); {
-				case r < 8 || len(mine) == 0:
-					in := contract.ContractInput{Op: contract.COpAlloc, Size: linearSizes[rng.Intn(len(linearSizes))], Stream: s}
-					out := record(g, in, func() contract.ContractOutput {
-						p, err := a.Alloc(in.Size, s)
-						return contract.ContractOutput{Ptr: p, Err: err}
-					})
-					if out.Err == nil {
-						mine = append(mine, out.Ptr)
+				var op []ops.Op
+				for try := 0; op == nil && try < 8; try++ {
+					_, op = gen.Next(rules, st, src)
+				}
+				if op == nil { // nothing live to free or record: allocate
+					op = gen.Make(rules[0], st, src)
+				}
+				for _, o := range op {
+					var in contract.ContractInput
+					var call func() contract.ContractOutput
+					switch o.Kind {
+					case ops.OpAlloc:
+						in = contract.ContractInput{Op: contract.COpAlloc, Size: o.Size, Stream: s}
+						call = func() contract.ContractOutput {
+							p, err := a.Alloc(o.Size, s)
+							return contract.ContractOutput{Ptr: p, Err: err}
+						}
+					case ops.OpFree:
+						p := ptr[o.ID]
+						in, call = contract.ContractInput{Op: contract.COpFree, Ptr: p}, func() contract.ContractOutput {
+							return contract.ContractOutput{Err: a.Free(p)}
+						}
+					case ops.OpRecord:
+						p, to := ptr[o.ID], streams[o.Stream]
+						in = contract.ContractInput{Op: contract.COpRecordStream, Ptr: p, Stream: to}
+						call = func() contract.ContractOutput { return contract.ContractOutput{Err: a.RecordStream(p, to)} }
+					case ops.OpLaunch:
+						in, call = contract.ContractInput{Op: contract.COpLaunch, Stream: s}, func() contract.ContractOutput {
+							dev.Launch(s)
+							return contract.ContractOutput{}
+						}
+					case ops.OpComplete:
+						in, call = contract.ContractInput{Op: contract.COpComplete, Stream: s}, func() contract.ContractOutput {
+							dev.Complete(s)
+							return contract.ContractOutput{}
+						}
+					case ops.OpEmptyCache:
+						in, call = contract.ContractInput{Op: contract.COpEmptyCache}, func() contract.ContractOutput {
+							return contract.ContractOutput{Err: a.EmptyCache()}
+						}
+					default:
+						continue // not one of linearRules' ops
 					}
-				case r < 14:
-					k := rng.Intn(len(mine))
-					p := mine[k]
-					mine = append(mine[:k], mine[k+1:]...)
-					record(g, contract.ContractInput{Op: contract.COpFree, Ptr: p}, func() contract.ContractOutput {
-						return contract.ContractOutput{Err: a.Free(p)}
-					})
-				case r < 16:
-					p := mine[rng.Intn(len(mine))]
-					o := streams[rng.Intn(len(streams))]
-					record(g, contract.ContractInput{Op: contract.COpRecordStream, Ptr: p, Stream: o}, func() contract.ContractOutput {
-						return contract.ContractOutput{Err: a.RecordStream(p, o)}
-					})
-				case r < 18:
-					record(g, contract.ContractInput{Op: contract.COpLaunch, Stream: s}, func() contract.ContractOutput {
-						dev.Launch(s)
-						return contract.ContractOutput{}
-					})
-				case r < 19:
-					record(g, contract.ContractInput{Op: contract.COpComplete, Stream: s}, func() contract.ContractOutput {
-						dev.Complete(s)
-						return contract.ContractOutput{}
-					})
-				default:
-					record(g, contract.ContractInput{Op: contract.COpEmptyCache}, func() contract.ContractOutput {
-						return contract.ContractOutput{Err: a.EmptyCache()}
-					})
+					at := clock.Load()
+					out := record(g, in, call)
+					seqMu.Lock()
+					seq = append(seq, timedOp{at, o})
+					seqMu.Unlock()
+					st.after(o, out.Err == nil, out.Ptr, ptr)
 				}
 			}
 		}(g)
@@ -250,7 +273,59 @@ func runLinearHist(cfg LinearConfig) (LinearResult, []porcupine.Operation, *cont
 		_, _ = a.Close()
 	}()
 
-	return CheckHistory(ccfg, history, cfg.Timeout, fmt.Sprintf("%s-seed%d", cfg.Policy, cfg.Seed)), history, ccfg
+	res := CheckHistory(ccfg, history, cfg.Timeout, fmt.Sprintf("%s-seed%d", cfg.Policy, cfg.Seed))
+	if res.Result == porcupine.Illegal {
+		// The same ops in the order they were called, as a program: it replays single-threaded in any
+		// checker (gmlake fuzz --replay FILE --minimize), though a concurrency-only failure may pass there.
+		sort.SliceStable(seq, func(i, j int) bool { return seq[i].at < seq[j].at })
+		p := &ops.Program{Cfg: ops.Config{Policy: cfg.Policy, Capacity: capacity, Granularity: dev.Granularity(),
+			Streams: cfg.Goroutines, Mutations: cfg.Mutations, Serve: cfg.Serve, MemoryLimit: cfg.MemoryLimit}}
+		for _, t := range seq {
+			p.Ops = append(p.Ops, t.op)
+		}
+		res.Program = saveOps(p.String())
+	}
+	return res, history, ccfg
+}
+
+// linearRules are the generator's rules porcupine's goroutines draw from (the first is their fallback).
+var linearRules = []string{"alloc", "free", "record", "launch", "complete", "emptycache"}
+
+// timedOp is an op of a concurrent history and the clock when it was called.
+type timedOp struct {
+	at int64
+	op ops.Op
+}
+
+// linearState is a goroutine's own view of its run (ops.State): the ids it allocated and freed.
+type linearState struct {
+	live, freed []int
+	next        int
+}
+
+func (s *linearState) LiveIDs() []int  { return append([]int(nil), s.live...) }
+func (s *linearState) FreedIDs() []int { return append([]int(nil), s.freed...) }
+func (s *linearState) NextID() int     { return s.next }
+
+// after notes what op did: an alloc that succeeded binds its id (ptr), a free ends it either way (the
+// goroutine does not free it again).
+func (s *linearState) after(o ops.Op, ok bool, p vmm.DevicePtr, ptr map[int]vmm.DevicePtr) {
+	switch o.Kind {
+	case ops.OpAlloc:
+		s.next++
+		if ok {
+			ptr[o.ID] = p
+			s.live = append(s.live, o.ID)
+		}
+	case ops.OpFree:
+		for i, id := range s.live {
+			if id == o.ID {
+				s.live = append(s.live[:i], s.live[i+1:]...)
+				break
+			}
+		}
+		s.freed = append(s.freed, o.ID)
+	}
 }
 
 // CheckHistory checks one history against the contract; when it is illegal it writes porcupine's HTML

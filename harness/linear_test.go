@@ -68,7 +68,8 @@ func TestLinearizable(t *testing.T) {
 				switch r.Result {
 				case porcupine.Illegal:
 					t.Fatalf("seed %d: history of %d ops is not linearizable against the contract; visualization: %s\n"+
-						"serving layer %v, limit %d; replay: go test ./harness -run 'TestLinearizable/%s$' -v", seed, r.Ops, r.VizPath, cfg.Serve, cfg.MemoryLimit, p)
+						"serving layer %v, limit %d; rerun: go test ./harness -run 'TestLinearizable/%s$' -v; its ops in call order "+
+						"replay single-threaded and shrink: gmlake fuzz --replay %s --minimize", seed, r.Ops, r.VizPath, cfg.Serve, cfg.MemoryLimit, p, r.Program)
 				case porcupine.Unknown:
 					unknown++
 					t.Logf("seed %d: porcupine timed out (%d ops): inconclusive", seed, r.Ops)
@@ -102,4 +103,46 @@ func TestLinearServeRecordsTheSynchronisations(t *testing.T) {
 	if syncs == 0 {
 		t.Fatal("20 histories through the serving layer on a 48 MiB device recorded no synchronisation")
 	}
+}
+
+// An illegal history is also saved as a program of the same ops in call order (LinearResult.Program),
+// which replays single-threaded in every other checker: it parses, holds every op the goroutines called,
+// and runs clean on the engine without the seeded bug.
+func TestLinearIllegalHistorySavesItsOps(t *testing.T) {
+	if !impl.SeededBugs {
+		t.Skip("seeded bugs need -tags gmlake_mutants")
+	}
+	for k := 0; k < 400; k++ {
+		// The seeded bugs and policies in turn, until one history is illegal.
+		muts := impl.AllMutations()
+		seed := int64(1 + k/(len(muts)*len(impl.Policies)))
+		cfg := LinearConfig{Policy: impl.Policies[k%len(impl.Policies)], Seed: seed, Mutations: muts[(k/len(impl.Policies))%len(muts)],
+			Timeout: 5 * time.Second}
+		r, hist, _ := runLinearHist(cfg)
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		if r.Result != porcupine.Illegal {
+			continue
+		}
+		if r.Program == "" {
+			t.Fatalf("seed %d: illegal history, no program saved", seed)
+		}
+		p, err := ops.ReadFile(r.Program)
+		if err != nil {
+			t.Fatalf("seed %d: the saved program does not parse: %v", seed, err)
+		}
+		if len(p.Ops) != len(hist) || p.Cfg.Streams != 4 || p.Cfg.Policy != cfg.Policy {
+			t.Fatalf("seed %d: program of %d ops on %+v for a history of %d calls", seed, len(p.Ops), p.Cfg, len(hist))
+		}
+		clean := p.Cfg
+		clean.Mutations = 0
+		if i, vs, _, err := ops.Run(clean, p.Ops); err != nil || i >= 0 {
+			t.Fatalf("seed %d: the ops fail on the engine without the bug at %d: %v %v (%s)", seed, i, vs, err, r.Program)
+		}
+		i, _, _, _ := ops.Run(p.Cfg, p.Ops)
+		t.Logf("%v under %s, seed %d: illegal history saved as %s (%d ops); single-threaded with the bug it fails at op %d (-1: passes)", cfg.Mutations, cfg.Policy, seed, r.Program, len(p.Ops), i)
+		return
+	}
+	t.Fatal("400 histories under the seeded bugs: none illegal")
 }
