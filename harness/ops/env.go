@@ -37,7 +37,8 @@ type Config struct {
 	Differential bool
 	// Device runs the engine on this device instead of a fresh simulated one (harness/gpu: the real GPU);
 	// Capacity and Granularity are then the device's, SyncStreams and Seed do not apply, and fault ops are
-	// refused (not run, not told to the contract). The Env does not close it.
+	// refused (not run, not told to the contract). The Env does not close it. On a real driver no op may
+	// name a stream index the environment does not have: the engine would be handed a made-up CUstream.
 	Device Device
 	// Serve drives the engine through the serving layer, exactly as libgmlake runs it (impl/serve): the cap
 	// MemoryLimit, synchronise-every-stream-and-retry on out of memory, and (on the simulated device) the
