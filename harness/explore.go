@@ -51,9 +51,13 @@ type ExploreResult struct {
 	Depth     int // the depth fully explored
 	Truncated bool
 	Violation []spec.Violation
-	Ops       []ops.Op // the sequence that produced Violation
+	Ops       []ops.Op   // the sequence that produced Violation
+	Cfg       ops.Config // the Env configuration the explorer ran (Program prints it with Ops)
 	Elapsed   time.Duration
 }
+
+// Program is the sequence that produced Violation as a program (it replays in every checker).
+func (r ExploreResult) Program() *ops.Program { return &ops.Program{Cfg: r.Cfg, Ops: r.Ops} }
 
 // DefaultExploreSizes returns the handful of sizes for a policy's universe: sub-chunk, one chunk, a
 // split remainder, and sizes that need several chunks (so that stitching happens under gmlake).
@@ -243,7 +247,7 @@ func Explore(cfg ExploreConfig) (ExploreResult, error) {
 					res.Steps += 3
 				}
 				if len(vs) > 0 {
-					res.Violation, res.Ops = vs, seq
+					res.Violation, res.Ops, res.Cfg = vs, seq, envCfg
 					res.Elapsed = time.Since(start)
 					return res, nil
 				}

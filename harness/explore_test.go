@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"strconv"
 	"testing"
 	"time"
 
@@ -58,36 +57,13 @@ func TestExplore(t *testing.T) {
 				t.Logf("policy %s, %s universe: depth %d explored in full (truncated=%v): %d distinct states, %d sequences, %d steps, %v",
 					p, u.name, r.Depth, r.Truncated, r.States, r.Sequences, r.Steps, r.Elapsed.Round(time.Millisecond))
 				if r.Violation != nil {
-					path := saveOps(exploreHeader(u.cfg) + ops.Format(r.Ops))
-					t.Fatalf("violation after %d ops: %v\nreplay: GMLAKE_OPS=%s go test ./harness -run TestOpsFile -v\n%s",
+					path := saveOps(r.Program().String())
+					t.Fatalf("violation after %d ops: %v\nreplay and shrink: gmlake fuzz --replay %s --minimize\n%s",
 						len(r.Ops), r.Violation, path, ops.Format(r.Ops))
 				}
 			})
 		}
 	}
-}
-
-// exploreHeader is the op-file header that makes TestOpsFile replay in the explorer's universe.
-func exploreHeader(cfg ExploreConfig) string {
-	c := cfg.Capacity
-	if c == 0 {
-		c = DefaultExploreCapacity(cfg.Policy)
-	}
-	s := cfg.Streams
-	if s == 0 {
-		s = 2
-	}
-	h := "# policy=" + cfg.Policy + " capacity=" + strconv.FormatUint(c, 10) + " granularity=2097152 streams=" + strconv.Itoa(s)
-	if cfg.SyncStreams {
-		h += " sync=true"
-	}
-	if cfg.Serve {
-		h += " serve=true limit=0"
-	}
-	if k := ops.KnobString(cfg.Knobs); k != "" {
-		h += " " + k
-	}
-	return h + "\n"
 }
 
 // TestExploreDeep enumerates narrower universes to depth 8 (make test; 10 under make verify): at most two
@@ -139,8 +115,8 @@ func TestExploreDeep(t *testing.T) {
 			t.Logf("%s: depth %d explored in full (asked %d, truncated=%v): %d distinct states, %d sequences, %d steps, %v",
 				u.policy, r.Depth, u.cfg.Depth, r.Truncated, r.States, r.Sequences, r.Steps, r.Elapsed.Round(time.Millisecond))
 			if r.Violation != nil {
-				path := saveOps(exploreHeader(u.cfg) + ops.Format(r.Ops))
-				t.Fatalf("violation after %d ops: %v\nreplay: GMLAKE_OPS=%s go test ./harness -run TestOpsFile -v\n%s",
+				path := saveOps(r.Program().String())
+				t.Fatalf("violation after %d ops: %v\nreplay and shrink: gmlake fuzz --replay %s --minimize\n%s",
 					len(r.Ops), r.Violation, path, ops.Format(r.Ops))
 			}
 		})

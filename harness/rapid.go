@@ -196,8 +196,9 @@ func failRapid(t *rapid.T, env *ops.Env, vs []spec.Violation) {
 		fmt.Fprintf(&b, "  %v\n", v)
 	}
 	seq := env.Describe()
-	// One file per configuration, overwritten by each failing attempt: rapid replays the shrunk case last.
-	path := saveOpsAs(fmt.Sprintf("gmlake-rapid-%s-%#x.ops", env.Cfg.Policy, uint32(env.Cfg.Mutations)), seq)
+	// One file per configuration and process, overwritten by each failing attempt: rapid replays the shrunk
+	// case last (the process id keeps concurrent test runs from overwriting each other's).
+	path := saveOpsAs(fmt.Sprintf("gmlake-rapid-%s-%#x-%d.ops", env.Cfg.Policy, uint32(env.Cfg.Mutations), os.Getpid()), seq)
 	t.Fatalf("invariant violated after %d steps:\n%sops (replay and shrink: gmlake fuzz --replay %s --minimize, or GMLAKE_SHRINK=1 GMLAKE_OPS=%s go test ./harness -run TestOpsFile -v):\n%s",
 		env.Steps, b.String(), path, path, seq)
 }
