@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -77,7 +78,7 @@ type Allocator struct {
 	order []*streamState
 	last  *streamState // the last stream used (hot path cache)
 	// ptrs maps the start of every block that was handed out and still exists (live, pending or cached) to
-	// that block. The allocation at p is live iff b := ptrs[p] has b.state == Live and b.heldBy == nil; any
+	// that block. The allocation at p is live iff b := ptrs[p] is handedOut (Live, not held by an sBlock); any
 	// other entry means p was freed (a second Free is a double free). A pointer whose block merged into a
 	// neighbour or was released has no entry (a Free of it is ErrUnknownPointer or ErrInteriorPtr).
 	// Invariant: ptrs[p] == b implies b.ptr == p and b is not recycled, so len(ptrs) <= the blocks in use:
@@ -420,7 +421,7 @@ func (a *Allocator) liveContainingLocked(p vmm.DevicePtr) *block {
 	}
 	for b := a.segs[i].head; b != nil; b = b.next {
 		if p >= b.ptr && p < b.end() {
-			if b.state == Live && b.heldBy == nil {
+			if b.handedOut() {
 				return &b.block
 			}
 			return nil
@@ -668,8 +669,7 @@ func (a *Allocator) recordUsesLocked(b *block) error {
 		b.state = Pending
 		// The allocation stream's last use came before this call: stamp the free now, so that a fence on
 		// that stream recorded from here on covers it, whenever the recorded streams finish.
-		a.freeSeq++
-		b.freeSeq, b.stamped = a.freeSeq, true
+		b.freeSeq, b.stamped = a.nextFreeStampLocked(), true
 		if ss := a.streams[b.stream]; ss != nil {
 			a.noteFreeLocked(ss)
 		}
@@ -687,6 +687,24 @@ func (a *Allocator) liveAtLocked(p vmm.DevicePtr) *block {
 	return nil
 }
 
+// nextFreeStampLocked counts one more free and returns its stamp (block.freeSeq): the fences compare stamps.
+func (a *Allocator) nextFreeStampLocked() uint64 {
+	a.freeSeq++
+	return a.freeSeq
+}
+
+// liveLocked yields every live allocation, its start and its block, in no order: the entries of ptrs whose
+// block is handed out (a freed or held block keeps its entry until it merges or is recycled).
+func (a *Allocator) liveLocked() iter.Seq2[vmm.DevicePtr, *block] {
+	return func(yield func(vmm.DevicePtr, *block) bool) {
+		for p, b := range a.ptrs {
+			if b.ptr == p && b.handedOut() && !yield(p, b) {
+				return
+			}
+		}
+	}
+}
+
 // handedOut reports whether b is a live allocation as Alloc returned it: Live, and not a pBlock held by a
 // live sBlock.
 func (b *block) handedOut() bool { return b.state == Live && (b.p == nil || b.p.heldBy == nil) }
@@ -695,8 +713,7 @@ func (b *block) handedOut() bool { return b.state == Live && (b.p == nil || b.p.
 // Pending block: the allocation stream's last use came before Free, so the stamp of that moment holds).
 func (a *Allocator) stampFreeLocked(b *block) {
 	if !b.stamped {
-		a.freeSeq++
-		b.freeSeq = a.freeSeq
+		b.freeSeq = a.nextFreeStampLocked()
 	}
 	b.stamped = false
 }

@@ -120,10 +120,7 @@ func (a *Allocator) PoolLive(id PoolID) []vmm.DevicePtr {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out []vmm.DevicePtr
-	for p, b := range a.ptrs {
-		if b.ptr != p || !b.handedOut() {
-			continue
-		}
+	for p, b := range a.liveLocked() {
 		if blockHome(b).poolID() == id {
 			out = append(out, p)
 		}

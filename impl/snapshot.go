@@ -28,7 +28,7 @@ func (a *Allocator) Snapshot() Snapshot {
 			}
 			bi := BlockInfo{ID: b.id, Kind: Primitive, State: b.state, Range: span(b.ptr, b.size),
 				Stream: b.stream, Events: b.events, SmallPool: seg.pool == smallPool}
-			if b.state == Live && b.heldBy == nil {
+			if b.handedOut() {
 				bi.Requested = uint64(b.requested)
 			}
 			if b.heldBy != nil {
@@ -89,10 +89,7 @@ func (a *Allocator) Snapshot() Snapshot {
 func (a *Allocator) liveInfosLocked() []LiveInfo {
 	a.assertLocked()
 	var out []LiveInfo
-	for p, b := range a.ptrs {
-		if b.ptr != p || !b.handedOut() {
-			continue
-		}
+	for p, b := range a.liveLocked() {
 		out = append(out, LiveInfo{Ptr: p, Requested: uint64(b.requested), Size: uint64(b.size), Stream: b.stream,
 			Uses: slices.Clone(b.uses), Block: b.id})
 	}

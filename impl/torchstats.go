@@ -322,10 +322,7 @@ func (a *Allocator) torchStatsCountedLocked() DeviceStats {
 		arr[0].Current += n
 		arr[1+p].Current += n
 	}
-	for p, b := range a.ptrs {
-		if b.ptr != p || !b.handedOut() {
-			continue
-		}
+	for _, b := range a.liveLocked() {
 		add(&s.Allocation, b.pool, 1)
 		add(&s.AllocatedBytes, b.pool, int64(b.size))
 		add(&s.RequestedBytes, b.pool, int64(b.requested))
