@@ -310,8 +310,9 @@ func (a *Allocator) arenaRunLocked(ss *streamState, pool poolKind, rs vmm.Bytes)
 }
 
 // arenaCandidateLocked is PyTorch's find_expandable_block: the lowest unmapped block (with the free block before
-// it) that starts a run of free or unmapped blocks holding rs bytes. It also returns how many bytes of that
-// run are already mapped.
+// it) that starts a run of free or unmapped blocks holding rs bytes. It also returns how many of the rs bytes
+// the request takes from the run's start are mapped already (what mapping it saves: a mapped block beyond
+// them saves nothing, so tryStitchLocked does not count it against a stitch).
 func (a *Allocator) arenaCandidateLocked(seg *segment, rs vmm.Bytes) (*pBlock, vmm.Bytes) {
 	for _, u := range seg.unmapped {
 		c := u
@@ -320,10 +321,10 @@ func (a *Allocator) arenaCandidateLocked(seg *segment, rs vmm.Bytes) (*pBlock, v
 		}
 		var have, mapped vmm.Bytes
 		for b := c; b != nil && have < rs && b.state == Free; b = b.next {
-			have += b.size
 			if b.mapped {
-				mapped += b.size
+				mapped += min(b.size, rs-have)
 			}
+			have += b.size
 		}
 		if have >= rs {
 			return c, mapped

@@ -27,6 +27,8 @@ const (
 	InvSizePool      = "INV-SIZEPOOL"
 	InvTorch         = "INV-TORCH"
 	InvEmptied       = "INV-EMPTIED" // spec/emptied.go (CheckEmptied)
+	InvExtend        = "INV-EXTEND"  // spec/growth.go (CheckExtend)
+	InvGrowth        = "INV-GROWTH"  // spec/growth.go (CheckGrowth)
 )
 
 // StateInvariants lists the invariants Check evaluates on a single View, with their predicates.

@@ -393,3 +393,70 @@ func TestCheckEmptied(t *testing.T) {
 	want("caching, segment all free", CheckEmptied(v, true, nil), 1)
 	want("caching, segment all free, work pending", CheckEmptied(v, false, nil), 0)
 }
+
+// arenaViews is an arena of 8 MiB with a free mapped 2 MiB block at its start and unmapped room after it
+// (before), and after an Alloc that took a block of size at off, mapping what it lacked.
+func arenaViews(policy string, off, size uint64) (before, after View) {
+	base := vmm.DevicePtr(0x1000_0000)
+	resv := vmm.Range{Base: base, Size: 8 * mb}
+	before = View{Policy: policy, Granularity: 2 * mb,
+		Blocks: []Block{
+			{ID: 1, State: BlockFree, Range: vmm.Range{Base: base, Size: 2 * mb}},
+			{ID: 2, State: BlockFree, Range: vmm.Range{Base: base.Add(2 * mb), Size: 6 * mb}},
+		},
+		Device: Device{Reservations: []vmm.Range{resv}, Used: 2 * mb, Capacity: 64 * mb,
+			Mappings: []DevMapping{{VA: vmm.Range{Base: base, Size: 2 * mb}, Handle: 1, Accessible: true}}},
+	}
+	after = before
+	after.Blocks = []Block{{ID: 3, State: BlockLive, Range: vmm.Range{Base: base.Add(off), Size: size}}}
+	after.Device.Mappings = nil
+	after.Device.Used = 0
+	for p := uint64(0); p < 8*mb; p += 2 * mb {
+		if p < 2*mb || p >= off && p < off+size {
+			after.Device.Mappings = append(after.Device.Mappings, DevMapping{VA: vmm.Range{Base: base.Add(p), Size: 2 * mb}, Handle: vmm.Handle(1 + p/(2*mb)), Accessible: true})
+			after.Device.Used += 2 * mb
+		}
+	}
+	return before, after
+}
+
+// INV-EXTEND: growth in place starts at the free mapped block before the unmapped room (arena policies);
+// starting after it is caught, starting at it is not, and fixed-segment policies are not judged.
+func TestCheckExtend(t *testing.T) {
+	b, a := arenaViews("expandable", 0, 4*mb)
+	if vs := CheckExtend(b, a, a.Blocks[0].Range.Base); len(vs) != 0 {
+		t.Errorf("a run starting at the free block judged broken: %v", vs)
+	}
+	b, a = arenaViews("gmlake", 2*mb, 2*mb)
+	if vs := CheckExtend(b, a, a.Blocks[0].Range.Base); len(vs) != 1 || vs[0].Inv != InvExtend {
+		t.Errorf("growth after a free mapped block: want one INV-EXTEND, got %v", vs)
+	}
+	b, a = arenaViews("caching", 2*mb, 2*mb)
+	if vs := CheckExtend(b, a, a.Blocks[0].Range.Base); len(vs) != 0 {
+		t.Errorf("caching judged: %v", vs)
+	}
+}
+
+// INV-GROWTH: under gmlake a large request grows by at most what the stream's wholly free chunks leave
+// uncovered, plus the saving threshold; small requests and requests below StitchMin are not judged.
+func TestCheckGrowth(t *testing.T) {
+	rule := GrowthRule{StitchMin: 4 * mb, Save: 64 << 10, Granularity: 2 * mb}
+	b, a := arenaViews("gmlake", 2*mb, 6*mb) // 2 MiB free chunk, a 6 MiB request that mapped 6 MiB
+	if vs := CheckGrowth(rule, b, a, 6*mb, 0); len(vs) != 1 || vs[0].Inv != InvGrowth {
+		t.Errorf("grew 6 MiB with 2 MiB free: want one INV-GROWTH, got %v", vs)
+	}
+	b, a = arenaViews("gmlake", 0, 6*mb) // the run starts at the free chunk: grows 4 MiB
+	if vs := CheckGrowth(rule, b, a, 6*mb, 0); len(vs) != 0 {
+		t.Errorf("grew 4 MiB with 2 MiB free for 6 MiB: %v", vs)
+	}
+	b, a = arenaViews("gmlake", 2*mb, 6*mb)
+	if vs := CheckGrowth(rule, b, a, 6*mb, 1); len(vs) != 0 {
+		t.Errorf("another stream's free chunk counted: %v", vs)
+	}
+	if vs := CheckGrowth(GrowthRule{StitchMin: 8 * mb, Save: 64 << 10, Granularity: 2 * mb}, b, a, 6*mb, 0); len(vs) != 0 {
+		t.Errorf("a request below StitchMin judged: %v", vs)
+	}
+	if vs := CheckGrowth(GrowthRule{}, b, a, 6*mb, 0); len(vs) != 0 {
+		t.Errorf("the zero rule judged: %v", vs)
+	}
+}

@@ -73,6 +73,7 @@ type Env struct {
 	Contract contract.ContractState
 	Hist     *spec.History
 	Rule     spec.OOMRule
+	Growth   spec.GrowthRule // INV-GROWTH's rule (gmlake only; the zero value judges nothing)
 
 	// callers[i] is the stream value the engine is called with for stream index i: Streams[i] itself, or
 	// with Serve on the simulated device a caller value the layer maps to Streams[i]; callers[len(Streams)]
@@ -161,6 +162,20 @@ func PolicyOOMRule(policy string, gran uint64) spec.OOMRule {
 	return spec.GranularNeed(gran, 0)
 }
 
+// GrowthRule returns INV-GROWTH's rule for gmlake with knobs k on a device of capacity bytes: the engine's
+// defaults (impl/policy.go: StitchMin two granules, StitchSave min(128 MiB, 1/1024 of the device)) unless the
+// knobs set them. A larger Save than the engine's only loosens the bound.
+func GrowthRule(k impl.Config, capacity, gran uint64) spec.GrowthRule {
+	r := spec.GrowthRule{StitchMin: k.StitchMin, Save: k.StitchSave, Granularity: gran}
+	if r.StitchMin == 0 {
+		r.StitchMin = 2 * gran
+	}
+	if r.Save == 0 {
+		r.Save = min(128*vmm.MiB, capacity/1024)
+	}
+	return r
+}
+
 // NewEnv makes a device, creates the streams, and opens the engine on it.
 func NewEnv(cfg Config) (*Env, error) {
 	if cfg.Capacity == 0 {
@@ -236,6 +251,9 @@ func NewEnv(cfg Config) (*Env, error) {
 	e.Rule = PolicyOOMRule(cfg.Policy, cfg.Granularity)
 	if cfg.Policy == impl.PolicyGMLakePaper && cfg.Knobs.StitchMin != 0 {
 		e.Rule.StitchMin = cfg.Knobs.StitchMin // the engine's own threshold, not the default
+	}
+	if cfg.Policy == impl.PolicyGMLake {
+		e.Growth = GrowthRule(cfg.Knobs, e.Device.Capacity(), cfg.Granularity)
 	}
 	known := append([]vmm.Stream(nil), e.Streams[1:]...)
 	if e.other != 0 {
@@ -649,6 +667,10 @@ func (e *Env) step(op Op) StepResult {
 			res.Violations = append(res.Violations, spec.CheckBestFit(before, after, res.Ptr, in.Stream, vmm.AlignUp(max(op.Size, 512), 512))...)
 			if haveBefore {
 				res.Violations = append(res.Violations, spec.CheckTorch(e.Cfg.Policy, before, after, res.Ptr, op.Size)...)
+				res.Violations = append(res.Violations, spec.CheckExtend(before, after, res.Ptr)...)
+				if !e.faulty {
+					res.Violations = append(res.Violations, spec.CheckGrowth(e.Growth, before, after, op.Size, in.Stream)...)
+				}
 			}
 		}
 	}
@@ -658,8 +680,9 @@ func (e *Env) step(op Op) StepResult {
 	}
 	if op.Kind == OpEmptyCache && res.Err == nil && !e.poolAlive() {
 		// INV-EMPTIED: what a successful EmptyCache leaves behind (a living private pool keeps its memory,
-		// INV-POOL, which CheckEmptied does not know: it is judged only while no private pool lives).
-		res.Violations = append(res.Violations, spec.CheckEmptied(after, e.Hist.Idle(), e.armed)...)
+		// INV-POOL, which CheckEmptied does not know: it is judged only while no private pool lives; while a
+		// stream captures no work is known complete).
+		res.Violations = append(res.Violations, spec.CheckEmptied(after, e.Hist.Idle() && len(e.capturing) == 0, e.armed)...)
 	}
 	res.Violations = append(res.Violations, e.Hist.CheckRelease(after)...)
 	if e.pooled && !e.closed { // Close releases every pool

@@ -1,0 +1,118 @@
+package spec
+
+// INV-EXTEND and INV-GROWTH (SPEC.md): how much, and where, an allocation may grow the memory the allocator
+// holds. They judge efficiency the contract leaves open (any answer that is not a spurious out-of-memory is
+// legal there), decision by decision, so that a policy that silently grows where its own rule reuses is seen.
+
+import (
+	"sort"
+
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// resOfSorted returns the reservation of rs (sorted by Base) that contains p.
+func resOfSorted(rs []vmm.Range, p vmm.DevicePtr) (vmm.Range, bool) {
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].Limit() > p })
+	if i < len(rs) && rs[i].Contains(p) {
+		return rs[i], true
+	}
+	return vmm.Range{}, false
+}
+
+// CheckExtend is INV-EXTEND for one successful Alloc that returned ptr, over the Views before and after the
+// call, for the arena policies (expandable, gmlake): PyTorch's find_expandable_block takes the free block
+// before the unmapped room it maps into as the start of the run, so an allocation that maps new memory in
+// place never starts right after a free, wholly mapped block of its own arena (that block would have been
+// part of the run, and the growth smaller by its size).
+func CheckExtend(before, after View, ptr vmm.DevicePtr) []Violation {
+	if after.Policy != "expandable" && after.Policy != "gmlake" {
+		return nil
+	}
+	var got *Block
+	for i := range after.Blocks {
+		if b := &after.Blocks[i]; !b.Stitched && b.State == BlockLive && b.Range.Base == ptr {
+			got = b
+		}
+	}
+	if got == nil || got.Range.Size == 0 {
+		return nil
+	}
+	if _, holes := before.Device.Backing(got.Range); len(holes) == 0 {
+		return nil // no growth in place
+	}
+	r, ok := resOfSorted(before.Device.Reservations, ptr)
+	if !ok || r.Base == ptr {
+		return nil // a new arena, or the arena's first byte: nothing before it
+	}
+	for _, b := range before.Blocks {
+		if b.Stitched || b.State != BlockFree || b.Range.Limit() != ptr || !r.Contains(b.Range.Base) {
+			continue
+		}
+		if _, holes := before.Device.Backing(b.Range); len(holes) > 0 {
+			continue
+		}
+		return []Violation{violation(InvExtend, "Alloc mapped new memory for %v although the free mapped block %v (%s) just before it was not taken into the run (find_expandable_block)",
+			got.Range, b.Range, vmm.FormatBytes(b.Range.Size))}
+	}
+	return nil
+}
+
+// GrowthRule is gmlake's stitching rule as INV-GROWTH needs it: requests rounded to at least StitchMin (in
+// the large pool) may be stitched, and a stitch is declined only when it would save less than Save bytes
+// of growth. The zero value judges nothing.
+type GrowthRule struct {
+	StitchMin   uint64 // the smallest rounded request gmlake stitches (Config.StitchMin; default 2 granules)
+	Save        uint64 // the growth a stitch must save (Config.StitchSave; default min(128 MiB, device/1024))
+	Granularity uint64
+	_           struct{}
+}
+
+// CheckGrowth is INV-GROWTH for one successful Alloc(size) on stream s under gmlake (rule.StitchMin > 0),
+// over the Views before and after the call (no fault armed): a large request rounded to r >= StitchMin
+// grows the device's used bytes by at most max(0, AlignUp(r, G) - U) + Save, where U is the bytes of the
+// chunks (physical handles) lying each wholly in one free large-pool block of stream s before the call: a
+// stitch may take those at once (stream order), and gmlake stitches whenever that saves more than Save.
+// Memory of other streams, pending blocks and cached stitched blocks only lowers what gmlake must grow, so
+// leaving it out keeps the bound safe.
+func CheckGrowth(rule GrowthRule, before, after View, size uint64, s vmm.Stream) []Violation {
+	if rule.StitchMin == 0 || rule.Granularity == 0 {
+		return nil
+	}
+	r := vmm.AlignUp(max(size, 1), 512)
+	if r <= SmallRequest || r < rule.StitchMin {
+		return nil
+	}
+	if after.Device.Used <= before.Device.Used {
+		return nil
+	}
+	grew := after.Device.Used - before.Device.Used
+	resv := before.Device.Reservations
+	var free []Block // free large-pool pBlocks of s, by reservation and address
+	for _, b := range before.Blocks {
+		if !b.Stitched && b.State == BlockFree && !b.SmallPool && b.Stream == s {
+			free = append(free, b)
+		}
+	}
+	sort.Slice(free, func(i, j int) bool { return free[i].Range.Base < free[j].Range.Base })
+	var usable uint64
+	for _, m := range before.Device.Mappings {
+		i := sort.Search(len(free), func(i int) bool { return free[i].Range.Limit() > m.VA.Base })
+		if i == len(free) || free[i].Range.Base > m.VA.Base || free[i].Range.Limit() < m.VA.Limit() {
+			continue
+		}
+		if mr, ok := resOfSorted(resv, m.VA.Base); !ok || !mr.Contains(free[i].Range.Base) {
+			continue
+		}
+		usable += m.VA.Size
+	}
+	need := vmm.AlignUp(r, rule.Granularity)
+	bound := rule.Save
+	if need > usable {
+		bound += need - usable
+	}
+	if grew > bound {
+		return []Violation{violation(InvGrowth, "Alloc(%d) on stream %d grew the device's used memory by %s, but %s of chunks lay wholly in free blocks of the stream: stitching them grows by at most %s (+ %s saving threshold)",
+			size, s, vmm.FormatBytes(grew), vmm.FormatBytes(usable), vmm.FormatBytes(bound-rule.Save), vmm.FormatBytes(rule.Save))}
+	}
+	return nil
+}
