@@ -2,7 +2,8 @@
 //
 // It owns the vocabulary shared by every layer above it:
 //   - named types for device pointers ([DevicePtr]), physical allocation handles ([Handle]), streams ([Stream])
-//     and events ([Event]), and the half-open virtual range [Range];
+//     and events ([Event]), byte counts ([Bytes]: the engine's sizes; the Driver's methods still take uint64),
+//     and the half-open virtual range [Range];
 //   - the [Driver] interface, a thin, faithful image of the CUDA driver's virtual memory management (VMM)
 //     calls (cuMemCreate, cuMemAddressReserve, cuMemMap, cuMemSetAccess, cuMemUnmap, cuMemRelease,
 //     cuMemAddressFree, cuMemGetInfo) plus the stream-ordered event calls a caching allocator needs, and
