@@ -17,12 +17,14 @@ import (
 
 // streamState is one stream's pools. Guarded by Allocator.mu.
 type streamState struct {
-	s    vmm.Stream
-	mp   *mempool   // the private pool whose blocks these are (pool.go); nil: the default pool
-	free [2]freeSet // free, mapped pBlocks by pool
+	s  vmm.Stream
+	mp *mempool // the private pool whose blocks these are (pool.go); nil: the default pool
+	// free holds the free, mapped pBlocks of s's segments by pool (freeSet states its invariant).
+	free [2]freeSet
 	// arenas (arena policies): the stream's growing segments per pool, in address order. Usually one; a
 	// request that no arena can place (its unmapped tail too short) opens another, as PyTorch's
-	// find_expandable_block does.
+	// find_expandable_block does. Invariant: exactly the arenas among Allocator.segs whose ss is this state,
+	// each in the slot of its pool.
 	arenas [2][]*segment
 
 	// Fences: events recorded on s to learn when the work submitted before a set of frees finished, oldest
@@ -32,6 +34,8 @@ type streamState struct {
 	// newest outstanding fence already covers it or maxFences are outstanding, so memory freed while s was
 	// idle is known safe even if s gets busy later; otherwise safe() records one when it needs to know.
 	// Nothing consumes fences on the hot path, so the steady state records nothing.
+	// Invariant: their seqs strictly increase (a fence is recorded only past the newest one) and never pass
+	// Allocator.freeSeq, nor does safeSeq. Frees record at most maxFences; safe() may add one past them.
 	fences  []fence
 	safeSeq uint64
 
@@ -50,11 +54,14 @@ type streamState struct {
 // st's fence covers seq" (cross-stream sBlock parts), or with last set "wait until st's last event (a gone
 // stream, ForgetStream) completed".
 type pendingEv struct {
-	ev     vmm.Event
-	st     *streamState
-	seq    uint64
-	last   bool
-	blocks []*block // a pBlock or sBlock per event or fence wait; pBlock parts only when ev == 0 && !last
+	ev   vmm.Event    // the recorded event (RecordStream's streams), or 0
+	st   *streamState // ev == 0: the stream whose fence (or, with last, whose last event) is waited for
+	seq  uint64       // ev == 0 && !last: the free stamp st's fences must cover
+	last bool
+	// blocks wait on this entry, each counting it in its events. ev != 0 or last: the one block freed
+	// (pBlock or sBlock); ev == 0 && !last: the parts (pBlocks, xwait == st, xseq == seq) of one freed
+	// sBlock, except parts taken back or recycled since (processEventsOnceLocked skips those).
+	blocks []*block
 }
 
 // Allocator is the engine. Every exported method takes mu; the core below it is single-threaded and its
@@ -66,7 +73,7 @@ type Allocator struct {
 	d      meteredDriver // the driver, counting every call the engine makes (Stats.DriverCalls); safe without mu
 	p      params
 	mut    Mutation
-	gran   vmm.Bytes
+	gran   vmm.Bytes // the driver's granularity: a power of two, a multiple of 512 B; fixed at New
 	total  vmm.Bytes // device capacity (MemInfo total at New)
 	closed bool
 
@@ -76,7 +83,9 @@ type Allocator struct {
 	// order lists the values of streams sorted by stream id (deterministic iteration without sorting on
 	// the allocation path: a stitch looks at every stream). Invariant: the same set as streams.
 	order []*streamState
-	last  *streamState // the last stream used (hot path cache)
+	// last is the last stream used (hot path cache). Invariant: nil or one of streams, neither gone nor
+	// recheck.
+	last *streamState
 	// ptrs maps the start of every block that was handed out and still exists (live, pending or cached) to
 	// that block. The allocation at p is live iff b := ptrs[p] is handedOut (Live, not held by an sBlock); any
 	// other entry means p was freed (a second Free is a double free). A pointer whose block merged into a
@@ -84,15 +93,15 @@ type Allocator struct {
 	// Invariant: ptrs[p] == b implies b.ptr == p and b is not recycled, so len(ptrs) <= the blocks in use:
 	// host memory is bounded by the live and cached blocks, not by the pointers ever handed out.
 	ptrs map[vmm.DevicePtr]*block
-	segs []*segment // every segment, sorted by base
+	segs []*segment // every segment, sorted by base, disjoint
 	// sblocks lists every sBlock, live, pending or cached. Invariant: sblocks[i].sIndex == i.
 	sblocks []*sBlock
 	pend    []pendingEv
-	evFree  []vmm.Event // pooled events
-	spare   []*pBlock   // recycled pBlock structs (recycleLocked)
-	ready   []*block    // scratch: blocks whose waits all completed (processEventsOnceLocked)
-	scratch []*pBlock   // scratch: free blocks of an arena to trim (trimArenaLocked)
-	cands   []*chunk
+	evFree  []vmm.Event // pooled events: created, not recorded anywhere that is still waited on
+	spare   []*pBlock   // recycled pBlock structs (recycleLocked). Invariant: none is in use (zero but p).
+	ready   []*block    // scratch: blocks whose waits all completed (processEventsOnceLocked); empty between calls
+	scratch []*pBlock   // scratch: free blocks of an arena to trim (trimArenaLocked); empty between calls
+	cands   []*chunk    // scratch: stitch candidates (stitchableLocked); stale between calls
 
 	ts     torchStats // PyTorch's statistics (torchstats.go)
 	tsBase torchBase
@@ -106,14 +115,19 @@ type Allocator struct {
 	pools      map[PoolID]*mempool
 	deadPools  bool                // some released pool still holds memory
 	capturing  map[vmm.Stream]bool // streams capturing a CUDA graph
-	nCapturing int                 // len(capturing)
-	deferred   []*block            // frees of blocks used on other streams, waiting for the captures to end (Pending, events 0)
+	nCapturing int                 // Invariant: len(capturing)
+	// deferred are the frees of blocks used on other streams, waiting for the captures to end. Invariant:
+	// each is Pending with events == 0 (no event recorded yet).
+	deferred []*block
 
-	nextID  uint64
-	freeSeq uint64    // counts frees; stamps blocks (freeSeq) for the fences
-	clock   uint64    // LRU clock for sBlocks
+	// nextID numbers segments and blocks. Invariant: above every id in use.
+	nextID uint64
+	// freeSeq counts frees; stamps blocks (freeSeq) for the fences. Invariant: no block, chunk or fence
+	// carries a later stamp.
+	freeSeq uint64
+	clock   uint64    // LRU clock for sBlocks. Invariant: no sBlock's lastUse is later.
 	fused   vmm.Bytes // gmlake-paper: bytes stitched and not collected since (GMLake's total_fuse_size, autoGC)
-	evSeq   uint64    // gmlake-paper: block events recorded so far (GMLake's event_id)
+	evSeq   uint64    // gmlake-paper: block events recorded so far (GMLake's event_id); no ev.id is later
 	st      Stats
 
 	// Undo steps that failed even after retries: kept so Close can try again and Snapshot tells the truth.

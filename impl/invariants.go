@@ -69,6 +69,12 @@ func (a *Allocator) checkInvariantsLocked() error {
 		}
 		if b.ev != nil {
 			evRefs[b.ev]++
+			if b.ev.id > a.evSeq {
+				return fail("%s %d: event recorded as %d, after the last (%d)", what, b.id, b.ev.id, a.evSeq)
+			}
+		}
+		if b.id > a.nextID || b.freeSeq > a.freeSeq {
+			return fail("%s %d: id or free stamp %d ahead of the allocator's (%d, %d)", what, b.id, b.freeSeq, a.nextID, a.freeSeq)
 		}
 		return nil
 	}
@@ -205,6 +211,27 @@ func (a *Allocator) checkInvariantsLocked() error {
 			return fail("ptrs[%v] is block %d at %v, in use %v", p, b.id, b.ptr, inUse[b])
 		}
 	}
+	if a.last != nil && (a.streams[a.last.s] != a.last || a.last.gone || a.last.recheck) {
+		return fail("last is stream %d: unknown, gone or to recheck", a.last.s)
+	}
+	if a.nCapturing != len(a.capturing) || len(a.ready) != 0 || len(a.scratch) != 0 {
+		return fail("nCapturing %d for %d streams; scratch lists %d and %d long between calls", a.nCapturing, len(a.capturing), len(a.ready), len(a.scratch))
+	}
+	for _, b := range a.deferred {
+		if b.state != Pending || b.events != 0 {
+			return fail("deferred free of block %d: %v with %d events", b.id, b.state, b.events)
+		}
+	}
+	for _, b := range a.spare {
+		if inUse[&b.block] || b.p != b || b.seg != nil || b.node.inSet {
+			return fail("spare pBlock %d still in use or linked", b.id)
+		}
+	}
+	for _, sb := range a.sblocks {
+		if sb.lastUse > a.clock {
+			return fail("sBlock %d: last use %d after the clock (%d)", sb.id, sb.lastUse, a.clock)
+		}
+	}
 	for _, pe := range a.pend {
 		for _, b := range pe.blocks {
 			if pe.ev == 0 && !pe.last && b.p == nil {
@@ -228,7 +255,37 @@ func (a *Allocator) checkInvariantsLocked() error {
 			states = append(states, ss)
 		}
 	}
+	arenas := map[*segment]bool{}
+	for _, seg := range a.segs {
+		if seg.id > a.nextID {
+			return fail("segment %d: id ahead of the allocator's %d", seg.id, a.nextID)
+		}
+		for _, c := range seg.chunks {
+			if c.freeSeq > a.freeSeq {
+				return fail("chunk %d: free stamp %d ahead of the allocator's %d", c.h, c.freeSeq, a.freeSeq)
+			}
+		}
+		if seg.arena {
+			arenas[seg] = true
+		}
+	}
 	for _, ss := range states {
+		if ss.safeSeq > a.freeSeq {
+			return fail("stream %d: safe up to %d of %d frees", ss.s, ss.safeSeq, a.freeSeq)
+		}
+		for i, f := range ss.fences {
+			if f.seq > a.freeSeq || (i > 0 && f.seq <= ss.fences[i-1].seq) {
+				return fail("stream %d: fence stamps out of order or ahead of the frees", ss.s)
+			}
+		}
+		for pool, as := range ss.arenas {
+			for _, seg := range as {
+				if !arenas[seg] || seg.ss != ss || seg.pool != poolKind(pool) {
+					return fail("stream %d: arena %d is not its own registered arena of pool %d", ss.s, seg.id, pool)
+				}
+				delete(arenas, seg)
+			}
+		}
 		for pool := range ss.free {
 			fs := &ss.free[pool]
 			if err := fs.check(ss, poolKind(pool)); err != nil {
@@ -238,6 +295,9 @@ func (a *Allocator) checkInvariantsLocked() error {
 				return fail("stream %d pool %d: %d blocks say they are in the free set, it holds %d", ss.s, pool, inSets[fs], fs.n)
 			}
 		}
+	}
+	for seg := range arenas {
+		return fail("arena %d is listed by no stream state", seg.id)
 	}
 	return nil
 }
