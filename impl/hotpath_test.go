@@ -61,3 +61,33 @@ func TestWarmPairMakesNoDriverCall(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmPairAllocatesNothing: the steady-state hot path allocates no host memory (the free sets are
+// intrusive, block structs are recycled, the pointer table keeps its entries): after warm-up, an Alloc+Free
+// pair of one size on one stream makes no heap allocation, small to large sizes, every policy but
+// gmlake-paper (whose GMLake block events are allocated objects on the engine and on the device).
+func TestWarmPairAllocatesNothing(t *testing.T) {
+	for _, pol := range Policies {
+		if pol == PolicyGMLakePaper {
+			continue
+		}
+		for _, size := range []uint64{512, 1 << 20, 8 << 20, 256 << 20} {
+			a, _ := newTest(t, pol, 0 /* capacity: an H200 */, true /* sync */)
+			pair := func() {
+				p, err := a.Alloc(size, vmm.DefaultStream)
+				if err != nil {
+					t.Fatalf("%s: Alloc(%d): %v", pol, size, err)
+				}
+				if err := a.Free(p); err != nil {
+					t.Fatalf("%s: Free: %v", pol, err)
+				}
+			}
+			for i := 0; i < maxFences+2; i++ {
+				pair()
+			}
+			if n := testing.AllocsPerRun(200, pair); n != 0 {
+				t.Errorf("%s, %d B: a warm Alloc+Free pair makes %.1f heap allocations, want 0", pol, size, n)
+			}
+		}
+	}
+}
