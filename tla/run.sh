@@ -2,7 +2,7 @@
 # tla/run.sh: check the Quint spec of virtual memory stitching and drive the engine with its traces.
 #
 #   ./tla/run.sh ci     typecheck, unit tests (quint test), random simulation with every invariant, the seeded
-#                       bugs found, ITF traces generated and replayed through the engine (go test -run ITF).
+#                       bugs found, ITF traces generated and replayed through the engine in lockstep (go test -run ITF).
 #                       `make test` runs it (make tla). About 2-3 minutes on 2 cores, npm ci included.
 #   ./tla/run.sh long   the same with many more traces and longer ones (`make verify`).
 #   ./tla/run.sh gen    regenerate the committed traces in harness/testdata/itf (then review and commit them).
