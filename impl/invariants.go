@@ -232,11 +232,28 @@ func (a *Allocator) checkInvariantsLocked() error {
 			return fail("sBlock %d: last use %d after the clock (%d)", sb.id, sb.lastUse, a.clock)
 		}
 	}
+	waits := map[*block]int{}
 	for _, pe := range a.pend {
 		for _, b := range pe.blocks {
-			if pe.ev == 0 && !pe.last && b.p == nil {
-				return fail("a cross-stream wait lists sBlock %d", b.id)
+			if pe.ev == 0 && !pe.last {
+				if b.p == nil {
+					return fail("a cross-stream wait lists sBlock %d", b.id)
+				}
+				if b.p.xwait != pe.st || b.p.xseq != pe.seq || b.state != Pending {
+					continue // taken back or recycled since: processEventsOnceLocked skips it
+				}
 			}
+			waits[b]++
+		}
+	}
+	for b := range waits {
+		if !inUse[b] {
+			return fail("a pending wait lists block %d, which left the engine", b.id)
+		}
+	}
+	for b := range inUse {
+		if b.events != waits[b] {
+			return fail("block %d: %d events, %d pending waits list it", b.id, b.events, waits[b])
 		}
 	}
 
