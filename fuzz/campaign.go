@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -463,6 +464,13 @@ func (w *worker) step() {
 		}
 	}
 	w.ops.Add(1)
+}
+
+// logUniform maps m (0..65535) to [lo, hi) log-uniformly.
+func logUniform(lo, hi uint64, m uint16) uint64 {
+	f := float64(m) / 65536
+	v := uint64(float64(lo) * math.Pow(float64(hi)/float64(lo), f))
+	return min(max(v, lo), hi-1)
 }
 
 // campaignSize draws a request size: mostly small and medium, with a tail up to max.

@@ -5,9 +5,10 @@
 //
 // # The fuzz targets
 //
-// FuzzOps decodes bytes into programs (decode.go: Decode, the byte-driven rules of the generator: sizes
-// from 1 B to 8 GiB skewed toward the policies' thresholds (ops.Thresholds), small devices so out-of-memory
-// paths run, every misuse as the plain op the engine must refuse) and runs each through every policy in
+// FuzzOps decodes bytes into programs (decode.go: Decode reads the bytes as the choices of the one
+// generator, ops.Rules through an ops.ByteSource: every rule and template, sizes skewed toward the
+// policies' thresholds (ops.Thresholds), small devices so out-of-memory paths run, misuse as the plain op
+// the engine must refuse) and runs each through every policy in
 // ops.Env with the pattern check on (ops.Config.Patterns: a byte of each allocation's id written on the
 // device and read back before its free). FuzzTraceRead, FuzzProgramRead and FuzzITF feed malformed input
 // to the trace parser, the program parser (ops.Parse) and the ITF decoder (itf.Decode): no panic, errors

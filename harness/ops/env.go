@@ -542,7 +542,7 @@ func (e *Env) step(op Op) StepResult {
 		p := e.Ptr(op.ID)
 		if op.Kind == OpFreeInterior {
 			p = p.Add(op.Offset)
-		} else if e.Cfg.Patterns && e.live[op.ID] {
+		} else if e.Cfg.Patterns && e.live[op.ID] && !e.closed { // after Close nothing is mapped
 			if err := Verify(e.Device, p, e.size[op.ID], PatternByte(uint64(op.ID)), e.checker, e.Device.Granularity(), e.Cfg.Probes, nil); err != nil {
 				res.Violations = append(res.Violations, spec.Violation{Inv: CheckIntegrity, Msg: fmt.Sprintf("a%d before its free: %v", op.ID, err)})
 			}

@@ -9,8 +9,8 @@ import (
 )
 
 // The one generator: named rules, each with a weight, that make ops from a source of choices. rapid draws
-// the choices (so its shrinker shrinks them), porcupine's goroutines a seeded math/rand; the fuzz targets
-// decode bytes with their own byte-driven rules (fuzz.Decode) over the same thresholds and fault tables.
+// the choices (so its shrinker shrinks them), porcupine's goroutines a seeded math/rand, and the fuzz
+// targets read them from the fuzzer's bytes (ByteSource; fuzz.Decode, and fuzz.Encode backwards).
 // A rule reads the run so far through State (an Env, or a porcupine goroutine's own view) and returns
 // the ops to run, nil when it does not apply now (nothing live to free, say).
 //
@@ -266,3 +266,67 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// ByteSource reads a generator's choices from fuzzer bytes, so that go test -fuzz mutates the choices
+// themselves: Intn(n) takes the fewest bytes that hold n-1 (none for n = 1, one up to 256), big-endian,
+// modulo n; past the end it reads zeros. PutChoice writes the bytes that read back as a given choice.
+type ByteSource struct {
+	b []byte
+	i int
+}
+
+// NewByteSource returns a source over b.
+func NewByteSource(b []byte) *ByteSource { return &ByteSource{b: b} }
+
+// More reports whether bytes are left.
+func (s *ByteSource) More() bool { return s.i < len(s.b) }
+
+// Intn implements Source.
+func (s *ByteSource) Intn(n int, _ string) int {
+	var v uint64
+	for k := choiceBytes(n); k > 0; k-- {
+		v <<= 8
+		if s.i < len(s.b) {
+			v |= uint64(s.b[s.i])
+		}
+		s.i++
+	}
+	return int(v % uint64(n))
+}
+
+// PutChoice appends to b the bytes ByteSource.Intn(n) reads as v (0 <= v < n).
+func PutChoice(b []byte, v, n int) []byte {
+	for k := choiceBytes(n) - 1; k >= 0; k-- {
+		b = append(b, byte(uint64(v)>>(8*k)))
+	}
+	return b
+}
+
+// choiceBytes is how many bytes a choice among n takes.
+func choiceBytes(n int) int {
+	k := 0
+	for m := uint64(n - 1); m > 0; m >>= 8 {
+		k++
+	}
+	return k
+}
+
+// RuleStart returns the first value of the "rule" choice that Gen.Next maps to the named rule among
+// rules, and the total weight (the n of that choice); ok is false if the rule is not among them.
+func RuleStart(rules []Rule, name string) (start, total int, ok bool) {
+	for _, r := range rules {
+		if r.Name == name {
+			start, ok = total, true
+		}
+		total += r.Weight
+	}
+	return start, total, ok
+}
+
+// Mark returns how many request sizes the generator has noted (for sizes-repeat); Reset(m) forgets those
+// noted since, so a caller that draws a rule and rejects its ops (fuzz.Encode) leaves the generator as if
+// it had not drawn.
+func (g *Gen) Mark() int { return len(g.used) }
+
+// Reset forgets the sizes noted since Mark returned m.
+func (g *Gen) Reset(m int) { g.used = g.used[:min(m, len(g.used))] }

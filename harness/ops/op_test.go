@@ -2,6 +2,7 @@ package ops
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -149,4 +150,28 @@ func TestEnvUnknownStreamOps(t *testing.T) {
 	if i, vs, env, err := Run(Config{Capacity: 64 * vmm.MiB}, ops); err != nil || i >= 0 {
 		t.Fatalf("step %d: %v %v\n%s", i, vs, err, env.Describe())
 	}
+}
+
+// A choice written with PutChoice reads back from a ByteSource as itself, for any n (the fuzz corpus is
+// the generator's choices written this way).
+func TestByteSourceReadsWhatPutChoiceWrote(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ns := rapid.SliceOfN(rapid.IntRange(1, 1<<40), 1, 20).Draw(t, "n")
+		var b []byte
+		var vs []int
+		for i, n := range ns {
+			v := rapid.IntRange(0, n-1).Draw(t, fmt.Sprintf("v%d", i))
+			vs = append(vs, v)
+			b = PutChoice(b, v, n)
+		}
+		src := NewByteSource(b)
+		for i, n := range ns {
+			if got := src.Intn(n, ""); got != vs[i] {
+				t.Fatalf("choice %d among %d read back as %d", vs[i], n, got)
+			}
+		}
+		if src.More() {
+			t.Fatal("bytes left over")
+		}
+	})
 }
