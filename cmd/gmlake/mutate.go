@@ -45,7 +45,7 @@ Survivors named in the judgement list (--judgements, harness/mutate/testdata/equ
 denominator and print apart, and a judged mutant that some checker kills prints as misjudged.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			all, err := mutate.Generate(".", dir, map[string]bool{"debug.go": true, "invariants.go": true})
+			all, err := mutate.Generate(".", dir, mutate.Skip)
 			if err != nil {
 				return err
 			}

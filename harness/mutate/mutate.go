@@ -18,9 +18,10 @@
 //   - swap-branches: the then and else blocks of an if exchanged;
 //   - return-nil: a returned error replaced by nil.
 //
-// Code that only formats messages (arguments of fmt and errors calls, panics) and the debugging dump
-// (debug.go, debugOOM) is not mutated: a checker that reads no message cannot tell, and such mutants are
-// equivalent by construction. A mutant that does not compile is counted apart (invalid), never as killed.
+// Code that only formats messages (arguments of fmt and errors calls, panics), the debugging dump
+// (debug.go, debugOOM) and the engine's self-checks (invariants.go, assertLocked) are not mutated: a checker
+// that reads no message cannot tell, a self-check fires only on an engine already broken, and such mutants
+// are equivalent by construction. A mutant that does not compile is counted apart (invalid), never as killed.
 //
 // # Keys and samples
 //
@@ -85,6 +86,10 @@ func (m Mutant) Apply(src []byte) []byte {
 	out = append(out, m.repl...)
 	return append(out, src[m.end:]...)
 }
+
+// Skip is the files of impl/ that are not mutated: the debugging dump and the engine's self-check (a mutant
+// there changes a message or a check that fires only on an engine already broken).
+var Skip = map[string]bool{"debug.go": true, "invariants.go": true}
 
 // Generate parses every non-test Go file of dir (relative to root, e.g. "impl") except the skipped base
 // names and returns every mutant, in file and source order.
@@ -220,7 +225,9 @@ func quiet(call *ast.CallExpr) bool {
 		if x, ok := fn.X.(*ast.Ident); ok && (x.Name == "fmt" || x.Name == "errors" || x.Name == "strconv" || x.Name == "strings") {
 			return true
 		}
-		return fn.Sel.Name == "dumpState" || fn.Sel.Name == "Errorf" || fn.Sel.Name == "String"
+		// assertLocked is the lock precondition's self-check: it panics only in a program that already
+		// broke the lock rule, so dropping it changes no answer (equivalent by construction, like invariants.go).
+		return fn.Sel.Name == "dumpState" || fn.Sel.Name == "Errorf" || fn.Sel.Name == "String" || fn.Sel.Name == "assertLocked"
 	}
 	return false
 }
