@@ -337,7 +337,11 @@ func (r *Report) Summary(w io.Writer) Score {
 			fmt.Fprintf(w, "misjudged: %s is killed by %s but judged %s (%s): update the judgement list\n",
 				o.Mutant, strings.Join(o.KilledBy, ","), o.Judged.Verdict, o.Judged.Reason)
 		case o.Killed() && len(o.KilledBy) == 1:
-			fmt.Fprintf(w, "killed by one only (%s): %s\n", o.KilledBy[0], o.Mutant)
+			how := o.KilledBy[0]
+			if len(o.TimedOut) > 0 {
+				how += ", timeout"
+			}
+			fmt.Fprintf(w, "killed by one only (%s): %s\n", how, o.Mutant)
 		case o.Killed():
 		case o.Judged == nil:
 			fmt.Fprintf(w, "survivor: %s\n", o.Mutant)
