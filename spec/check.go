@@ -29,6 +29,7 @@ const (
 	InvEmptied       = "INV-EMPTIED" // spec/emptied.go (CheckEmptied)
 	InvExtend        = "INV-EXTEND"  // spec/growth.go (CheckExtend)
 	InvGrowth        = "INV-GROWTH"  // spec/growth.go (CheckGrowth)
+	InvReuse         = "INV-REUSE"   // spec/growth.go (CheckReuse)
 )
 
 // StateInvariants lists the invariants Check evaluates on a single View, with their predicates.

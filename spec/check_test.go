@@ -460,3 +460,30 @@ func TestCheckGrowth(t *testing.T) {
 		t.Errorf("the zero rule judged: %v", vs)
 	}
 }
+
+// INV-REUSE: a new stitched block while a cached one of the stream fits and has every chunk free is caught;
+// one whose chunk is under a live block, or too large, is not.
+func TestCheckReuse(t *testing.T) {
+	rule := GrowthRule{StitchMin: 4 * mb, Save: 64 << 10, Granularity: 2 * mb, Reuse: 5}
+	before := goodView() // sBlock 3 (4 MiB) views chunks 1 and 2, both under live blocks
+	after := before
+	nb := vmm.DevicePtr(0x4000_0000)
+	after.Blocks = append(append([]Block(nil), before.Blocks...), Block{ID: 4, Stitched: true, State: BlockLive, Range: vmm.Range{Base: nb, Size: 4 * mb}})
+	after.Device.Reservations = append(append([]vmm.Range(nil), before.Device.Reservations...), vmm.Range{Base: nb, Size: 4 * mb})
+	if vs := CheckReuse(rule, before, after, nb, 4*mb, 0); len(vs) != 0 {
+		t.Errorf("chunks under live blocks counted as free: %v", vs)
+	}
+	for i := range before.Blocks[:2] {
+		before.Blocks[i].State, before.Blocks[i].Stream = BlockFree, 0
+	}
+	before.Live = nil
+	if vs := CheckReuse(rule, before, after, nb, 4*mb, 0); len(vs) != 1 || vs[0].Inv != InvReuse {
+		t.Errorf("a reusable cached sBlock: want one INV-REUSE, got %v", vs)
+	}
+	if vs := CheckReuse(rule, before, after, nb, 4*mb, 1); len(vs) != 0 {
+		t.Errorf("another stream's cached sBlock counted: %v", vs)
+	}
+	if vs := CheckReuse(rule, before, after, nb, 1*mb+512, 0); len(vs) != 0 {
+		t.Errorf("a small request judged: %v", vs)
+	}
+}

@@ -1,6 +1,6 @@
 package spec
 
-// INV-EXTEND and INV-GROWTH (SPEC.md): how much, and where, an allocation may grow the memory the allocator
+// INV-EXTEND, INV-GROWTH and INV-REUSE (SPEC.md): how much, and where, an allocation may grow the memory the allocator
 // holds. They judge efficiency the contract leaves open (any answer that is not a spurious out-of-memory is
 // legal there), decision by decision, so that a policy that silently grows where its own rule reuses is seen.
 
@@ -61,8 +61,11 @@ func CheckExtend(before, after View, ptr vmm.DevicePtr) []Violation {
 // the large pool) may be stitched, and a stitch is declined only when it would save less than Save bytes
 // of growth. The zero value judges nothing.
 type GrowthRule struct {
-	StitchMin   uint64 // the smallest rounded request gmlake stitches (Config.StitchMin; default 2 granules)
-	Save        uint64 // the growth a stitch must save (Config.StitchSave; default min(128 MiB, device/1024))
+	StitchMin uint64 // the smallest rounded request gmlake stitches (Config.StitchMin; default 2 granules)
+	Save      uint64 // the growth a stitch must save (Config.StitchSave; default min(128 MiB, device/1024))
+	// Reuse: a cached stitched block serves requests r with size <= max(r/4*Reuse, r + 2 granules) (gmlake:
+	// 5, 1.25x); 0 judges no reuse (INV-REUSE).
+	Reuse       uint64
 	Granularity uint64
 	_           struct{}
 }
@@ -113,6 +116,67 @@ func CheckGrowth(rule GrowthRule, before, after View, size uint64, s vmm.Stream)
 	if grew > bound {
 		return []Violation{violation(InvGrowth, "Alloc(%d) on stream %d grew the device's used memory by %s, but %s of chunks lay wholly in free blocks of the stream: stitching them grows by at most %s (+ %s saving threshold)",
 			size, s, vmm.FormatBytes(grew), vmm.FormatBytes(usable), vmm.FormatBytes(bound-rule.Save), vmm.FormatBytes(rule.Save))}
+	}
+	return nil
+}
+
+// CheckReuse is INV-REUSE for one successful Alloc(size) on stream s under gmlake, over the Views before and
+// after the call: a large request rounded to r >= StitchMin that a new stitched block serves (its reservation
+// is new) had no cached stitched block of s to reuse instead, one of at least r and at most
+// max(r/4*Reuse, r + 2 granules) bytes whose every chunk lay wholly in a free block of s (impl/doc.go, the
+// allocation path, step 3: reuse needs no driver call, a new stitch maps every chunk again).
+func CheckReuse(rule GrowthRule, before, after View, ptr vmm.DevicePtr, size uint64, s vmm.Stream) []Violation {
+	if rule.StitchMin == 0 || rule.Reuse == 0 || rule.Granularity == 0 {
+		return nil
+	}
+	r := vmm.AlignUp(max(size, 1), 512)
+	if r <= SmallRequest || r < rule.StitchMin {
+		return nil
+	}
+	var got *Block
+	for i := range after.Blocks {
+		if b := &after.Blocks[i]; b.Stitched && b.State == BlockLive && b.Range.Base == ptr {
+			got = b
+		}
+	}
+	if got == nil {
+		return nil
+	}
+	if _, old := resOfSorted(before.Device.Reservations, ptr); old {
+		return nil // a cached sBlock was reused (or a reservation that existed before)
+	}
+	limit := max(r/4*rule.Reuse, r+2*rule.Granularity)
+	// Where each handle is primarily mapped: inside a reservation that holds pBlocks.
+	var free []Block
+	for _, b := range before.Blocks {
+		if !b.Stitched && b.State == BlockFree && b.Stream == s {
+			free = append(free, b)
+		}
+	}
+	sort.Slice(free, func(i, j int) bool { return free[i].Range.Base < free[j].Range.Base })
+	inFree := func(va vmm.Range) bool {
+		i := sort.Search(len(free), func(i int) bool { return free[i].Range.Limit() > va.Base })
+		return i < len(free) && free[i].Range.Base <= va.Base && free[i].Range.Limit() >= va.Limit()
+	}
+	freeHandle := map[vmm.Handle]bool{}
+	for _, m := range before.Device.Mappings {
+		if inFree(m.VA) {
+			freeHandle[m.Handle] = true
+		}
+	}
+	for _, sb := range before.Blocks {
+		if !sb.Stitched || sb.State != BlockFree || sb.Stream != s || sb.Range.Size < r || sb.Range.Size > limit {
+			continue
+		}
+		ms := overlappingDev(before.Device.Mappings, sb.Range)
+		ok := len(ms) > 0
+		for _, m := range ms {
+			ok = ok && freeHandle[m.Handle]
+		}
+		if ok {
+			return []Violation{violation(InvReuse, "Alloc(%d) on stream %d stitched a new block %v although the cached stitched block %d %v (%s, every chunk free) could be reused",
+				size, s, got.Range, sb.ID, sb.Range, vmm.FormatBytes(sb.Range.Size))}
+		}
 	}
 	return nil
 }
