@@ -332,21 +332,62 @@ func TestCheckTorch(t *testing.T) {
 		Blocks: []Block{{ID: 1, State: BlockLive, Range: vmm.Range{Base: base, Size: 3 * mb}},
 			{ID: 2, State: BlockFree, Range: vmm.Range{Base: base.Add(3 * mb), Size: 17 * mb}}},
 		Device: Device{Reservations: []vmm.Range{{Base: base, Size: 20 * mb}}, Capacity: 64 * mb, Used: 20 * mb}}
-	if vs := CheckTorch("caching", View{}, after, base, 3*mb); len(vs) != 0 {
+	if vs := CheckTorch("caching", View{}, after, base, 3*mb, nil /* failed calls */); len(vs) != 0 {
 		t.Fatalf("a 20 MiB segment split for 3 MiB is PyTorch's decision: %v", vs)
 	}
 	wrong := after
 	wrong.Device.Reservations = []vmm.Range{{Base: base, Size: 4 * mb}}
-	if vs := CheckTorch("caching", View{}, wrong, base, 3*mb); len(vs) != 1 || vs[0].Inv != InvTorch {
+	if vs := CheckTorch("caching", View{}, wrong, base, 3*mb, nil /* failed calls */); len(vs) != 1 || vs[0].Inv != InvTorch {
 		t.Fatalf("a 4 MiB segment for 3 MiB with room for 20 MiB: want INV-TORCH, got %v", vs)
 	}
 	unsplit := after
 	unsplit.Blocks = []Block{{ID: 1, State: BlockLive, Range: vmm.Range{Base: base, Size: 20 * mb}}}
-	if vs := CheckTorch("caching", View{}, unsplit, base, 3*mb); len(vs) != 1 {
+	if vs := CheckTorch("caching", View{}, unsplit, base, 3*mb, nil /* failed calls */); len(vs) != 1 {
 		t.Fatalf("20 MiB handed out whole for 3 MiB: want INV-TORCH, got %v", vs)
 	}
-	if vs := CheckTorch("gmlake", View{}, unsplit, base, 3*mb); len(vs) != 0 {
+	if vs := CheckTorch("gmlake", View{}, unsplit, base, 3*mb, nil /* failed calls */); len(vs) != 0 {
 		t.Fatalf("gmlake makes its own decisions: %v", vs)
+	}
+}
+
+// INV-TORCH: the engine's one departure (a segment of just the request rounded to the granularity) is
+// legal when the device is short of get_allocation_size, or when an injected fault answered out of memory
+// to a call on the full segment's bytes during the Alloc (the engine cannot tell it from a real one); with
+// room for the full segment and no such failure it is flagged, and so is a fallback of any other size.
+func TestCheckTorchFallbackOnlyAfterOutOfMemory(t *testing.T) {
+	base := vmm.DevicePtr(0x1000_0000)
+	r := uint64(mb + 512) // get_allocation_size 20 MiB; the fallback is 2 MiB
+	fallback := func(used uint64, segSize uint64) View {
+		return View{Policy: "caching", Granularity: 2 * mb,
+			Blocks: []Block{{ID: 1, State: BlockLive, Range: vmm.Range{Base: base, Size: segSize}}},
+			Device: Device{Reservations: []vmm.Range{{Base: base, Size: segSize}}, Capacity: 40 * mb, Used: used}}
+	}
+	injected := func(k vmm.CallKind, size uint64, res vmm.Result) []FailedCall {
+		return []FailedCall{{Call: k, Size: size, Err: &vmm.CallError{Call: k, Result: res}, Injected: true}}
+	}
+	room := fallback(2*mb, 2*mb)   // 38 MiB free after it: the 20 MiB segment fitted
+	short := fallback(32*mb, 2*mb) // 8 MiB free after it, 10 before: the device was short of 20 MiB
+	for _, c := range []struct {
+		name   string
+		after  View
+		failed []FailedCall
+		bad    bool
+	}{
+		{"no failed call, room for the full segment", room, nil, true},
+		{"the device short of the full segment", short, nil, false},
+		{"injected out of memory on the full segment's create", room, injected(vmm.CallCreate, 20*mb, vmm.OutOfMemory), false},
+		{"injected out of memory on the full segment's reserve", room, injected(vmm.CallReserve, 20*mb, vmm.OutOfMemory), false},
+		{"injected out of memory on the full segment's map", room, injected(vmm.CallMap, 20*mb, vmm.OutOfMemory), false},
+		{"a real out of memory on the full segment's create, with room", room,
+			[]FailedCall{{Call: vmm.CallCreate, Size: 20 * mb, Err: &vmm.CallError{Call: vmm.CallCreate, Result: vmm.OutOfMemory}}}, true},
+		{"injected out of memory on a call of other bytes", room, injected(vmm.CallCreate, 2*mb, vmm.OutOfMemory), true},
+		{"injected fault other than out of memory on the full segment", room, injected(vmm.CallCreate, 20*mb, vmm.InvalidValue), true},
+		{"a fallback of 4 MiB after injected out of memory", fallback(4*mb, 4*mb), injected(vmm.CallCreate, 20*mb, vmm.OutOfMemory), true},
+	} {
+		vs := CheckTorch("caching", View{}, c.after, base, r, c.failed)
+		if got := len(vs) == 1 && vs[0].Inv == InvTorch; got != c.bad || !c.bad && len(vs) != 0 {
+			t.Errorf("%s: want INV-TORCH %v, got %v", c.name, c.bad, vs)
+		}
 	}
 }
 

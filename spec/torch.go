@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"errors"
 	"sort"
 
 	"github.com/gmlake/gmlake/vmm"
@@ -18,8 +19,11 @@ import (
 //
 // Checked after each successful Alloc of the caching policy (a new segment has exactly
 // get_allocation_size bytes, or, the engine's one documented departure, r rounded to the granularity when
-// the full segment could not fit even after releasing the cache; the block handed out is split or not per should_split) and of the expandable
-// policy (should_split, for blocks served from mapped free memory). Which block is chosen is INV-BESTFIT.
+// the full segment could not be made even after releasing the cache: the device was short of it, or an
+// injected fault answered out of memory to a call on the full segment's bytes during the Alloc, which the
+// engine cannot tell from a real one; the block handed out is split or not per should_split) and of the
+// expandable policy (should_split, for blocks served from mapped free memory). Which block is chosen is
+// INV-BESTFIT. gmlake-paper has no smaller fallback (realloc_block) and is not judged here.
 const (
 	torchMinBlock  = 512
 	torchSmallSize = 1 << 20
@@ -57,9 +61,30 @@ func TorchShouldSplit(blockSize, r uint64, expandable bool) bool {
 	return rem > torchSmallSize
 }
 
+// FailedCall is one driver call that failed during a step: what the judge knows of a step beyond the
+// Views before and after it (the executor logs them: harness/ops).
+type FailedCall struct {
+	Call vmm.CallKind
+	Size uint64 // the bytes it was asked for (Create, Reserve) or covered (Map, SetAccess)
+	Err  error
+	// Injected: a fault op made the call fail, not the device's own answer (the device had room).
+	Injected bool
+}
+
+// injectedOOM reports whether an injected fault answered out of memory to a call on size bytes.
+func injectedOOM(failed []FailedCall, size uint64) bool {
+	for _, f := range failed {
+		if f.Injected && f.Size == size && errors.Is(f.Err, vmm.ErrOutOfMemory) {
+			return true
+		}
+	}
+	return false
+}
+
 // CheckTorch is INV-TORCH for one successful Alloc(size) that returned ptr, over the Views before and
-// after the call, for policy "caching" or "expandable" (other policies: nothing to check).
-func CheckTorch(policy string, before, after View, ptr vmm.DevicePtr, size uint64) []Violation {
+// after the call and the driver calls that failed during it, for policy "caching" or "expandable" (other
+// policies: nothing to check).
+func CheckTorch(policy string, before, after View, ptr vmm.DevicePtr, size uint64, failed []FailedCall) []Violation {
 	expandable := policy == "expandable"
 	if policy != "caching" && !expandable || size == 0 {
 		return nil
@@ -89,9 +114,13 @@ func CheckTorch(policy string, before, after View, ptr vmm.DevicePtr, size uint6
 			}
 			// A new segment (cudaMalloc): exactly get_allocation_size bytes, carved from its start.
 			// The engine departs from PyTorch in one documented way (impl: segmentAlloc): when even after
-			// releasing the cache the full segment does not fit, it takes just r rounded to the granularity.
+			// releasing the cache making the full segment runs out of memory, it takes just r rounded to
+			// the granularity. Out of memory is the device's answer when it is short of the full segment
+			// (free before the fallback segment, less than want), or an injected fault's on one of the
+			// full segment's calls (Reserve, Create, Map, SetAccess of want bytes) during this Alloc.
 			want := TorchAllocationSize(r)
-			fallback := seg.Size == vmm.AlignUp(r, after.Granularity) && after.Device.Free()+seg.Size < want
+			fallback := seg.Size == vmm.AlignUp(r, after.Granularity) &&
+				(after.Device.Free()+seg.Size < want || injectedOOM(failed, vmm.AlignUp(want, after.Granularity)))
 			if seg.Size != want && !fallback {
 				return []Violation{violation(InvTorch, "Alloc(%d) (rounded %d) opened a segment of %s, PyTorch's get_allocation_size is %s",
 					size, r, vmm.FormatBytes(seg.Size), vmm.FormatBytes(want))}

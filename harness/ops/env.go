@@ -91,6 +91,9 @@ type Env struct {
 	live   map[int]bool
 	faulty bool
 	armed  []vmm.CallKind // the call kinds of the faults armed since the last clearfaults
+	// calls is the engine's driver on the simulated device: Dev, noting the calls that fail during the
+	// step (INV-TORCH's fallback); nil on a real driver (no faults are injected there).
+	calls *failLog
 	// eventFault: a fault on cuEventDestroy was armed at some point: the event it hit stays on the device
 	// (the engine documents it: nothing of the allocator's leaks), so INV-NOLEAK then ignores events.
 	eventFault bool
@@ -197,12 +200,17 @@ func NewEnv(cfg Config) (*Env, error) {
 		e.Dev = sim.NewDevice(sim.DeviceConfig{Capacity: cfg.Capacity, Granularity: cfg.Granularity,
 			SyncStreams: cfg.SyncStreams, Seed: cfg.Seed})
 		e.Device = e.Dev
+		e.calls = &failLog{Device: e.Dev}
 	} else {
 		e.Cfg.Capacity, e.Cfg.Granularity = e.Device.Capacity(), e.Device.Granularity()
 		e.Cfg.SyncStreams = false // the device's clock is the ops' (launch, complete)
 		cfg = e.Cfg
 	}
 	mapped := cfg.Serve && e.Dev != nil // the simulated device knows only streams it created
+	var drv vmm.Driver = e.Device       // the engine's driver
+	if e.calls != nil {
+		drv = e.calls
+	}
 	e.Streams = []vmm.Stream{vmm.DefaultStream}
 	if !mapped {
 		for len(e.Streams) < cfg.Streams {
@@ -217,7 +225,7 @@ func NewEnv(cfg Config) (*Env, error) {
 	kc := cfg.Knobs
 	kc.Policy, kc.TestOnlyMutations = cfg.Policy, cfg.Mutations
 	if cfg.Serve {
-		s, err := serve.New(e.Device, serve.Config{Engine: kc, MemoryLimit: cfg.MemoryLimit, MapStreams: mapped, Sync: clockSync{e}})
+		s, err := serve.New(drv, serve.Config{Engine: kc, MemoryLimit: cfg.MemoryLimit, MapStreams: mapped, Sync: clockSync{e}})
 		if err != nil {
 			return nil, fmt.Errorf("ops: opening policy %q through the serving layer: %w", cfg.Policy, err)
 		}
@@ -242,7 +250,7 @@ func NewEnv(cfg Config) (*Env, error) {
 			e.Streams = e.Streams[:cfg.Streams]
 		}
 	} else {
-		a, err := impl.New(e.Device, kc)
+		a, err := impl.New(drv, kc)
 		if err != nil {
 			return nil, fmt.Errorf("ops: opening policy %q: %w", cfg.Policy, err)
 		}
@@ -500,6 +508,9 @@ func (e *Env) step(op Op) StepResult {
 	defer func() { e.lastOK = !e.Cfg.NoChecks }()
 	e.lastOK = e.lastOK && !e.Cfg.NoChecks
 	e.Ops = append(e.Ops, op)
+	if e.calls != nil {
+		e.calls.failed = e.calls.failed[:0]
+	}
 	res := StepResult{Op: op}
 	var in contract.ContractInput
 	var before spec.View
@@ -666,7 +677,7 @@ func (e *Env) step(op Op) StepResult {
 			// 512 B (impl: roundSize).
 			res.Violations = append(res.Violations, spec.CheckBestFit(before, after, res.Ptr, in.Stream, vmm.AlignUp(max(op.Size, 512), 512))...)
 			if haveBefore {
-				res.Violations = append(res.Violations, spec.CheckTorch(e.Cfg.Policy, before, after, res.Ptr, op.Size)...)
+				res.Violations = append(res.Violations, spec.CheckTorch(e.Cfg.Policy, before, after, res.Ptr, op.Size, e.failedCalls())...)
 				res.Violations = append(res.Violations, spec.CheckExtend(before, after, res.Ptr)...)
 				if !e.faulty {
 					res.Violations = append(res.Violations, spec.CheckGrowth(e.Growth, before, after, op.Size, in.Stream)...)
@@ -691,6 +702,14 @@ func (e *Env) step(op Op) StepResult {
 	}
 	e.last = after
 	return res
+}
+
+// failedCalls returns the driver calls that failed during the current step (none on a real driver).
+func (e *Env) failedCalls() []spec.FailedCall {
+	if e.calls == nil {
+		return nil
+	}
+	return e.calls.failed
 }
 
 // poolAlive reports whether a private pool the ops created still lives.

@@ -217,7 +217,7 @@ func (d *Device) beginLocked(k vmm.CallKind) error {
 	d.mu.counts[k]++
 	if r, ok := d.mu.faults.check(k); ok {
 		d.chargeLocked(k, 0)
-		return &vmm.CallError{Call: k, Result: r, Detail: "injected fault"}
+		return &vmm.CallError{Call: k, Result: r, Detail: injectedDetail}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand"
 	"os"
 	"strings"
@@ -423,6 +424,21 @@ func TestDeviceFaultInjection(t *testing.T) {
 	}
 	assert.Equal(t, run(7), run(7), "same seed, same faults")
 	assert.NotEqual(t, run(7), run(8), "another seed, other faults")
+}
+
+// Injected tells an injected fault's answer from the device's own: the same out of memory, one armed by
+// FailNth and one because the device is full (a judge may hold the engine only to the second).
+func TestDeviceInjectedTellsFaultsFromRealAnswers(t *testing.T) {
+	d := NewDevice(DeviceConfig{Capacity: 4 * mib})
+	d.FailNth(vmm.CallCreate, 1, vmm.OutOfMemory)
+	_, err := d.Create(2 * mib)
+	require.ErrorIs(t, err, vmm.ErrOutOfMemory)
+	assert.True(t, Injected(fmt.Errorf("engine: %w", err)), "an injected out of memory, wrapped")
+	_, err = d.Create(8 * mib)
+	require.ErrorIs(t, err, vmm.ErrOutOfMemory)
+	assert.False(t, Injected(err), "the device is short of 8 MiB: its own answer")
+	assert.False(t, Injected(nil))
+	assert.False(t, Injected(vmm.ErrOutOfMemory))
 }
 
 // Counters and modeled time follow the cost model; Unmap and SetAccess are charged per mapping covered.

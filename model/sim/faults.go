@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"math/rand"
 
@@ -41,6 +42,16 @@ func (f *faults) check(k vmm.CallKind) (vmm.Result, bool) {
 		return p.r, true
 	}
 	return vmm.Success, false
+}
+
+// injectedDetail is the Detail of the CallError an injected fault answers with.
+const injectedDetail = "injected fault"
+
+// Injected reports whether err is the answer of an injected fault (FailNth, FailProb), not the device's
+// own: a judge may not hold the engine to what the device could have done (the engine cannot tell).
+func Injected(err error) bool {
+	var ce *vmm.CallError
+	return errors.As(err, &ce) && ce.Detail == injectedDetail
 }
 
 func checkFault(k vmm.CallKind, r vmm.Result) {

@@ -1,0 +1,45 @@
+package ops
+
+import (
+	"github.com/gmlake/gmlake/model/sim"
+	"github.com/gmlake/gmlake/spec"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// failLog is the engine's driver on the simulated device: the device itself, noting every Reserve, Create,
+// Map and SetAccess that fails (what the judge of a step knows beyond its Views: spec.FailedCall). The Env
+// empties it before each step.
+type failLog struct {
+	*sim.Device
+	failed []spec.FailedCall // the calls that failed since the last reset, in call order
+}
+
+func (l *failLog) note(k vmm.CallKind, size uint64, err error) {
+	if err != nil {
+		l.failed = append(l.failed, spec.FailedCall{Call: k, Size: size, Err: err, Injected: sim.Injected(err)})
+	}
+}
+
+func (l *failLog) Reserve(size uint64) (vmm.DevicePtr, error) {
+	p, err := l.Device.Reserve(size)
+	l.note(vmm.CallReserve, size, err)
+	return p, err
+}
+
+func (l *failLog) Create(size uint64) (vmm.Handle, error) {
+	h, err := l.Device.Create(size)
+	l.note(vmm.CallCreate, size, err)
+	return h, err
+}
+
+func (l *failLog) Map(ptr vmm.DevicePtr, size uint64, h vmm.Handle, offset uint64) error {
+	err := l.Device.Map(ptr, size, h, offset)
+	l.note(vmm.CallMap, size, err)
+	return err
+}
+
+func (l *failLog) SetAccess(ptr vmm.DevicePtr, size uint64) error {
+	err := l.Device.SetAccess(ptr, size)
+	l.note(vmm.CallSetAccess, size, err)
+	return err
+}
