@@ -755,8 +755,9 @@ func (a *Allocator) freeBlockLocked(x *block) {
 	a.stampFreeLocked(&b.block)
 	if b.seg.arena {
 		seg, lo := b.seg, b.segOff()
-		for _, c := range seg.chunksOver(lo, lo+b.size) {
-			c.freeSeq = max(c.freeSeq, b.freeSeq)
+		// One pass (the hot path): the chunks from the first past lo while they start before b's end.
+		for i := seg.chunkIndex(lo); i < seg.numChunks() && seg.chunks[i].off < lo+b.size; i++ {
+			seg.chunks[i].freeSeq = max(seg.chunks[i].freeSeq, b.freeSeq)
 		}
 	}
 	if !a.seeded(MutNoMerge) {
