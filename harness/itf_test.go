@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -355,6 +357,18 @@ func runITF(t *testing.T, path string, tr *itf.Trace, sum *itfSummary) {
 				fail(i, "Free: %v", r.Err)
 			}
 			delete(ids, l.id)
+		case "badfree":
+			// C-FREE-KIND: exactly ErrInteriorPtr, and nothing changes.
+			st0 := e.A.Stats()
+			r := step(i, ops.Op{Kind: ops.OpFreeInterior, ID: ids[l.id], Offset: uint64(l.size) * itfGran})
+			if !errors.Is(r.Err, impl.ErrInteriorPtr) {
+				diverge(i, "a free %d chunks inside allocation #%d: want ErrInteriorPtr, got %v", l.size, l.id, r.Err)
+			}
+			if st1 := e.A.Stats(); st1.ReservedBytes != st0.ReservedBytes || st1.AllocatedBytes != st0.AllocatedBytes ||
+				st1.NumLive != st0.NumLive {
+				fail(i, "a refused free changed the memory or the live set: reserved %d -> %d, allocated %d -> %d",
+					st0.ReservedBytes, st1.ReservedBytes, st0.AllocatedBytes, st1.AllocatedBytes)
+			}
 		case "record":
 			if r := step(i, ops.Op{Kind: ops.OpRecord, ID: ids[l.id], Stream: int(l.stream)}); r.Err != nil {
 				fail(i, "RecordStream: %v", r.Err)
@@ -489,5 +503,48 @@ func compareITF(t *testing.T, i int, st itf.State, e *ops.Env, ids map[int64]int
 			fail(i, "spec allocation #%d is not live in the engine", id)
 		}
 		agree(aggStitched, (kinds[li.Block] == impl.Stitched) == v.stitched)
+	}
+}
+
+// TestQuintInvariantsChecked: every invariant SPEC.md numbers for the Quint spec ("The Quint spec's
+// invariants") is defined in tla/vms.qnt, part of its ALL_INVARIANTS, checked by tla/run.sh's simulation,
+// and the seeded bug the table names for it is one run.sh requires that invariant to catch.
+func TestQuintInvariantsChecked(t *testing.T) {
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	doc, qnt, run := read("../spec/SPEC.md"), read("../tla/vms.qnt"), read("../tla/run.sh")
+	row := regexp.MustCompile("(?m)^\\| (Q[0-9]+) \\| `([A-Z_]+)` \\|[^|]*\\| (?:`([a-z]+)`)? *\\|$")
+	rows := row.FindAllStringSubmatch(doc, -1)
+	if len(rows) < 10 {
+		t.Fatalf("SPEC.md numbers %d Quint invariants (its table rows must read | Qn | `NAME` | ... | `bug` |)", len(rows))
+	}
+	inv := regexp.MustCompile(`(?m)^invariants=\(([^)]*)\)`).FindStringSubmatch(run)
+	all := regexp.MustCompile(`(?s)val ALL_INVARIANTS: bool =(.*?)\n\n`).FindStringSubmatch(qnt)
+	if inv == nil || all == nil {
+		t.Fatal("tla/run.sh has no invariants=(...) list or vms.qnt no ALL_INVARIANTS")
+	}
+	checked := strings.Fields(inv[1])
+	for i, r := range rows {
+		num, name, bug := r[1], r[2], r[3]
+		if want := fmt.Sprintf("Q%d", i+1); num != want {
+			t.Errorf("SPEC.md: Quint invariant %s is numbered %s, want %s", name, num, want)
+		}
+		if !strings.Contains(qnt, "val "+name+": bool") {
+			t.Errorf("%s %s: not defined in tla/vms.qnt", num, name)
+		}
+		if !regexp.MustCompile(`\b` + name + `\b`).MatchString(all[1]) {
+			t.Errorf("%s %s: not in vms.qnt's ALL_INVARIANTS", num, name)
+		}
+		if !slices.Contains(checked, name) {
+			t.Errorf("%s %s: not checked by tla/run.sh (invariants=...)", num, name)
+		}
+		if bug != "" && !strings.Contains(run, " "+bug+":"+name) {
+			t.Errorf("%s %s: tla/run.sh does not require seeded bug %q to be caught by it", num, name, bug)
+		}
 	}
 }

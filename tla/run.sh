@@ -26,8 +26,8 @@ if [[ ! -x node_modules/.bin/quint ]]; then
 fi
 quint() { node_modules/.bin/quint "$@"; }
 
-invariants=(INV_NOOVERLAP INV_MAPPED INV_NOALIAS INV_REFCOUNT INV_STATS INV_NOLEAK INV_STREAM INV_RELEASESAFE INV_NOSPURIOUSOOM)
-witnesses=(W_EXACT W_SPLIT W_REUSE W_STITCH W_GROWSTITCH W_GROW W_FLUSHGROW W_OOM W_FAIL W_STITCHFREE W_EMPTYRELEASE W_CLOSE W_CROSSSTREAM)
+invariants=(INV_NOOVERLAP INV_MAPPED INV_NOALIAS INV_REFCOUNT INV_STATS INV_NOLEAK INV_STREAM INV_RELEASESAFE INV_NOSPURIOUSOOM C_FREE_KIND)
+witnesses=(W_EXACT W_SPLIT W_REUSE W_STITCH W_GROWSTITCH W_GROW W_RELEASE W_OOM W_FAIL W_STITCHFREE W_EMPTYRELEASE W_CLOSE W_BADFREE W_CROSSSTREAM)
 
 case "$mode" in
 ci)
@@ -80,7 +80,7 @@ st=$(cat "$work"/*.itf.json | grep -o '"#meta":{"index"' | wc -l)
 echo "   wrote $n ITF traces ($st states)"
 
 echo "== seeded bugs in the spec: each must be found by simulation as a violation of its invariant"
-for b in alias:INV_NOALIAS early:INV_STREAM nostitch:INV_NOSPURIOUSOOM refcount:INV_REFCOUNT stats:INV_STATS; do
+for b in alias:INV_NOALIAS early:INV_STREAM nostitch:INV_NOSPURIOUSOOM refcount:INV_REFCOUNT stats:INV_STATS badfree:C_FREE_KIND; do
 	bug=${b%%:*} inv=${b##*:}
 	set +e
 	outp=$(quint run vms_buggy.qnt --main "vms_bug_$bug" --backend typescript --seed "$seed" --max-samples 300 \
