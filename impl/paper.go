@@ -281,10 +281,13 @@ func (a *Allocator) paperGarbageLocked(ss *streamState) vmm.Bytes {
 // paperReleaseCachedLocked is GMLake's release_cached_blocks: every unsplit free segment is released (release_blocks
 // of both pools), with the cached sBlocks that view its pieces (release_block deletes them); cached sBlocks
 // over other memory stay. A segment some live sBlock still views, or whose viewing sBlock's last use has not
-// completed, is kept (GMLake unmaps it regardless).
+// completed, is kept (GMLake unmaps it regardless). First the frees deferred during a capture whose events
+// could not be recorded when it ended are tried again (GMLake's process_events starts with
+// insert_events_deferred_until_no_capture), as releaseCachedLocked does: else such a block stayed Pending
+// until the next capture, and its segment could never be released.
 func (a *Allocator) paperReleaseCachedLocked() error {
+	first := a.flushDeferredLocked()
 	a.processEventsLocked()
-	var first error
 	for _, seg := range slices.Clone(a.segs) {
 		h := seg.head
 		if seg.arena || h.state != Free || h.next != nil {

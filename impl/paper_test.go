@@ -530,3 +530,33 @@ func TestPaperGCOnFailedGrow(t *testing.T) {
 	checkState(t, a, dev)
 	closeClean(t, a, dev)
 }
+
+// A free deferred during a capture whose event could not be recorded when the capture ended (a failed
+// cudaEventRecord) is tried again by release_cached_blocks (GMLake's process_events starts with
+// insert_events_deferred_until_no_capture): on a device that holds one 2 MiB segment, the segment of the
+// block freed under capture is released on the next request's out-of-memory path, and the request is served
+// (F10, found by rapid: the block stayed Pending until the next capture).
+func TestPaperDeferredFreeRetriedAfterFailedCaptureEnd(t *testing.T) {
+	a, dev := newPaper(t, Config{}, 2*MiB /* capacity: one small segment */, true /* sync */)
+	s1, _ := dev.CreateStream()
+	p := mustAlloc(t, a, 1, 0)
+	if err := a.RecordStream(p, s1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetCapturing(0, true); err != nil {
+		t.Fatal(err)
+	}
+	mustFree(t, a, p) // deferred: used on s1, and stream 0 captures
+	dev.FailNth(vmm.CallRecordEvent, 1 /* the next */, vmm.OutOfMemory)
+	if err := a.SetCapturing(0, false); !errors.Is(err, vmm.ErrOutOfMemory) {
+		t.Fatalf("SetCapturing(off) with a failing event record: %v, want out of memory", err)
+	}
+	dev.ClearFaults()
+	q, err := a.Alloc(1, s1)
+	if err != nil {
+		t.Fatalf("Alloc(1) on stream %d after the capture and a failed event record: %v; want the deferred free retried and its segment released", s1, err)
+	}
+	mustFree(t, a, q)
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+}
