@@ -26,10 +26,11 @@ const (
 	InvPool          = "INV-POOL" // spec/pool.go (PoolChecker)
 	InvSizePool      = "INV-SIZEPOOL"
 	InvTorch         = "INV-TORCH"
-	InvEmptied       = "INV-EMPTIED" // spec/emptied.go (CheckEmptied)
-	InvExtend        = "INV-EXTEND"  // spec/growth.go (CheckExtend)
-	InvGrowth        = "INV-GROWTH"  // spec/growth.go (CheckGrowth)
-	InvReuse         = "INV-REUSE"   // spec/growth.go (CheckReuse)
+	InvTorchStats    = "INV-TORCHSTATS" // judged by harness/ops (it reads the engine's PyTorch statistics)
+	InvEmptied       = "INV-EMPTIED"    // spec/emptied.go (CheckEmptied)
+	InvExtend        = "INV-EXTEND"     // spec/growth.go (CheckExtend)
+	InvGrowth        = "INV-GROWTH"     // spec/growth.go (CheckGrowth)
+	InvReuse         = "INV-REUSE"      // spec/growth.go (CheckReuse)
 )
 
 // StateInvariants lists the invariants Check evaluates on a single View, with their predicates.

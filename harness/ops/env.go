@@ -104,6 +104,8 @@ type Env struct {
 	poolOf  map[vmm.DevicePtr]int
 	pooled  bool
 	poolChk spec.PoolChecker
+	// torch judges INV-TORCHSTATS (torchstats.go); it remembers the highest value of each statistic.
+	torch torchStatsJudge
 	// capturing: stream indexes capturing a CUDA graph (capture-begin without capture-end).
 	capturing map[int]bool
 	checker   vmm.Stream     // with Patterns: the device stream the patterns are written and read on
@@ -669,6 +671,10 @@ func (e *Env) step(op Op) StepResult {
 	}
 	after := e.View()
 	res.Violations = append(res.Violations, spec.Check(after)...)
+	if err := e.A.CheckInvariants(); err != nil {
+		// The engine's own field invariants (impl/invariants.go), the ones a View cannot see.
+		res.Violations = append(res.Violations, spec.Violation{Inv: spec.InvSelfCheck, Msg: fmt.Sprintf("after %v: %v", op, err)})
+	}
 	if op.Kind == OpAlloc && res.Err == nil {
 		res.Violations = append(res.Violations, e.Hist.OnAlloc(after, res.Ptr, in.Stream)...)
 		if op.Pool == 0 && !e.pooled {
@@ -700,8 +706,25 @@ func (e *Env) step(op Op) StepResult {
 	if e.pooled && !e.closed { // Close releases every pool
 		res.Violations = append(res.Violations, e.poolChk.Step(e.poolStep())...)
 	}
+	if !e.closed {
+		live, requested := e.liveRequested()
+		res.Violations = append(res.Violations, e.torch.check(e.A.TorchStats(), e.A.TorchSnapshot(), live, requested, len(after.Chunks))...)
+	}
 	e.last = after
 	return res
+}
+
+// liveRequested returns the number of distinct live pointers the ops hold and the bytes they asked for.
+func (e *Env) liveRequested() (n int, requested uint64) {
+	seen := make(map[vmm.DevicePtr]bool, len(e.live))
+	for id := range e.live {
+		if p := e.ptrs[id]; !seen[p] {
+			seen[p] = true
+			n++
+			requested += e.size[id]
+		}
+	}
+	return n, requested
 }
 
 // failedCalls returns the driver calls that failed during the current step (none on a real driver).

@@ -1,0 +1,130 @@
+package ops
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/spec"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// torchStatsJudge judges INV-TORCHSTATS from outside the engine: the counts come from the Env's own record of
+// what it was given (live ids, requested sizes), from the public snapshot and from the View, never from the
+// engine's counters of itself.
+type torchStatsJudge struct {
+	// seen holds, for each value, the highest Current seen after a step so far (the ops reset no peak), so
+	// a Peak is at least it, and exactly it for the values that cannot peak inside one call.
+	seen impl.DeviceStats
+}
+
+// statNames names the arrays of impl.DeviceStats in the order of statArrays.
+var statNames = []string{"allocation", "segment", "active", "inactive_split", "allocated_bytes", "reserved_bytes",
+	"active_bytes", "inactive_split_bytes", "requested_bytes"}
+
+func statArrays(s *impl.DeviceStats) []*impl.StatArray {
+	return []*impl.StatArray{&s.Allocation, &s.Segment, &s.Active, &s.InactiveSplit, &s.AllocatedBytes,
+		&s.ReservedBytes, &s.ActiveBytes, &s.InactiveSplitBytes, &s.RequestedBytes}
+}
+
+// transientStat reports whether value k may peak inside one call and come back down before it returns: a
+// pending block freed and its memory allocated again; a run cut in two while its chunks are unmapped one by
+// one; pages mapped before a later page fails and the cache is released.
+func transientStat(k int) bool {
+	n := statNames[k]
+	return n == "segment" || n == "reserved_bytes" || strings.HasPrefix(n, "inactive_split")
+}
+
+// check judges the statistics got and the snapshot snap the engine shows after a step. live is the number
+// of distinct live pointers the ops hold, requested the bytes they asked for, held the physical handles the
+// View says the engine holds.
+func (j *torchStatsJudge) check(got impl.DeviceStats, snap impl.TorchSnapshot, live int, requested uint64, held int) []spec.Violation {
+	var errs []string
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+
+	if c := got.Allocation[impl.StatAll].Current; c != int64(live) {
+		bad("allocation.current = %d, the ops hold %d live allocations", c, live)
+	}
+	if c := got.RequestedBytes[impl.StatAll].Current; c != int64(requested) {
+		bad("requested_bytes.current = %d, the ops' live allocations asked for %d", c, requested)
+	}
+	if a, r := got.AllocatedBytes[impl.StatAll].Current, got.RequestedBytes[impl.StatAll].Current; a < r {
+		bad("allocated_bytes.current %d < requested_bytes.current %d", a, r)
+	}
+	if got.NumDeviceAlloc-got.NumDeviceFree != int64(held) {
+		bad("num_device_alloc %d - num_device_free %d != %d physical handles held", got.NumDeviceAlloc, got.NumDeviceFree, held)
+	}
+	ga, sa := statArrays(&got), statArrays(&j.seen)
+	for k := range ga {
+		for i := 0; i < 3; i++ {
+			g := ga[k][i]
+			if g.Current < 0 || g.Peak < g.Current {
+				bad("%s[%d]: current %d, peak %d", statNames[k], i, g.Current, g.Peak)
+			}
+			sa[k][i].Current = max(sa[k][i].Current, g.Current)
+			if g.Peak < sa[k][i].Current || (!transientStat(k) && g.Peak != sa[k][i].Current) {
+				bad("%s[%d].peak = %d, the highest current seen after a step is %d", statNames[k], i, g.Peak, sa[k][i].Current)
+			}
+			if g.Allocated-g.Freed != g.Current {
+				bad("%s[%d]: allocated %d - freed %d != current %d (no reset)", statNames[k], i, g.Allocated, g.Freed, g.Current)
+			}
+		}
+		s, l, all := ga[k][impl.StatSmall], ga[k][impl.StatLarge], ga[k][impl.StatAll]
+		if s.Current+l.Current != all.Current || s.Allocated+l.Allocated != all.Allocated || s.Freed+l.Freed != all.Freed {
+			bad("%s: all %+v != small %+v + large %+v", statNames[k], all, s, l)
+		}
+	}
+	errs = append(errs, snapshotAgrees(snap, got)...)
+	if len(errs) == 0 {
+		return nil
+	}
+	return []spec.Violation{{Inv: spec.InvTorchStats, Msg: strings.Join(errs, "; ")}}
+}
+
+// snapshotAgrees checks that torch.cuda.memory_snapshot() counts what memory_stats() counts, per pool: the
+// segments' sizes are the reserved bytes, their active_allocated blocks the allocated bytes, active blocks
+// the active bytes, the requests the requested bytes; blocks tile their segment in address order.
+func snapshotAgrees(snap impl.TorchSnapshot, st impl.DeviceStats) []string {
+	var errs []string
+	var reserved, allocated, active, requested, segments [3]int64
+	for _, seg := range snap.Segments {
+		p := impl.StatSmall
+		if seg.Large {
+			p = impl.StatLarge
+		}
+		segments[p]++
+		reserved[p] += int64(seg.Size)
+		at := seg.Addr
+		for _, b := range seg.Blocks {
+			if b.Addr != at {
+				errs = append(errs, fmt.Sprintf("snapshot segment %v: block at %v, want %v", seg.Addr, b.Addr, at))
+			}
+			at = b.Addr.Add(b.Size)
+			switch b.State {
+			case impl.TorchActiveAllocated:
+				allocated[p] += int64(b.Size)
+				active[p] += int64(b.Size)
+			case impl.TorchActivePending:
+				active[p] += int64(b.Size)
+			}
+			requested[p] += int64(b.Requested)
+		}
+		if at != seg.Addr.Add(seg.Size) {
+			errs = append(errs, fmt.Sprintf("snapshot segment %v of %s: its blocks end at %v", seg.Addr, vmm.FormatBytes(seg.Size), at))
+		}
+	}
+	for _, sb := range snap.Stitched {
+		requested[impl.StatLarge] += int64(sb.Requested)
+	}
+	for p := impl.StatSmall; p <= impl.StatLarge; p++ {
+		if segments[p] != st.Segment[p].Current || reserved[p] != st.ReservedBytes[p].Current ||
+			allocated[p] != st.AllocatedBytes[p].Current || active[p] != st.ActiveBytes[p].Current ||
+			requested[p] != st.RequestedBytes[p].Current {
+			errs = append(errs, fmt.Sprintf("snapshot pool %d: segments %d reserved %d allocated %d active %d requested %d; "+
+				"memory_stats %d %d %d %d %d", p, segments[p], reserved[p], allocated[p], active[p], requested[p],
+				st.Segment[p].Current, st.ReservedBytes[p].Current, st.AllocatedBytes[p].Current,
+				st.ActiveBytes[p].Current, st.RequestedBytes[p].Current))
+		}
+	}
+	return errs
+}

@@ -1,0 +1,66 @@
+package ops
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/spec"
+)
+
+// Property (INV-TORCHSTATS): the judge accepts the statistics of a real run after every step, and each kind
+// of disagreement in them is a violation that names the value: a count that differs from the ops' record, a
+// peak below a value seen, all != small + large, device allocations that do not match the handles held, and
+// a snapshot that counts other bytes than the statistics.
+func TestTorchStatsJudgeBites(t *testing.T) {
+	env, err := NewEnv(Config{Policy: impl.PolicyGMLake, Streams: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := Parse("alloc a0 5000000 s0\nalloc a1 512 s1\nfree a0\nalloc a2 3000000 s0\n", "scene")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range prog.Ops {
+		if r := env.Step(op); r.Err != nil || len(r.Violations) > 0 {
+			t.Fatalf("%v: %v %v", op, r.Err, r.Violations)
+		}
+	}
+	live, requested := env.liveRequested()
+	if live != 2 || requested != 3000512 {
+		t.Fatalf("the Env's record: %d live, %d requested; want 2, 3000512", live, requested)
+	}
+	got, snap, held := env.A.TorchStats(), env.A.TorchSnapshot(), len(env.View().Chunks)
+	judge := env.torch // a copy: what it has seen so far
+	if vs := judge.check(got, snap, live, requested, held); len(vs) != 0 {
+		t.Fatalf("the judge rejects a real run: %v", vs)
+	}
+	for _, c := range []struct {
+		name, want string
+		edit       func(s *impl.DeviceStats, snap *impl.TorchSnapshot, live *int, req *uint64, held *int)
+	}{
+		{"live count", "allocation.current", func(_ *impl.DeviceStats, _ *impl.TorchSnapshot, live *int, _ *uint64, _ *int) { *live++ }},
+		{"requested", "requested_bytes.current", func(_ *impl.DeviceStats, _ *impl.TorchSnapshot, _ *int, r *uint64, _ *int) { *r -= 512 }},
+		{"peak", "allocated_bytes[0].peak", func(s *impl.DeviceStats, _ *impl.TorchSnapshot, _ *int, _ *uint64, _ *int) {
+			s.AllocatedBytes[0].Peak = s.AllocatedBytes[0].Current
+		}},
+		{"all = small + large", "all", func(s *impl.DeviceStats, _ *impl.TorchSnapshot, _ *int, _ *uint64, _ *int) {
+			s.Segment[1].Freed++
+		}},
+		{"device allocations", "num_device_alloc", func(_ *impl.DeviceStats, _ *impl.TorchSnapshot, _ *int, _ *uint64, h *int) { *h++ }},
+		{"snapshot", "snapshot pool", func(_ *impl.DeviceStats, sn *impl.TorchSnapshot, _ *int, _ *uint64, _ *int) {
+			sn.Segments = sn.Segments[1:]
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, sn, l, r, h := got, snap, live, requested, held
+			sn.Segments = append([]impl.TorchSegment(nil), snap.Segments...)
+			c.edit(&s, &sn, &l, &r, &h)
+			j := judge
+			vs := j.check(s, sn, l, r, h)
+			if len(vs) != 1 || vs[0].Inv != spec.InvTorchStats || !strings.Contains(vs[0].Msg, c.want) {
+				t.Fatalf("want one %s naming %q, got %v", spec.InvTorchStats, c.want, vs)
+			}
+		})
+	}
+}
