@@ -667,6 +667,9 @@ func (e *Env) step(op Op) StepResult {
 		if op.Kind == OpAlloc && res.Err == nil {
 			e.Hist.OnAlloc(e.View(), res.Ptr, in.Stream)
 		}
+		if !e.closed {
+			e.torch.observe(e.A.TorchStats())
+		}
 		return res
 	}
 	after := e.View()
