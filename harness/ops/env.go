@@ -3,6 +3,7 @@ package ops
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -708,6 +709,7 @@ func (e *Env) step(op Op) StepResult {
 	res.Violations = append(res.Violations, e.Hist.CheckRelease(after)...)
 	if e.pooled && !e.closed { // Close releases every pool
 		res.Violations = append(res.Violations, e.poolChk.Step(e.poolStep())...)
+		res.Violations = append(res.Violations, e.poolQueries()...)
 	}
 	if !e.closed {
 		live, requested := e.liveRequested()
@@ -787,6 +789,38 @@ func (e *Env) judgePoolOp(op Op, n int, err error) []spec.Violation {
 		return bad(fmt.Sprintf("the use count to move by one from %d", uses))
 	}
 	return nil
+}
+
+// poolQueries judges what the engine answers about pools (what torch.cuda.graph_pool_handle's users and
+// capi's gmlake_pool_live/gmlake_pool_use_count read) against the Env's own record: PoolLive of every pool
+// the ops named, the default pool included, lists exactly the live allocations asked from it, and
+// PoolUseCount is the count the create and release answers left.
+func (e *Env) poolQueries() []spec.Violation {
+	want := map[int][]vmm.DevicePtr{0: nil}
+	for p := range e.pools {
+		want[p] = nil
+	}
+	seen := map[vmm.DevicePtr]bool{}
+	for id := range e.live {
+		if ptr := e.ptrs[id]; !seen[ptr] {
+			seen[ptr] = true
+			want[e.poolOf[ptr]] = append(want[e.poolOf[ptr]], ptr)
+		}
+	}
+	var vs []spec.Violation
+	for p, w := range want {
+		slices.Sort(w)
+		if got := e.A.PoolLive(poolID(p)); !slices.Equal(got, w) {
+			vs = append(vs, spec.Violation{Inv: spec.InvPool, Msg: fmt.Sprintf("PoolLive(p%d) = %v, the ops hold %v in it", p, got, w)})
+		}
+		if p == 0 {
+			continue
+		}
+		if got := e.A.PoolUseCount(poolID(p)); got != e.pools[p] {
+			vs = append(vs, spec.Violation{Inv: spec.InvPool, Msg: fmt.Sprintf("PoolUseCount(p%d) = %d, the create and release answers left %d", p, got, e.pools[p])})
+		}
+	}
+	return vs
 }
 
 // poolStep is what INV-POOL judges now: each live allocation with the pool it was asked from and the
