@@ -14,17 +14,21 @@
 // other.
 package gpu
 
-// Measured on the H200 (2026-12-01, driver 580.159.04, commit 20786b0), `make gpu`, then on the GPU machine
-// `bin/gpu.test -test.v -test.run OnGPU -rapid.checks=1000 -gpu.histories=200` (90 s in all):
+// Measured on the H200 (2026-12-01, driver 580.159.04, commit 6f17e23: the one generator for rapid and
+// porcupine, INV-TORCHSTATS and CheckInvariants after every step), `make gpu`, then on the GPU machine, from
+// harness/gpu, `gpu.test -test.v -test.run OnGPU -rapid.checks=1000 -gpu.histories=200` (97 s in all):
 //
 //	rapid, 1 GiB cap      sequences  steps    out of memory  violations  wall
-//	gmlake                1000       32708    401            0           22.5 s
-//	caching               1000       35203    489            0            2.8 s
-//	expandable            1000       33945    493            0            6.2 s
-//	gmlake-paper          1000       33225    513            0           36.4 s
+//	gmlake                1000       51548    525            0           27.1 s
+//	caching               1000       49146    536            0            4.2 s
+//	expandable            1000       51103    608            0            9.2 s
+//	gmlake-paper          1000       49788    417            0           35.9 s
 //	porcupine, 256 MiB    histories  ops      illegal                    wall
-//	each policy           200        59120-60932  0                      2.9-8.1 s (240816 ops in all)
+//	gmlake                200        68721    0                           6.8 s
+//	caching               200        69376    0                           3.0 s
+//	expandable            200        69762    0                           3.0 s
+//	gmlake-paper          200        69788    0                           6.9 s
 //
-// and `bin/gpu-mutants.test -test.run Bite -gpu.bitechecks=60 -gpu.bitehistories=10` (10 s): 8 of the 9
-// seeded bugs reachable without fault injection caught on the GPU (wrong-best-fit escaped 60 sequences that
-// run; the run before caught it with 100, INV-BESTFIT).
+// and `gpu-mutants.test -test.run Bite -gpu.bitechecks=150 -gpu.bitehistories=20` (16 s): all 9 seeded bugs
+// reachable without fault injection caught on the GPU by rapid (porcupine alone: 4 of 9; the other five
+// keep every answer legal and break only state invariants the contract does not see).
