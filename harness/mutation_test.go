@@ -46,12 +46,12 @@ func mutCheckers(long bool) []mutChecker {
 	}
 	return []mutChecker{
 		{"rapid", func(mut impl.Mutation, ignore map[string]bool) (bool, []string, string) {
-			rec := &recorderTB{name: "TestMutationsCaught_rapid"}
+			rec := NewRecorderTB("TestMutationsCaught_rapid")
 			rapid.Check(rec, func(t *rapid.T) {
 				RunRapid(t, RapidConfig{Policy: mutPolicy, Mutations: mut, Ignore: ignore, Differential: true})
 			})
-			log := rec.log.String()
-			return rec.Failed(), invsIn(firstFailure(log)), firstLine(log, "INV-")
+			log := rec.Output()
+			return rec.Failed(), InvsIn(firstFailure(log)), firstLine(log, "INV-")
 		}},
 		{"random-ops", func(mut impl.Mutation, ignore map[string]bool) (bool, []string, string) {
 			for seed := int64(1); seed <= int64(randomSeqs); seed++ {

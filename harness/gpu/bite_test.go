@@ -2,11 +2,6 @@ package gpu_test
 
 import (
 	"flag"
-	"fmt"
-	"regexp"
-	"sort"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,37 +11,6 @@ import (
 	"github.com/gmlake/gmlake/harness"
 	"github.com/gmlake/gmlake/impl"
 )
-
-// recorder is a rapid.TB that records a failure instead of failing the test: the bite test asks whether
-// the GPU checkers failed under each seeded bug.
-type recorder struct {
-	mu     sync.Mutex
-	failed bool
-	log    strings.Builder
-}
-
-func (r *recorder) Helper()      {}
-func (r *recorder) Name() string { return "gpu-bite" }
-func (r *recorder) Logf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.log.Len() < 1<<16 {
-		fmt.Fprintf(&r.log, format+"\n", args...)
-	}
-}
-func (r *recorder) Log(args ...any)                   { r.Logf("%s", fmt.Sprint(args...)) }
-func (r *recorder) Skipf(format string, args ...any)  { r.Logf(format, args...) }
-func (r *recorder) Skip(args ...any)                  { r.Log(args...) }
-func (r *recorder) SkipNow()                          {}
-func (r *recorder) Errorf(format string, args ...any) { r.Logf(format, args...); r.Fail() }
-func (r *recorder) Error(args ...any)                 { r.Log(args...); r.Fail() }
-func (r *recorder) Fatalf(format string, args ...any) { r.Errorf(format, args...) }
-func (r *recorder) Fatal(args ...any)                 { r.Error(args...) }
-func (r *recorder) FailNow()                          { r.Fail() }
-func (r *recorder) Fail()                             { r.mu.Lock(); r.failed = true; r.mu.Unlock() }
-func (r *recorder) Failed() bool                      { r.mu.Lock(); defer r.mu.Unlock(); return r.failed }
-
-var invRE = regexp.MustCompile(`INV-[A-Z]+`)
 
 var (
 	biteChecks    = flag.String("gpu.bitechecks", "100", "rapid sequences per seeded bug in TestGPUCheckersBite")
@@ -91,20 +55,12 @@ func TestGPUCheckersBite(t *testing.T) {
 			continue
 		}
 		tried++
-		rec := &recorder{}
+		rec := harness.NewRecorderTB("gpu-bite")
 		rapid.Check(rec, func(rt *rapid.T) {
 			harness.RunRapid(rt, harness.RapidConfig{Policy: impl.PolicyGMLake, NoFaults: true, Serve: true, MemoryLimit: *capacity,
 				Device: openDevice(*capacity), Mutations: m})
 		})
-		invs := map[string]bool{}
-		for _, s := range invRE.FindAllString(rec.log.String(), -1) {
-			invs[s] = true
-		}
-		var names []string
-		for k := range invs {
-			names = append(names, k)
-		}
-		sort.Strings(names)
+		names := harness.InvsIn(rec.Output())
 		illegal := 0
 		for seed := int64(1); seed <= int64(*biteHistories); seed++ {
 			r := harness.RunLinear(harness.LinearConfig{Policy: impl.PolicyGMLake, Seed: seed, Ops: 60, Serve: true,
