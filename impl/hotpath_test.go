@@ -21,18 +21,7 @@ func TestWarmPairMakesNoDriverCall(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pair := func() {
-				p, err := a.Alloc(size, vmm.DefaultStream)
-				if err != nil {
-					t.Fatalf("%s: Alloc(%d): %v", pol, size, err)
-				}
-				if err := a.Free(p); err != nil {
-					t.Fatalf("%s: Free: %v", pol, err)
-				}
-			}
-			for i := 0; i < maxFences+2; i++ {
-				pair()
-			}
+			pair := warmPair(t, a, pol, size)
 			before := dev.Counts()
 			for i := 0; i < 1000; i++ {
 				pair()
@@ -73,21 +62,29 @@ func TestWarmPairAllocatesNothing(t *testing.T) {
 		}
 		for _, size := range []uint64{512, 1 << 20, 8 << 20, 256 << 20} {
 			a, _ := newTest(t, pol, 0 /* capacity: an H200 */, true /* sync */)
-			pair := func() {
-				p, err := a.Alloc(size, vmm.DefaultStream)
-				if err != nil {
-					t.Fatalf("%s: Alloc(%d): %v", pol, size, err)
-				}
-				if err := a.Free(p); err != nil {
-					t.Fatalf("%s: Free: %v", pol, err)
-				}
-			}
-			for i := 0; i < maxFences+2; i++ {
-				pair()
-			}
+			pair := warmPair(t, a, pol, size)
 			if n := testing.AllocsPerRun(200, pair); n != 0 {
 				t.Errorf("%s, %d B: a warm Alloc+Free pair makes %.1f heap allocations, want 0", pol, size, n)
 			}
 		}
 	}
+}
+
+// warmPair returns one Alloc+Free pair of size on the default stream, after running it past the warm-up:
+// more than maxFences pairs, since each of the first frees leaves a chunk or segment free and records a fence.
+func warmPair(t *testing.T, a *Allocator, pol string, size uint64) func() {
+	t.Helper()
+	pair := func() {
+		p, err := a.Alloc(size, vmm.DefaultStream)
+		if err != nil {
+			t.Fatalf("%s: Alloc(%d): %v", pol, size, err)
+		}
+		if err := a.Free(p); err != nil {
+			t.Fatalf("%s: Free: %v", pol, err)
+		}
+	}
+	for i := 0; i < maxFences+2; i++ {
+		pair()
+	}
+	return pair
 }
