@@ -334,6 +334,10 @@ func (a *Allocator) arenaCandidateLocked(seg *segment, rs vmm.Bytes) (*pBlock, v
 }
 
 // arenaAllocLocked is PyTorch's try_allocate_expandable_block: map what the candidate run lacks, then take it.
+// The run may hold several unmapped stretches (between them free blocks whose memory was kept): every
+// stretch's driver calls are made before any is committed, so a failure on a later one leaves the earlier
+// ones unmapped too, and a failed request changes nothing (INV-FAILCLEAN; PyTorch's map_block keeps the
+// stretches it mapped before the one that failed).
 func (a *Allocator) arenaAllocLocked(ss *streamState, pool poolKind, rs vmm.Bytes) (*pBlock, error) {
 	c, _ := a.arenaRunLocked(ss, pool, rs)
 	var fresh *segment // an arena opened for this request: returned if the request fails
@@ -344,26 +348,43 @@ func (a *Allocator) arenaAllocLocked(ss *streamState, pool poolKind, rs vmm.Byte
 		}
 		c, fresh = seg.head, seg
 	}
-	if !c.mapped {
-		m, err := a.mapIntoLocked(c, min(c.size, rs))
-		if err != nil {
-			if fresh != nil {
-				a.dropFreshArenaLocked(fresh)
-			}
-			return nil, err
-		}
-		c = m
-	}
-	for c.size < rs {
-		nx := c.next
-		if nx == nil || nx.mapped || nx.state != Free {
+	gs := a.growths[:0]
+	var err error
+	have := vmm.Bytes(0)
+	for b := c; have < rs; b = b.next {
+		if b == nil || b.state != Free {
 			panicf("arena run broken after block %d", c.id)
 		}
-		m, err := a.mapIntoLocked(nx, min(rs-c.size, nx.size))
-		if err != nil {
-			return nil, err
+		if b.mapped {
+			have += b.size
+			continue
 		}
-		c = m
+		var g growth
+		if g, err = a.prepareMapLocked(b, min(b.size, rs-have)); err != nil {
+			break
+		}
+		gs = append(gs, g)
+		have += g.sz
+	}
+	if err != nil {
+		for _, g := range gs {
+			a.undoGrowthLocked(g)
+		}
+	} else {
+		for _, g := range gs {
+			c = a.commitMapLocked(g) // the last commit's block has merged the whole run
+		}
+	}
+	clear(gs)
+	a.growths = gs[:0]
+	if err != nil {
+		if fresh != nil {
+			a.dropFreshArenaLocked(fresh)
+		}
+		return nil, err
+	}
+	if c.size < rs {
+		panicf("arena run at block %d holds %d bytes after mapping, want %d", c.id, c.size, rs)
 	}
 	ss.free[pool].remove(c)
 	return c, nil
@@ -380,11 +401,31 @@ func (a *Allocator) quantum(pool poolKind) vmm.Bytes {
 	return a.gran
 }
 
+// growth is the driver half of one mapping into an arena (prepareMapLocked): the handles created, mapped side
+// by side at the start of unmapped block u and given access, but not yet the engine's (commitMapLocked).
+// Between the two halves the device holds memory the engine's structures do not show: a caller either
+// commits or undoes (undoGrowthLocked) before it returns.
+type growth struct {
+	u      *pBlock
+	sz     vmm.Bytes // bytes mapped at u.ptr: at most u.size
+	chunks []*chunk  // the new chunks in address order, not yet in u.seg
+}
+
 // mapIntoLocked maps physical memory at the start of unmapped arena block u, enough for n bytes rounded up to the
 // quantum (at most u.size): pages of the page size (expandable), or one chunk of the whole size (gmlake, in
 // pieces of at most chunkMax). The new mapped block merges with free neighbours and joins the free set;
 // mapIntoLocked returns it. On failure nothing changed.
 func (a *Allocator) mapIntoLocked(u *pBlock, n vmm.Bytes) (*pBlock, error) {
+	g, err := a.prepareMapLocked(u, n)
+	if err != nil {
+		return nil, err
+	}
+	return a.commitMapLocked(g), nil
+}
+
+// prepareMapLocked makes mapIntoLocked's driver calls: it creates the handles, maps them at u.ptr and sets
+// access. On failure it undoes them (nothing changed); on success the engine's structures are untouched.
+func (a *Allocator) prepareMapLocked(u *pBlock, n vmm.Bytes) (growth, error) {
 	seg := u.seg
 	q := a.quantum(seg.pool)
 	sz := min(roundUp(n, q), u.size)
@@ -400,27 +441,24 @@ func (a *Allocator) mapIntoLocked(u *pBlock, n vmm.Bytes) (*pBlock, error) {
 		piece = a.p.chunkMax
 	}
 	// The last piece may be shorter when sz is not a multiple of piece.
-	var hs []vmm.Handle
-	var sizes []vmm.Bytes
+	g := growth{u: u, sz: sz}
 	var err error
-	for off := vmm.Bytes(0); off < sz; {
-		ps := min(piece, sz-off)
+	off := vmm.Bytes(u.ptr - seg.base)
+	for done := vmm.Bytes(0); done < sz; {
+		ps := min(piece, sz-done)
 		var h vmm.Handle
 		if h, err = a.d.Create(ps); err != nil {
 			break
 		}
-		hs = append(hs, h)
-		sizes = append(sizes, ps)
-		off += ps
+		g.chunks = append(g.chunks, &chunk{h: h, size: ps, seg: seg, off: off + done})
+		done += ps
 	}
 	mapped := 0
 	if err == nil {
-		off := vmm.Bytes(0)
-		for mapped < len(hs) {
-			if err = a.d.Map(at(u.ptr, off), sizes[mapped], hs[mapped], 0 /* offset */); err != nil {
+		for _, c := range g.chunks {
+			if err = a.d.Map(at(seg.base, c.off), c.size, c.h, 0 /* offset */); err != nil {
 				break
 			}
-			off += sizes[mapped]
 			mapped++
 		}
 	}
@@ -428,17 +466,30 @@ func (a *Allocator) mapIntoLocked(u *pBlock, n vmm.Bytes) (*pBlock, error) {
 		err = a.d.SetAccess(u.ptr, sz)
 	}
 	if err != nil {
-		off := vmm.Bytes(0)
-		for i := 0; i < mapped; i++ {
-			a.undoMapLocked(at(u.ptr, off), sizes[i], hs[i])
-			off += sizes[i]
-		}
-		for _, h := range hs {
-			a.undoReleaseLocked(h)
-		}
-		return nil, err
+		a.undoChunksLocked(g.chunks, mapped)
+		return growth{}, err
 	}
-	// Commit: u's first sz bytes become a mapped free block.
+	return g, nil
+}
+
+// undoGrowthLocked undoes the driver calls of a prepared growth that will not be committed.
+func (a *Allocator) undoGrowthLocked(g growth) { a.undoChunksLocked(g.chunks, len(g.chunks)) }
+
+// undoChunksLocked unmaps the first mapped of new chunks cs (not the engine's yet) and releases them all.
+func (a *Allocator) undoChunksLocked(cs []*chunk, mapped int) {
+	for _, c := range cs[:mapped] {
+		a.undoMapLocked(at(c.seg.base, c.off), c.size, c.h)
+	}
+	for _, c := range cs {
+		a.undoReleaseLocked(c.h)
+	}
+}
+
+// commitMapLocked makes a prepared growth the engine's: u's first g.sz bytes become a mapped free block, merged
+// with its free neighbours and in the free set; it returns that block.
+func (a *Allocator) commitMapLocked(g growth) *pBlock {
+	u, sz := g.u, g.sz
+	seg := u.seg
 	seg.dropUnmapped(u)
 	if sz < u.size {
 		r := a.newPBlockLocked()
@@ -454,10 +505,8 @@ func (a *Allocator) mapIntoLocked(u *pBlock, n vmm.Bytes) (*pBlock, error) {
 	}
 	u.mapped = true
 	u.freeSeq = 0
-	off := vmm.Bytes(u.ptr - seg.base)
-	for i, h := range hs {
-		seg.insertChunk(&chunk{h: h, size: sizes[i], seg: seg, off: off})
-		off += sizes[i]
+	for _, c := range g.chunks {
+		seg.insertChunk(c)
 	}
 	a.addReservedLocked(seg.pool, sz)
 	a.noteSegmentsLocked(seg.pool, mappedRunDelta(u))
@@ -468,7 +517,7 @@ func (a *Allocator) mapIntoLocked(u *pBlock, n vmm.Bytes) (*pBlock, error) {
 		m = a.mergeFreeLocked(u)
 	}
 	seg.ss.free[seg.pool].insert(m)
-	return m, nil
+	return m
 }
 
 // --- stitching (gmlake, gmlake-paper) ---
@@ -561,6 +610,8 @@ func (a *Allocator) tryStitchLocked(ss *streamState, rs vmm.Bytes) (b *sBlock, o
 	if len(chosen) == 0 {
 		return nil, false, nil
 	}
+	var grown growth   // new memory for the rest, prepared: committed or undone by buildSBlockLocked
+	var fresh *segment // an arena opened for it: returned if the stitch fails
 	{
 		// Grow instead unless stitching saves at least stitchSave bytes of growth: a stitch maps (and one
 		// day unmaps) every chunk it views, and small savings do not pay for that.
@@ -578,11 +629,10 @@ func (a *Allocator) tryStitchLocked(ss *streamState, rs vmm.Bytes) (b *sBlock, o
 			return nil, false, nil
 		}
 		if rem > 0 {
-			cs, err := a.arenaChunksLocked(ss, rem)
-			if err != nil {
+			if grown, fresh, err = a.arenaChunksLocked(ss, rem); err != nil {
 				return nil, false, err
 			}
-			chosen = append(chosen, cs...)
+			chosen = append(chosen, grown.chunks...)
 		}
 	}
 	// Map in address order of the sources: deterministic, and neighbours stay neighbours.
@@ -596,16 +646,25 @@ func (a *Allocator) tryStitchLocked(ss *streamState, rs vmm.Bytes) (b *sBlock, o
 		}
 		return 0
 	})
-	sb, err := a.buildSBlockLocked(ss, chosen)
+	g := &grown
+	if len(grown.chunks) == 0 {
+		g = nil
+	}
+	sb, err := a.buildSBlockLocked(ss, chosen, g)
 	if err != nil {
+		if fresh != nil {
+			a.dropFreshArenaLocked(fresh) // buildSBlockLocked undid the growth: fresh is one unmapped block again
+		}
 		return nil, false, err
 	}
 	return sb, true, nil
 }
 
-// arenaChunksLocked maps new memory of size bytes into ss's large arena, to be stitched (in pieces of at most
-// chunkMax, like any growth); it stays free there until the stitch holds it. It returns the new chunks.
-func (a *Allocator) arenaChunksLocked(ss *streamState, size vmm.Bytes) ([]*chunk, error) {
+// arenaChunksLocked prepares new memory of size bytes in ss's large arena, to be stitched (in pieces of at most
+// chunkMax, like any growth): its driver calls are made, and buildSBlockLocked commits it (it then lies free
+// in the arena, held by the stitch) or undoes it. fresh is the arena opened for it, if any: the caller
+// returns it when the stitch fails.
+func (a *Allocator) arenaChunksLocked(ss *streamState, size vmm.Bytes) (g growth, fresh *segment, err error) {
 	var u *pBlock
 	for _, seg := range ss.arenas[largePool] {
 		for _, x := range seg.unmapped {
@@ -618,36 +677,36 @@ func (a *Allocator) arenaChunksLocked(ss *streamState, size vmm.Bytes) ([]*chunk
 			break
 		}
 	}
-	var fresh *segment // an arena opened for this stitch: returned if mapping fails
 	if u == nil {
 		seg, err := a.newArenaLocked(ss, largePool)
 		if err != nil {
-			return nil, err
+			return growth{}, nil, err
 		}
 		u, fresh = seg.head, seg
 	}
-	seg := u.seg
-	off := vmm.Bytes(u.ptr - seg.base)
-	if _, err := a.mapIntoLocked(u, size); err != nil {
+	if g, err = a.prepareMapLocked(u, size); err != nil {
 		if fresh != nil {
 			a.dropFreshArenaLocked(fresh)
 		}
-		return nil, err
+		return growth{}, nil, err
 	}
-	// A copy: the caller sorts its chunks with others, and seg.chunks must keep its order.
-	out := append([]*chunk(nil), seg.chunksOver(off, off+size)...)
-	return out, nil
+	return g, fresh, nil
 }
 
 // buildSBlockLocked reserves a range, maps chunks side by side into it, sets access, and holds the pBlocks under
-// the chunks. On a driver failure it undoes its mappings and reservation (the chunks stay where they were).
-func (a *Allocator) buildSBlockLocked(ss *streamState, chunks []*chunk) (*sBlock, error) {
+// the chunks. grown, if not nil, is new memory prepared for the stitch (arenaChunksLocked), whose chunks are
+// among chunks: committed once the view is mapped. On a driver failure it undoes its mappings and reservation
+// and the prepared growth (the other chunks stay where they were): a failed stitch changes nothing.
+func (a *Allocator) buildSBlockLocked(ss *streamState, chunks []*chunk, grown *growth) (*sBlock, error) {
 	var total vmm.Bytes
 	for _, c := range chunks {
 		total += c.size
 	}
 	base, err := a.d.Reserve(total)
 	if err != nil {
+		if grown != nil {
+			a.undoGrowthLocked(*grown)
+		}
 		return nil, err
 	}
 	off := vmm.Bytes(0)
@@ -671,7 +730,13 @@ func (a *Allocator) buildSBlockLocked(ss *streamState, chunks []*chunk) (*sBlock
 			}
 			a.undoReserveLocked(base, total)
 		}
+		if grown != nil {
+			a.undoGrowthLocked(*grown)
+		}
 		return nil, err
+	}
+	if grown != nil {
+		a.commitMapLocked(*grown)
 	}
 	sb := a.newSBlockLocked() // Free: cached until allocLocked hands it out
 	sb.home = ss

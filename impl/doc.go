@@ -91,8 +91,11 @@
 //     retry only what the granularity requires; then an *OOMError. A driver failure undoes what the failing
 //     step made: its handles, mappings and reservations, a new arena opened for the request included
 //     (TestFailedAllocReturnsTheArenaItOpened; undo calls are retried, what still fails is kept as an orphan
-//     and released at Close). What a failed Alloc may leave is more cached memory: a run of an arena mapped
-//     before a later mapping of the same request failed stays mapped, free in the pool.
+//     and released at Close). A failed Alloc leaves no more memory than it found (INV-FAILCLEAN): a run of
+//     an arena with several unmapped stretches makes every stretch's driver calls before it commits any
+//     (growth: prepareMapLocked, commitMapLocked), and a stitch's new memory is committed only once its
+//     view is mapped; only the release before the retry changes the cache, and it lowers it. (PyTorch's
+//     try_allocate_expandable_block keeps the stretches it mapped before a map_block that failed.)
 //
 // # Policies (policy.go)
 //

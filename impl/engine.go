@@ -102,6 +102,7 @@ type Allocator struct {
 	ready   []*block    // scratch: blocks whose waits all completed (processEventsOnceLocked); empty between calls
 	scratch []*pBlock   // scratch: free blocks of an arena to trim (trimArenaLocked); empty between calls
 	cands   []*chunk    // scratch: stitch candidates (stitchableLocked); stale between calls
+	growths []growth    // scratch: an arena run's prepared mappings (arenaAllocLocked); empty between calls, zero to its capacity
 
 	ts     torchStats // PyTorch's statistics (torchstats.go)
 	tsBase torchBase

@@ -217,6 +217,11 @@ func (a *Allocator) checkInvariantsLocked() error {
 	if a.nCapturing != len(a.capturing) || len(a.ready) != 0 || len(a.scratch) != 0 {
 		return fail("nCapturing %d for %d streams; scratch lists %d and %d long between calls", a.nCapturing, len(a.capturing), len(a.ready), len(a.scratch))
 	}
+	for i, g := range a.growths[:cap(a.growths)] {
+		if g.u != nil || g.chunks != nil {
+			return fail("prepared growth %d kept between calls", i)
+		}
+	}
 	for _, b := range a.deferred {
 		if b.state != Pending || b.events != 0 {
 			return fail("deferred free of block %d: %v with %d events", b.id, b.state, b.events)

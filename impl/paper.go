@@ -157,7 +157,7 @@ func (a *Allocator) paperStitchLocked(ss *streamState, pool poolKind, rs vmm.Byt
 	var sb *sBlock
 	var err error
 	for gc := 0; gc < 3; gc++ {
-		if sb, err = a.buildSBlockLocked(ss, chunks); err == nil {
+		if sb, err = a.buildSBlockLocked(ss, chunks, nil /* grown: GMLake stitches no new memory */); err == nil {
 			break
 		}
 		a.paperGCLocked(gc, rs, nil)
