@@ -575,11 +575,19 @@ func (a *Allocator) stitchableLocked(ss *streamState) []*chunk {
 	return out
 }
 
+// dropCandsLocked empties the candidate scratch after a stitch decided: no stale chunk pointer outlives the
+// call (a chunk released later would otherwise stay reachable from the Allocator).
+func (a *Allocator) dropCandsLocked(cands []*chunk) {
+	clear(cands)
+	a.cands = cands[:0]
+}
+
 // tryStitchLocked serves rs by stitching free chunks into a new sBlock when that grows the reserved memory less
 // than growing would (gmlake; gmlake-paper stitches by its own rule, paperStitchLocked).
 // ok says whether it stitched; err reports a driver failure (nothing changed).
 func (a *Allocator) tryStitchLocked(ss *streamState, rs vmm.Bytes) (b *sBlock, ok bool, err error) {
 	cands := a.stitchableLocked(ss)
+	defer a.dropCandsLocked(cands)
 	if len(cands) == 0 {
 		return nil, false, nil
 	}

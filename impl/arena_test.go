@@ -154,3 +154,35 @@ func TestFailedStitchLeavesNoNewMemory(t *testing.T) {
 		})
 	}
 }
+
+// The stitch candidates are scratch: after a stitch the Allocator keeps no pointer to the chunks it looked at
+// (CheckInvariants checks the scratch to its capacity after every scenario, a stitch that grew instead
+// included).
+func TestStitchCandidatesClearedAfterUse(t *testing.T) {
+	a, dev := newTest(t, PolicyGMLake, 0 /* capacity: an H200 */, true /* sync */)
+	var frees, keep []vmm.DevicePtr
+	for i := 0; i < 3; i++ {
+		frees = append(frees, mustAlloc(t, a, 48*MiB, 0))
+		keep = append(keep, mustAlloc(t, a, 48*MiB, 0))
+	}
+	for _, p := range frees {
+		mustFree(t, a, p)
+	}
+	p := mustAlloc(t, a, 160*MiB, 0) // stitched
+	if a.Stats().NumStitches != 1 {
+		t.Fatalf("the scene did not stitch (%d stitches)", a.Stats().NumStitches)
+	}
+	if cap(a.cands) == 0 {
+		t.Fatal("no stitch candidates were listed: the scene does not test the scratch")
+	}
+	for i, c := range a.cands[:cap(a.cands)] {
+		if c != nil {
+			t.Fatalf("stitch candidate %d (chunk %d) kept after the call", i, c.h)
+		}
+	}
+	checkState(t, a, dev)
+	for _, q := range append(keep, p) {
+		mustFree(t, a, q)
+	}
+	closeClean(t, a, dev)
+}

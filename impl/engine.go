@@ -101,7 +101,7 @@ type Allocator struct {
 	spare   []*pBlock   // recycled pBlock structs (recycleLocked). Invariant: none is in use (zero but p).
 	ready   []*block    // scratch: blocks whose waits all completed (processEventsOnceLocked); empty between calls
 	scratch []*pBlock   // scratch: free blocks of an arena to trim (trimArenaLocked); empty between calls
-	cands   []*chunk    // scratch: stitch candidates (stitchableLocked); stale between calls
+	cands   []*chunk    // scratch: stitch candidates (stitchableLocked); empty between calls, nil to its capacity
 	growths []growth    // scratch: an arena run's prepared mappings (arenaAllocLocked); empty between calls, zero to its capacity
 
 	ts     torchStats // PyTorch's statistics (torchstats.go)

@@ -217,6 +217,11 @@ func (a *Allocator) checkInvariantsLocked() error {
 	if a.nCapturing != len(a.capturing) || len(a.ready) != 0 || len(a.scratch) != 0 {
 		return fail("nCapturing %d for %d streams; scratch lists %d and %d long between calls", a.nCapturing, len(a.capturing), len(a.ready), len(a.scratch))
 	}
+	for i, c := range a.cands[:cap(a.cands)] {
+		if c != nil {
+			return fail("stitch candidate %d (chunk %d) kept between calls", i, c.h)
+		}
+	}
 	for i, g := range a.growths[:cap(a.growths)] {
 		if g.u != nil || g.chunks != nil {
 			return fail("prepared growth %d kept between calls", i)
