@@ -31,6 +31,7 @@ const (
 	InvExtend        = "INV-EXTEND"     // spec/growth.go (CheckExtend)
 	InvGrowth        = "INV-GROWTH"     // spec/growth.go (CheckGrowth)
 	InvReuse         = "INV-REUSE"      // spec/growth.go (CheckReuse)
+	InvFailClean     = "INV-FAILCLEAN"  // judged by harness/ops (judge_failclean.go: the Views around a failed Alloc)
 )
 
 // StateInvariants lists the invariants Check evaluates on a single View, with their predicates.

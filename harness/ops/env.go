@@ -696,6 +696,9 @@ func (e *Env) step(op Op) StepResult {
 			}
 		}
 	}
+	if op.Kind == OpAlloc && haveBefore && res.Err != nil {
+		res.Violations = append(res.Violations, judgeFailClean(op, before, after, res.Err)...) // INV-FAILCLEAN
+	}
 	if op.Kind == OpAlloc && haveBefore && errors.Is(res.Err, vmm.ErrOutOfMemory) && !e.faulty &&
 		!errors.Is(res.Err, impl.ErrInvalidSize) && len(e.capturing) == 0 && !e.pooled {
 		res.Violations = append(res.Violations, spec.CheckNoSpuriousOOM(before, e.Hist, e.Rule, op.Size, in.Stream)...)

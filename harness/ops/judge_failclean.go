@@ -1,0 +1,43 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/gmlake/gmlake/spec"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// judgeFailClean judges INV-FAILCLEAN (spec/SPEC.md) for an Alloc that failed, whatever its error (bad input,
+// out of memory, a driver fault): it leaves neither more reserved bytes nor more physical memory on the
+// device than the View before it showed. The engine's release-and-retry and the serving layer's
+// synchronisation may lower both (released cache), never raise them. A handle the engine tried to release
+// and could not even after its retries is an orphan (its snapshot lists it as a chunk of no size): it is
+// what a failing driver left, not the engine's growth, and is not counted.
+func judgeFailClean(op Op, before, after spec.View, err error) []spec.Violation {
+	rb, ra := before.Stats.Reserved, after.Stats.Reserved
+	ub, hb := heldOnDevice(before)
+	ua, ha := heldOnDevice(after)
+	if ra <= rb && ua <= ub && ha <= hb {
+		return nil
+	}
+	return []spec.Violation{{Inv: spec.InvFailClean, Msg: fmt.Sprintf(
+		"%v failed (%v) but raised what the engine holds: reserved %s -> %s, device memory %s in %d handles -> %s in %d",
+		op, err, vmm.FormatBytes(rb), vmm.FormatBytes(ra), vmm.FormatBytes(ub), hb, vmm.FormatBytes(ua), ha)}}
+}
+
+// heldOnDevice returns the bytes and the number of the device's handles not released, orphans left out.
+func heldOnDevice(v spec.View) (used uint64, handles int) {
+	orphan := map[vmm.Handle]bool{}
+	for _, c := range v.Chunks {
+		if c.Size == 0 {
+			orphan[c.Handle] = true
+		}
+	}
+	for _, h := range v.Device.Handles {
+		if !h.Released && !orphan[h.Handle] {
+			used += h.Size
+			handles++
+		}
+	}
+	return used, handles
+}
