@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -99,6 +100,11 @@ func TestGenerateCorpus(t *testing.T) {
 			}
 			write("FuzzOps", fmt.Sprintf("trace-%s-%d", name, k), Encode(w))
 		}
+		// And one window through the serving layer, under a cap of half the 4 GiB device (its out of memory,
+		// synchronise and retry).
+		w := windows(p, 4, 80)[2]
+		w.Cfg.Capacity, w.Cfg.Serve, w.Cfg.MemoryLimit = 4*vmm.GiB, true, 2*vmm.GiB
+		write("FuzzOps", fmt.Sprintf("serve-trace-%s", name), Encode(w))
 		// FuzzTraceRead and FuzzProgramRead: the head of the real trace as text, plain and gzipped, and a
 		// window from the middle (whose frees of older ids the parsers must reject, saying where).
 		raw, err := os.ReadFile(path)
@@ -142,7 +148,17 @@ func TestGenerateCorpus(t *testing.T) {
 	for k := 0; k < 8; k++ {
 		b := make([]byte, 120+r.Intn(320)) // the generator's choices, every rule (Decode)
 		r.Read(b)
-		write("FuzzOps", fmt.Sprintf("synthetic-%02d", k), b)
+		// Written in format 1 (no header[2]); migrated to format 2 with a 0 byte at offset 2: the bare
+		// engine, the program these entries always decoded to (see decode.go).
+		write("FuzzOps", fmt.Sprintf("synthetic-%02d", k), append(b[:2:2], append([]byte{0}, b[2:]...)...))
+	}
+	// Through the serving layer, each of its caps (header[2]: 1, 3, 5), two of each.
+	r = rand.New(rand.NewSource(20261201))
+	for k := 0; k < 6; k++ {
+		b := make([]byte, 120+r.Intn(320))
+		r.Read(b)
+		b[0], b[2] = b[0]&0x80|byte(r.Intn(len(capacities)-1)), byte(1|(k%3)<<1)
+		write("FuzzOps", fmt.Sprintf("serve-synthetic-%02d", k), b)
 	}
 }
 
@@ -176,7 +192,8 @@ func TestCorpusDecodes(t *testing.T) {
 }
 
 // Property: Encode is Decode's inverse on the programs of the rules that make one op each (so the corpus
-// written from real traces is the program meant): such a program, encoded and decoded, comes back the same.
+// written from real traces is the program meant): such a program, encoded and decoded, comes back the same,
+// through the serving layer under each of its caps or not.
 func TestEncodeDecodeRoundTrip(t *testing.T) {
 	single := []string{"alloc", "free", "double-free", "free-interior", "record", "launch", "complete",
 		"completeall", "emptycache", "bad-stream", "fail", "clearfaults"}
@@ -186,6 +203,9 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		gen, _ := decodeGen(capacity, streams)
 		rules, src, st := gen.On(single...), ops.RandSource(r), &belief{next: 1}
 		p := &ops.Program{Cfg: ops.Config{Capacity: capacity, Streams: streams, Patterns: true}}
+		if r.Intn(2) == 0 {
+			p.Cfg.Serve, p.Cfg.MemoryLimit = true, serveLimits(capacity)[r.Intn(3)]
+		}
 		for n := r.Intn(120); len(p.Ops) < n; {
 			_, seq := gen.Next(rules, st, src)
 			for _, o := range seq {
@@ -196,6 +216,76 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		if q := Decode(Encode(p)); !reflect.DeepEqual(p, q) {
 			t.Fatalf("program %d:\n%s\nre-decodes as\n%s", i, programText(p), programText(q))
 		}
+	}
+}
+
+// Property: header[2] (format 2's serving-layer byte) changes the layer and its cap and nothing else: the
+// ops are the same for every value of it, so a format-1 input with a 0 inserted at offset 2 (how the corpus
+// was migrated) decodes to the program it always did; and every value with bit 0 set runs the serving layer
+// under one of the swarm's caps.
+func TestServeByteChangesOnlyTheLayer(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	caps := map[uint64]bool{}
+	for i := 0; i < 200; i++ {
+		b := make([]byte, headerLen+r.Intn(400))
+		r.Read(b)
+		b[2] = 0
+		bare := Decode(b)
+		if bare.Cfg.Serve || bare.Cfg.MemoryLimit != 0 {
+			t.Fatalf("header[2] = 0 runs the serving layer: %s", bare.Cfg.Header())
+		}
+		for h := 1; h < 256; h += 1 + r.Intn(16) {
+			b[2] = byte(h)
+			p := Decode(b)
+			if !reflect.DeepEqual(p.Ops, bare.Ops) {
+				t.Fatalf("header[2] = %#x changes the ops:\n%s\nvs\n%s", h, programText(p), programText(bare))
+			}
+			cfg := p.Cfg
+			cfg.Serve, cfg.MemoryLimit = false, 0
+			if !reflect.DeepEqual(cfg, bare.Cfg) || p.Cfg.Serve != (h&1 == 1) || !slices.Contains(serveLimits(p.Cfg.Capacity), p.Cfg.MemoryLimit) {
+				t.Fatalf("header[2] = %#x: setup %s, bare %s", h, p.Cfg.Header(), bare.Cfg.Header())
+			}
+			if p.Cfg.Serve {
+				caps[p.Cfg.MemoryLimit*8/p.Cfg.Capacity] = true // 0: none, 4: half, 7: less a granule
+			}
+		}
+	}
+	if len(caps) != 3 {
+		t.Errorf("the serving layer ran under %d kinds of cap, want 3 (none, half, less a granule)", len(caps))
+	}
+}
+
+// Property: the serve-* seeds of the corpus reach what the serving layer adds to the engine: under some
+// policy a request that ran out of memory succeeded after the layer synchronised every stream, and one ran
+// out of memory under the layer's cap.
+func TestServeSeedsReachTheLayer(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzOps", "serve-*"))
+	if len(files) == 0 {
+		t.Fatal("no serve-* seeds in the FuzzOps corpus; regenerate it (see TestGenerateCorpus)")
+	}
+	var syncs, retries, ooms uint64
+	for _, f := range files {
+		p, err := ReadProgramFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.Cfg.Serve {
+			t.Errorf("%s does not run the serving layer: %s", f, p.Cfg.Header())
+		}
+		for _, policy := range impl.Policies {
+			cfg := p.Cfg
+			cfg.Policy = policy
+			i, vs, env, err := ops.Run(cfg, p.Ops)
+			if err != nil || i >= 0 {
+				t.Fatalf("%s, %s: step %d: %v %v", f, policy, i, vs, err)
+			}
+			c := env.S.Counters()
+			syncs, retries, ooms = syncs+c.Syncs, retries+c.SyncRetries, ooms+c.OOMs
+		}
+	}
+	t.Logf("%d seeds x %d policies: %d synchronisations, %d retries that succeeded, %d out of memory", len(files), len(impl.Policies), syncs, retries, ooms)
+	if syncs == 0 || retries == 0 || ooms == 0 {
+		t.Errorf("the serve seeds do not reach the layer: %d synchronisations, %d successful retries, %d out of memory", syncs, retries, ooms)
 	}
 }
 

@@ -3,12 +3,24 @@ package fuzz
 // Decoding fuzzer bytes into programs, and encoding programs back into bytes (for the seed corpus).
 //
 // The bytes are the choices of the one generator (harness/ops: ops.Rules, through an ops.ByteSource), after
-// a header of two bytes, so go test -fuzz mutates the generator's choices themselves and reaches every rule:
-// the pending-pair, pool and capture templates, sizes at the thresholds, faults on every call kind, misuse.
+// a header of three bytes, so go test -fuzz mutates the generator's choices themselves and reaches every
+// rule: the pending-pair, pool and capture templates, sizes at the thresholds, faults on every call kind,
+// misuse; and the swarm's draw of the serving layer (rule swarm-serve, as rapid's DrawSwarm), so half the
+// inputs run exactly what libgmlake runs (impl/serve: the memory cap, synchronise every stream and retry
+// on out of memory, stream mapping).
 //
-//	header[0]  capacity: capacities[b % len(capacities)]; bit 7 set: end with Close while allocations are live
+//	header[0]  capacity: capacities[(b & 0x7f) % len(capacities)]; bit 7 set: end with Close while allocations are live
 //	header[1]  streams: 1 + b % MaxStreams
+//	header[2]  serving layer (format 2): bit 0 set: through impl/serve, under the cap serveLimits[(b >> 1) % 3]
+//	           (none, half the device, the device less one granule); bit 0 clear: the bare engine
 //	then       rule choices and their arguments (ops.ByteSource: one byte for a choice among up to 256)
+//
+// Format 2 added header[2]. The committed corpus (testdata/fuzz/FuzzOps) was migrated, not re-drawn: each
+// format-1 file got a 0 byte inserted at offset 2 (the bare engine, as before), so every old entry decodes
+// to exactly the program it decoded to before (TestServeByteChangesOnlyTheLayer: header[2] changes no op;
+// the migration diffed every entry's history under every policy, identical); TestGenerateCorpus writes the
+// same files, and the serve-* entries on top. An input of the fuzzer's own cache from before (GOCACHE's
+// fuzz folder) just decodes as another format-2 input.
 //
 // Every byte string decodes to some program (missing bytes read as 0), so the fuzzer never wastes an input;
 // the decoder keeps the sequence meaningful by naming live allocations by their index among those it
@@ -26,6 +38,35 @@ const MaxStreams = 4
 
 // maxDecodeSize bounds the sizes the generator draws up to the device's capacity (decodeGen).
 const maxDecodeSize = 4 * vmm.GiB
+
+// headerLen is the bytes before the generator's choices (format 2).
+const headerLen = 3
+
+// serveLimits are the memory caps of a decoded program run through the serving layer, as the swarm draws
+// them (ops.DrawSwarm's swarm-limit): none, half the device, the device less one granule.
+func serveLimits(capacity uint64) []uint64 { return []uint64{0, capacity / 2, capacity - 2*vmm.MiB} }
+
+// serveByte is header[2] for a program's setup: 0 for the bare engine, else the serving layer under the
+// cap of serveLimits nearest cfg.MemoryLimit (no cap counts as the whole device).
+func serveByte(cfg ops.Config, capacity uint64) byte {
+	if !cfg.Serve {
+		return 0
+	}
+	eff := func(l uint64) uint64 {
+		if l == 0 || l > capacity {
+			return capacity
+		}
+		return l
+	}
+	want, best, k := eff(cfg.MemoryLimit), uint64(1<<63), 0
+	for i, l := range serveLimits(capacity) {
+		d := max(eff(l), want) - min(eff(l), want)
+		if d < best {
+			best, k = d, i
+		}
+	}
+	return byte(k<<1) | 1
+}
 
 // MaxOps is the most operations decoded from one input, so each fuzz execution stays fast.
 const MaxOps = 256
@@ -76,22 +117,21 @@ func (b *belief) apply(o ops.Op) {
 }
 
 // Decode turns fuzzer bytes into a program (for every policy: Cfg.Policy is ""), with the pattern check
-// on. Unless the header says to end with Close while allocations are live, it ends by freeing every
+// on, through the serving layer or not as header[2] says. Unless the header says to end with Close while allocations are live, it ends by freeing every
 // allocation the decoder believes live.
 func Decode(data []byte) *ops.Program {
-	var h0, h1 byte
-	if len(data) > 0 {
-		h0 = data[0]
-	}
-	if len(data) > 1 {
-		h1 = data[1]
-	}
+	var h [headerLen]byte
+	copy(h[:], data)
+	h0, h1, h2 := h[0], h[1], h[2]
 	p := &ops.Program{Cfg: ops.Config{
 		Capacity: capacities[int(h0&0x7f)%len(capacities)],
 		Streams:  1 + int(h1)%MaxStreams,
 		Patterns: true,
 	}}
-	src := ops.NewByteSource(data[min(2, len(data)):])
+	if h2&1 != 0 {
+		p.Cfg.Serve, p.Cfg.MemoryLimit = true, serveLimits(p.Cfg.Capacity)[int(h2>>1)%3]
+	}
+	src := ops.NewByteSource(data[min(headerLen, len(data)):])
 	gen, rules := decodeGen(p.Cfg.Capacity, p.Cfg.Streams)
 	st := &belief{next: 1}
 	for src.More() && len(p.Ops) < MaxOps {
@@ -131,8 +171,9 @@ func (s *script) Intn(n int, label string) int {
 // record, launch, complete, completeall, emptycache, fail (the generator's results, N up to 4),
 // clearfaults. Decode numbers ids 1, 2, ... in allocation order, so the program's ids are renamed; ops
 // about an id no earlier alloc bound, and ops no single rule makes (pools, capture, close), are dropped.
-// The capacity is the table's nearest at or above the program's, the streams at most MaxStreams. The
-// seed corpus is written with it.
+// The capacity is the table's nearest at or above the program's, the streams at most MaxStreams, the
+// serving layer as the program's (its cap the nearest of serveLimits at or below). The seed corpus is
+// written with it.
 func Encode(p *ops.Program) []byte {
 	ci := len(capacities) - 1
 	for i, c := range capacities {
@@ -143,7 +184,7 @@ func Encode(p *ops.Program) []byte {
 	}
 	streams := min(max(p.Cfg.Streams, 1), MaxStreams)
 	// The program's own frees come explicitly: Decode then has nothing to free at the end.
-	out := []byte{byte(ci) | 0x80, byte(streams - 1)}
+	out := []byte{byte(ci) | 0x80, byte(streams - 1), serveByte(p.Cfg, capacities[ci])}
 	gen, rules := decodeGen(capacities[ci], streams)
 	st := &belief{next: 1}
 	rename := map[int]int{}

@@ -45,17 +45,19 @@ func runMutated(p *ops.Program, policy string, m impl.Mutation) (fail, inv strin
 }
 
 // FuzzOps decodes bytes into an operation sequence (Decode: alloc with sizes from 1 B to GBs, free, record
-// stream, stream work and its completion, empty cache, injected driver failures, misuse) and runs it through
+// stream, stream work and its completion, empty cache, injected driver failures, misuse; through the serving
+// layer, impl/serve, under a memory cap for half the inputs, as libgmlake runs the engine) and runs it through
 // every policy on a small simulated device, checking every spec invariant (INV-NOOVERLAP, INV-MAPPED,
 // INV-NOALIAS, INV-REFCOUNT, INV-STATS, INV-MIRROR, INV-BLOCKS, INV-NOLEAK) and the live set after each
 // step, the data pattern of every allocation before its free, and that Close leaves nothing on the device.
 func FuzzOps(f *testing.F) {
 	f.Add([]byte{})
-	f.Add([]byte{0, 0, 0x00, 4, 0, 1, 6, 0})                             // alloc small, free
-	f.Add([]byte{2, 1, 0x10, 9, 0xff, 0xff, 0x08, 0, 1, 6, 0, 0x1a, 11}) // huge alloc on stream 1, record, free, complete
-	f.Add([]byte{0, 3, 0, 10, 5, 0, 10, 6, 0, 10, 7, 7, 1, 12, 0, 10, 8, 6, 0, 6, 0})
-	f.Add([]byte{1, 0, 13, 0, 0, 0, 0, 4, 0, 0, 13, 6, 1, 1, 0, 9, 0, 0, 6, 0}) // create fails, then set_access fails
-	f.Add([]byte{0x81, 1, 0, 12, 3, 1, 0x10, 12, 5, 2, 0x0e, 0, 0x1e, 0, 0x2e, 0, 0x3e, 0, 0x4e, 0, 0x5e, 0})
+	f.Add([]byte{0, 0, 0, 0x00, 4, 0, 1, 6, 0})                             // alloc small, free
+	f.Add([]byte{2, 1, 0, 0x10, 9, 0xff, 0xff, 0x08, 0, 1, 6, 0, 0x1a, 11}) // huge alloc on stream 1, record, free, complete
+	f.Add([]byte{0, 3, 0, 0, 10, 5, 0, 10, 6, 0, 10, 7, 7, 1, 12, 0, 10, 8, 6, 0, 6, 0})
+	f.Add([]byte{1, 0, 0, 13, 0, 0, 0, 0, 4, 0, 0, 13, 6, 1, 1, 0, 9, 0, 0, 6, 0}) // create fails, then set_access fails
+	f.Add([]byte{0x81, 1, 0, 0, 12, 3, 1, 0x10, 12, 5, 2, 0x0e, 0, 0x1e, 0, 0x2e, 0, 0x3e, 0, 0x4e, 0, 0x5e, 0})
+	f.Add([]byte{0, 3, 3, 0, 10, 5, 0, 10, 6, 0, 10, 7, 7, 1, 12, 0, 10, 8, 6, 0, 6, 0}) // the same through the serving layer under half the device
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p := Decode(data)
 		for _, policy := range impl.Policies {
