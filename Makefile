@@ -46,6 +46,7 @@ gpu:
 	$(GO) test -c -o $(BIN)/probe.test ./harness/probe
 	$(GO) test -c -o $(BIN)/impl.test ./impl
 	$(GO) test -c -o $(BIN)/gpu.test ./harness/gpu
+	$(GO) test -c -o $(BIN)/fuzz.test ./fuzz
 	$(GO) test -c -tags gmlake_mutants -o $(BIN)/gpu-mutants.test ./harness/gpu
 
 ## capi: the PyTorch pluggable allocator library

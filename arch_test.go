@@ -43,7 +43,7 @@ var allowedImports = map[string][]string{
 	"harness/conformance": {"impl", "model/sim", "vmm"},
 	"harness/mutate":      {},
 	"harness/gpu":         {"impl/cudavmm", "model/sim", "vmm"},
-	"fuzz":                {"harness/gpu", "harness/ops", "harness/trace", "impl", "impl/cudavmm", "model/sim", "spec", "vmm"},
+	"fuzz":                {"harness/gpu", "harness/ops", "harness/trace", "impl", "impl/cudavmm", "impl/serve", "model/sim", "spec", "vmm"},
 
 	// The measurements and the CLI.
 	"harness/replay": {"harness/trace", "impl", "model/sim", "vmm", "vmm/wrap"},

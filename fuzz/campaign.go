@@ -1,32 +1,36 @@
 package fuzz
 
-// The campaign (`gmlake fuzz`): many goroutines, one per stream, run random operations on ONE allocator
-// for a fixed time, on the simulated device or a real GPU.
+// The campaign (`gmlake fuzz`): many goroutines, one per stream, run the one generator's ops (harness/ops:
+// ops.Rules, campaignRules of them) on ONE engine behind the serving layer (impl/serve: what libgmlake
+// runs, the memory cap and the synchronise-every-stream-and-retry on out of memory included) for a fixed
+// time, on the simulated device or a real GPU (harness/gpu.Device: real streams whose work the ops hold back
+// and release, a ledger of what this process holds).
 //
-//   - Every allocation is filled with a byte derived from its id on the device (Memset on its stream) and a
-//     sample of it is read back and compared before its free (pattern.go): aliasing, missing mappings or
-//     access, and reuse while another stream still writes the block show up as wrong data, on the real
-//     GPU too, where no model can look.
-//   - RecordStream hands a block to another stream, which then writes it (on the GPU a real memset of the
-//     block on that stream; on the simulated device a unit of pending work).
+//   - Every allocation is filled with a byte derived from its id on the device (Memset on the worker's
+//     checker stream) and a sample of it is read back and compared before its free (pattern.go): aliasing,
+//     missing mappings or access, and reuse while another stream still writes the block show up as wrong
+//     data, on the real GPU too, where no model can look.
+//   - record hands a block to another stream, which then uses it (pending work there; on the GPU, behind
+//     the held-back unit, a real write of the block on that stream).
 //   - Lock-step checks: every CheckEvery the workers are paused between operations (a RWMutex: workers hold
-//     it for reading around each operation), the allocator's snapshot and the device's state (the simulated
-//     device's own, or on a GPU the ledger of what this process holds, harness/gpu.Ledger) are judged by the spec's
-//     invariants, and the allocator's live set is compared with the workers'.
-//   - At the end every worker frees what it holds, all stream work completes, the allocator is closed, and
+//     it for reading around each operation), the engine's snapshot and the device's state (the simulated
+//     device's own, or on a GPU the ledger of what this process holds, harness/gpu.Ledger) are judged by the
+//     spec's invariants, and the engine's live set is compared with the workers'.
+//   - At the end every worker frees what it holds, all stream work completes, the engine is closed, and
 //     the device must hold nothing of ours (the device's leak report, or the ledger; and cuMemGetInfo's
 //     free memory back where it started when the GPU is not shared).
-//   - Every operation is logged (a ring of the last LogOps, plus the allocations still live from before
-//     it). On the first violation the workers stop, the log is saved as a program file in the extended
-//     trace format (ops.go: `gmlake replay` reads it as a trace, `gmlake fuzz --replay` runs it exactly),
-//     re-run single-threaded on the simulated device, and minimized (minimize.go).
+//   - Every operation is logged as an ops.Op (a ring of the last LogOps, plus the allocations still live
+//     from before it). On the first violation the workers stop, the log is saved as a program of the op
+//     language (`gmlake fuzz --replay FILE --minimize` runs and shrinks it), re-run single-threaded in
+//     ops.Env on the simulated device through the serving layer, and shrunk (ops.Shrink); the seed, the ops
+//     and the replay command are printed.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"math"
+	"maps"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -42,6 +46,7 @@ import (
 	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/impl/cudavmm"
+	"github.com/gmlake/gmlake/impl/serve"
 	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/spec"
 	"github.com/gmlake/gmlake/vmm"
@@ -54,13 +59,17 @@ type CampaignConfig struct {
 	Duration time.Duration // 0: 10s
 	Seed     int64         // 0: from the clock (printed)
 	Streams  int           // worker goroutines, one stream each (the first on the default stream); 0: 8
-	// Capacity: on "sim" the simulated device's size (0: 16 GiB); on "cuda" the most bytes the workers keep
-	// live at once (0: half the GPU's free memory). The workers keep their live bytes under 80% of it, so
-	// out-of-memory comes from the allocator's cache and fragmentation, and is legal.
-	Capacity   uint64
-	MaxSize    uint64        // largest request; 0: Capacity/8
-	MaxLive    int           // most live allocations per worker; 0: 48
-	CheckEvery time.Duration // lock-step check period; 0: 1s; < 0: never (the end checks still run)
+	// Capacity: on "sim" the simulated device's size (0: 16 GiB); on "cuda" the device the judge sees and
+	// the serving layer's memory cap (harness/gpu.Config.Capacity; 0: half the GPU's free memory). The
+	// workers keep their live bytes under 80% of it, so out-of-memory comes from the allocator's cache and
+	// fragmentation (or MemoryLimit), and is legal.
+	Capacity uint64
+	// MemoryLimit: on "sim" the serving layer's cap on the engine's physical bytes (0: none); on "cuda" the
+	// cap is Capacity.
+	MemoryLimit uint64
+	MaxSize     uint64        // largest request; 0: Capacity/8
+	MaxLive     int           // most live allocations per worker; 0: 48
+	CheckEvery  time.Duration // lock-step check period; 0: 1s; < 0: never (the end checks still run)
 	// Progress receives a progress line every ProgressEvery (0: 5s); nil: none.
 	Progress      io.Writer
 	ProgressEvery time.Duration
@@ -110,7 +119,11 @@ type Summary struct {
 	Leaks         int               `json:"leaks"`
 	MemFreeStart  uint64            `json:"mem_free_start"`
 	MemFreeEnd    uint64            `json:"mem_free_end"`
+	Syncs         uint64            `json:"syncs"`        // the serving layer synchronised every stream (EmptyCache, out of memory)
+	SyncRetries   uint64            `json:"sync_retries"` // requests served only after that synchronisation
+	Rules         map[string]uint64 `json:"rules"`        // the generator's rules the workers drew, by name
 	Failure       string            `json:"failure,omitempty"`
+	Replay        string            `json:"replay,omitempty"`          // the one command that reproduces and shrinks the failure
 	Trace         string            `json:"trace,omitempty"`           // the saved program
 	Reproduced    *bool             `json:"reproduced,omitempty"`      // did it fail again single-threaded on the simulated device
 	Minimized     string            `json:"minimized_trace,omitempty"` // the minimized program
@@ -122,37 +135,61 @@ func (s *Summary) OK() bool { return s.Violations == 0 && s.Leaks == 0 }
 
 // campaign is the shared state of a running campaign.
 type campaign struct {
-	cfg     CampaignConfig
-	drv     vmm.Driver  // what the allocator uses (the ledger on cuda)
-	sim     *sim.Device // nil on cuda
-	led     *gpu.Ledger // nil on sim
-	a       *impl.Allocator
-	streams []vmm.Stream
-	budget  uint64
-	gate    sync.RWMutex // workers hold it for reading around each operation; the checker for writing
-	stop    atomic.Bool
-	live    atomic.Uint64 // bytes the workers hold live
-	nextID  atomic.Uint64
-	workers []*worker
+	cfg      CampaignConfig
+	dev      ops.Device    // the device: its stream clock (launch, complete) and, but for ledgerOnSim, what the judge sees
+	sim      *sim.Device   // the simulated device; nil on cuda
+	gpu      *gpu.Device   // the GPU; nil on sim
+	led      *gpu.Ledger   // ledgerOnSim: the ledger over the simulated device (the engine's driver); else nil
+	drv      vmm.Driver    // the engine's driver: dev, or led
+	e        *serve.Engine // the serving layer over the engine, what libgmlake runs
+	a        *impl.Allocator
+	streams  []vmm.Stream // index -> device stream (index 0: the default stream on sim; on the GPU a stream of its own)
+	checkers []vmm.Stream // per worker, the stream its patterns are written and read on
+	limit    uint64       // the serving layer's cap (0: none)
+	budget   uint64
+	gate     sync.RWMutex // workers hold it for reading around each operation; the checker for writing
+	stop     atomic.Bool
+	live     atomic.Uint64 // bytes the workers hold live
+	nextID   atomic.Uint64
+	workers  []*worker
 
 	failMu   sync.Mutex
 	failures []spec.Violation
+
+	rulesMu sync.Mutex
+	rules   map[string]uint64 // rule name -> draws; guarded by rulesMu
 
 	log opLog
 	sum Summary
 }
 
-// worker runs operations on one stream. Its fields are owned by its goroutine, except live, which the
-// checker reads while the worker is paused (the gate).
+// worker runs the generator's ops with its own stream as home. Its fields are owned by its goroutine,
+// except live, which the checker reads while the worker is paused (the gate).
 type worker struct {
 	c                                                      *campaign
 	i                                                      int
 	s                                                      vmm.Stream
+	checker                                                vmm.Stream // the pattern's stream (the engine never sees it)
 	rng                                                    *rand.Rand
+	src                                                    ops.Source
+	gen                                                    *ops.Gen
+	rules, freeRule                                        []ops.Rule
+	st                                                     *workerState
 	live                                                   []*liveAlloc
+	byID                                                   map[int]*liveAlloc // the worker's id -> its live allocation
+	global                                                 map[int]int        // the worker's id -> the campaign-wide id (the log's)
 	buf                                                    []byte
 	ops                                                    atomic.Uint64
 	allocs, frees, records, empties, ooms, bytes, verified atomic.Uint64
+}
+
+// devSync is the serving layer's synchroniser in a campaign: it completes the stream's work on the device
+// (the simulated device's clock, or the GPU's gates released and waited for).
+type devSync struct{ d ops.Device }
+
+func (s devSync) Synchronize(st vmm.Stream) error {
+	s.d.Complete(st)
+	return nil
 }
 
 // MinCapacity is the smallest CampaignConfig.Capacity: one 2 MiB chunk (below it no request fits).
@@ -210,26 +247,31 @@ func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
 			cfg.Capacity = 16 * vmm.GiB
 		}
 		c.sim = sim.NewDevice(sim.DeviceConfig{Capacity: cfg.Capacity, Seed: cfg.Seed})
-		c.drv = c.sim
+		c.dev, c.drv, c.limit = c.sim, c.sim, cfg.MemoryLimit
 		if cfg.ledgerOnSim {
 			c.led = gpu.NewLedger(c.sim)
 			c.drv = c.led
 		}
 	case "cuda":
-		d, err := cudavmm.New(cfg.CUDADevice)
-		if err != nil {
-			return nil, fmt.Errorf("fuzz: --device cuda: %w", err)
-		}
-		defer d.Close()
-		c.led = gpu.NewLedger(d)
-		c.drv = c.led
 		if cfg.Capacity == 0 {
+			d, err := cudavmm.New(cfg.CUDADevice)
+			if err != nil {
+				return nil, fmt.Errorf("fuzz: --device cuda: %w", err)
+			}
 			free, _, err := d.MemInfo()
+			d.Close()
 			if err != nil {
 				return nil, fmt.Errorf("fuzz: cuMemGetInfo: %w", err)
 			}
 			cfg.Capacity = free / 2
 		}
+		// A gate per worker stream and per checker stream, and the default stream's.
+		g, err := gpu.Open(gpu.Config{Ordinal: cfg.CUDADevice, Capacity: cfg.Capacity, MaxGates: 2*cfg.Streams + 2})
+		if err != nil {
+			return nil, fmt.Errorf("fuzz: --device cuda: %w", err)
+		}
+		defer g.Close()
+		c.gpu, c.dev, c.drv, c.limit = g, g, g, cfg.Capacity
 	default:
 		return nil, fmt.Errorf("fuzz: unknown device %q (want sim or cuda)", cfg.Device)
 	}
@@ -238,35 +280,61 @@ func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
 	}
 	c.cfg = cfg
 	c.budget = cfg.Capacity / 5 * 4
+	if c.limit != 0 {
+		c.budget = min(c.budget, c.limit/5*4)
+	}
 	c.log.init(cfg.LogOps)
+	c.rules = map[string]uint64{}
 
 	var err error
-	if c.sum.MemFreeStart, _, err = c.drv.MemInfo(); err != nil {
+	if c.sum.MemFreeStart, err = c.memFree(); err != nil {
 		return nil, fmt.Errorf("fuzz: MemInfo: %w", err)
 	}
-	c.streams = []vmm.Stream{vmm.DefaultStream}
+	// On the GPU every worker has a stream of its own, the first too: the pattern's read-back
+	// (cuMemcpyDtoH) runs on the legacy default stream, which a held-back unit there would hold back.
+	var created []vmm.Stream
+	newStream := func() (vmm.Stream, error) {
+		s, err := c.dev.CreateStream()
+		if err == nil && c.sim != nil {
+			created = append(created, s) // gpu.Device destroys its own at Close
+		}
+		return s, err
+	}
+	defer func() {
+		for _, s := range created {
+			c.sim.DestroyStream(s)
+		}
+	}()
+	if c.sim != nil {
+		c.streams = []vmm.Stream{vmm.DefaultStream}
+	}
 	for len(c.streams) < cfg.Streams {
-		s, err := c.drv.CreateStream()
+		s, err := newStream()
 		if err != nil {
 			return nil, fmt.Errorf("fuzz: creating stream %d: %w", len(c.streams), err)
 		}
 		c.streams = append(c.streams, s)
 	}
-	defer func() {
-		for _, s := range c.streams[1:] {
-			c.drv.DestroyStream(s)
+	for range c.streams {
+		s, err := newStream()
+		if err != nil {
+			return nil, fmt.Errorf("fuzz: creating a checker stream: %w", err)
 		}
-	}()
-	if c.a, err = impl.New(c.drv, impl.Config{Policy: cfg.Policy, TestOnlyMutations: cfg.Mutations}); err != nil {
+		c.checkers = append(c.checkers, s)
+	}
+	// What libgmlake runs: the serving layer under the cap, synchronising through the device's clock; the
+	// caller's streams are the device's own (as a cudaStream_t is the CUstream).
+	if c.e, err = serve.New(c.drv, serve.Config{Engine: impl.Config{Policy: cfg.Policy, TestOnlyMutations: cfg.Mutations},
+		MemoryLimit: c.limit, Sync: devSync{c.dev}}); err != nil {
 		return nil, fmt.Errorf("fuzz: policy %q: %w", cfg.Policy, err)
 	}
+	c.a = c.e.Allocator()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
 	var wg sync.WaitGroup
 	for i, s := range c.streams {
-		w := &worker{c: c, i: i, s: s, rng: rand.New(rand.NewSource(cfg.Seed*1_000_003 + int64(i)))}
-		c.workers = append(c.workers, w)
+		c.workers = append(c.workers, c.newWorker(i, s, c.checkers[i]))
 	}
 	if cfg.HangAfter <= 0 {
 		cfg.HangAfter = 2 * time.Minute
@@ -360,12 +428,24 @@ func (c *campaign) progress(el time.Duration, ops uint64, rate float64) {
 		vmm.FormatBytes(st.ReservedBytes), ooms, c.sum.Checks, len(c.failures))
 }
 
-// state returns the device's account of memory: the simulated device's own, or the ledger's.
+// state returns the device's account of memory: the simulated device's own, or the ledger's (on the GPU,
+// and over the simulated device with ledgerOnSim).
 func (c *campaign) state() sim.DeviceState {
 	if c.led != nil {
 		return c.led.State()
 	}
-	return c.sim.State()
+	return c.dev.State()
+}
+
+// memFree is the device's free memory: the simulated device's, or the GPU's own (cuMemGetInfo, not the
+// judge's capacity).
+func (c *campaign) memFree() (uint64, error) {
+	if c.gpu != nil {
+		free, _, err := c.gpu.CUDA().MemInfo()
+		return free, err
+	}
+	free, _, err := c.drv.MemInfo()
+	return free, err
 }
 
 // watchdog declares a hang when no operation completes for hangAfter while the workers should run.
@@ -436,79 +516,149 @@ func (c *campaign) checkHazards() {
 
 // --- the workers ---
 
-func (w *worker) step() {
-	c := w.c
-	r := w.rng.Intn(1000)
-	switch {
-	case len(w.live) == 0 || (r < 430 && len(w.live) < c.cfg.MaxLive):
-		w.alloc()
-	case r < 800 || len(w.live) >= c.cfg.MaxLive:
-		w.free(w.rng.Intn(len(w.live)))
-	case r < 860:
-		w.record()
-	case r < 930:
-		w.launch()
-	case r < 995:
-		if c.sim != nil {
-			j := w.rng.Intn(len(c.streams))
-			c.log.add(ops.Op{Kind: ops.OpComplete, Stream: j}, nil)
-			c.sim.Complete(c.streams[j])
-		} else {
-			w.launch()
+// campaignRules are the rules of the one generator (ops.Rules) the workers draw from, at the generator's
+// weights; alloc first (a worker's fallback). Left out, because a concurrent run cannot judge them: pools
+// (pool ids and the capture flag are the whole engine's, not a stream's), double-free (the freed pointer may
+// be another worker's live allocation by then), bad-stream (under the serving layer any stream value is a
+// stream), close, and faults (a fault armed for the N-th next call hits whichever worker makes it). rapid,
+// the explorer and the fuzz targets run those single-threaded.
+var campaignRules = []string{"alloc", "alloc-threshold", "free", "free-interior", "record", "launch", "complete",
+	"completeall", "emptycache", "pending-pair"}
+
+// workerState is a worker's view of its run for the generator (ops.State), in the worker's own ids: the
+// generator's templates number their allocations x, x+1, ... from NextID, so each worker numbers its own,
+// and the campaign gives each allocation a campaign-wide id as it runs (worker.global) for the log.
+type workerState struct {
+	live []int // the worker's ids of its live allocations
+	next int   // an id the worker has not used
+}
+
+func (s *workerState) LiveIDs() []int  { return append([]int(nil), s.live...) }
+func (s *workerState) FreedIDs() []int { return nil } // no double-free in a campaign (campaignRules)
+func (s *workerState) NextID() int     { return s.next }
+
+// newWorker sets up worker i on stream s: its seeded choices, its generator (allocations, launches and
+// completes on its own stream; sizes up to MaxSize) and, for every worker but the first, each optional rule
+// switched off with probability 1/2 (the swarm's swarm-actions, per worker: workers go deep in different
+// directions, one never frees across streams, another never empties the cache).
+func (c *campaign) newWorker(i int, s, checker vmm.Stream) *worker {
+	rng := rand.New(rand.NewSource(c.cfg.Seed*1_000_003 + int64(i)))
+	w := &worker{c: c, i: i, s: s, checker: checker, rng: rng, src: ops.RandSource(rng),
+		st: &workerState{next: 1}, byID: map[int]*liveAlloc{}, global: map[int]int{}}
+	sw := ops.Swarm{Streams: len(c.streams), Off: map[string]bool{}}
+	if i > 0 {
+		for _, r := range campaignRules[1:] {
+			if r != "free" && rng.Intn(2) == 0 {
+				sw.Off[r] = true
+			}
 		}
-	default:
-		c.log.add(ops.Op{Kind: ops.OpEmptyCache}, nil)
+	}
+	w.gen = ops.NewGen(sw, c.cfg.Policy, c.cfg.MaxSize, c.drv.Granularity())
+	w.gen.Home, w.gen.Traces = i, commonSizes
+	w.rules = w.gen.On(campaignRules...)
+	w.freeRule = w.gen.On("free")
+	return w
+}
+
+// step draws one rule of the generator and runs its ops (a worker holding MaxLive allocations draws free).
+func (w *worker) step() {
+	rules := w.rules
+	if len(w.live) >= w.c.cfg.MaxLive {
+		rules = w.freeRule
+	}
+	var name string
+	var seq []ops.Op
+	for try := 0; seq == nil && try < 8; try++ {
+		name, seq = w.gen.Next(rules, w.st, w.src)
+	}
+	if seq == nil { // nothing live to free or record: allocate
+		name, seq = w.rules[0].Name, w.gen.Make(w.rules[0], w.st, w.src)
+	}
+	w.c.countRule(name)
+	for _, o := range seq {
+		if w.c.stop.Load() {
+			break
+		}
+		w.run(o)
+		w.ops.Add(1)
+	}
+}
+
+// run runs one op of the generator's on the serving layer and the device, and logs it (with the
+// allocation's campaign-wide id). An op about an allocation the worker does not hold (its alloc failed or
+// was skipped for the live budget) is skipped, and so is a free-interior whose offset is not inside the
+// allocation (the pointer could be another worker's block).
+func (w *worker) run(o ops.Op) {
+	c := w.c
+	if o.Kind == ops.OpAlloc {
+		w.st.next = max(w.st.next, o.ID+1) // the generator numbers from NextID; skipped or not, the id is used
+	}
+	switch o.Kind {
+	case ops.OpAlloc:
+		w.alloc(o)
+	case ops.OpFree:
+		if l := w.byID[o.ID]; l != nil {
+			w.free(l)
+		}
+	case ops.OpFreeInterior:
+		l := w.byID[o.ID]
+		if l == nil || o.Offset >= l.size {
+			return
+		}
+		c.log.add(ops.Op{Kind: ops.OpFreeInterior, ID: int(l.id), Offset: o.Offset}, nil)
+		if err := c.e.Free(l.ptr.Add(o.Offset)); !errors.Is(err, impl.ErrInteriorPtr) {
+			c.fail(spec.Violation{Inv: CheckError, Msg: fmt.Sprintf("Free(%v), %d B into allocation %d at %v (worker %d): got %v, want %v",
+				l.ptr.Add(o.Offset), o.Offset, l.id, l.ptr, w.i, err, impl.ErrInteriorPtr)})
+		}
+	case ops.OpRecord:
+		if l := w.byID[o.ID]; l != nil {
+			w.record(l, o.Stream)
+		}
+	case ops.OpLaunch:
+		c.log.add(o, nil)
+		c.dev.Launch(c.streams[o.Stream])
+	case ops.OpComplete:
+		c.log.add(o, nil)
+		c.dev.Complete(c.streams[o.Stream])
+	case ops.OpCompleteAll:
+		c.log.add(o, nil)
+		c.dev.CompleteAll()
+	case ops.OpEmptyCache:
+		c.log.add(o, nil)
 		w.empties.Add(1)
-		if err := c.a.EmptyCache(); err != nil {
+		if err := c.e.EmptyCache(); err != nil {
 			c.fail(spec.Violation{Inv: CheckError, Msg: fmt.Sprintf("EmptyCache: %v", err)})
 		}
 	}
-	w.ops.Add(1)
 }
 
-// logUniform maps m (0..65535) to [lo, hi) log-uniformly.
-func logUniform(lo, hi uint64, m uint16) uint64 {
-	f := float64(m) / 65536
-	v := uint64(float64(lo) * math.Pow(float64(hi)/float64(lo), f))
-	return min(max(v, lo), hi-1)
-}
-
-// campaignSize draws a request size: mostly small and medium, with a tail up to max.
-func campaignSize(r *rand.Rand, maxSize uint64) uint64 {
-	var s uint64
-	m := uint16(r.Intn(1 << 16))
-	switch x := r.Intn(100); {
-	case x < 25:
-		s = logUniform(1, 64*vmm.KiB, m)
-	case x < 50:
-		s = logUniform(64*vmm.KiB, 2*vmm.MiB, m)
-	case x < 72:
-		s = logUniform(2*vmm.MiB, 32*vmm.MiB, m)
-	case x < 87:
-		s = logUniform(32*vmm.MiB, 256*vmm.MiB, m)
-	case x < 93:
-		s = logUniform(256*vmm.MiB, 4*vmm.GiB, m)
-	case x < 97:
-		s = (1 + uint64(r.Intn(256))) * 2 * vmm.MiB
-	default:
-		s = commonSizes[r.Intn(len(commonSizes))]
-	}
-	return max(1, min(s, maxSize))
-}
-
-func (w *worker) alloc() {
+// alloc runs an alloc op: a request for the op's size (above MaxSize: folded into 1..MaxSize) on the op's
+// stream, unless it would take the workers' live bytes past the budget (then the worker frees one of its
+// allocations instead). A request of 0 bytes must fail with impl.ErrInvalidSize.
+func (w *worker) alloc(o ops.Op) {
 	c := w.c
-	size := campaignSize(w.rng, c.cfg.MaxSize)
+	size := o.Size
+	if size > c.cfg.MaxSize {
+		size = 1 + (size-1)%c.cfg.MaxSize
+	}
 	if c.live.Load()+size > c.budget {
 		if len(w.live) > 0 {
-			w.free(w.rng.Intn(len(w.live)))
-			return
+			w.free(w.live[w.rng.Intn(len(w.live))])
 		}
-		size = max(1, min(size, c.budget/uint64(4*len(c.workers))))
+		return
 	}
 	id := c.nextID.Add(1)
-	op := ops.Op{Kind: ops.OpAlloc, ID: int(id), Size: size, Stream: w.i}
-	ptr, err := c.a.Alloc(size, w.s)
+	w.global[o.ID] = int(id)
+	s := c.streams[o.Stream]
+	op := ops.Op{Kind: ops.OpAlloc, ID: int(id), Size: size, Stream: o.Stream}
+	ptr, err := c.e.Alloc(size, s)
+	if size == 0 {
+		c.log.add(op, nil)
+		if !errors.Is(err, impl.ErrInvalidSize) {
+			c.fail(spec.Violation{Inv: CheckError, Msg: fmt.Sprintf("Alloc(0) on stream %d: got %v (pointer %v), want %v", s, err, ptr, impl.ErrInvalidSize)})
+		}
+		return
+	}
 	if err != nil {
 		// Logged as an allocation freed at once: in a replay it may succeed.
 		c.log.add(op, nil)
@@ -516,91 +666,93 @@ func (w *worker) alloc() {
 		if errors.Is(err, vmm.ErrOutOfMemory) {
 			w.ooms.Add(1)
 			if len(w.live) > 0 {
-				w.free(w.rng.Intn(len(w.live)))
+				w.free(w.live[w.rng.Intn(len(w.live))])
 			}
 			return
 		}
-		c.fail(spec.Violation{Inv: CheckError, Msg: fmt.Sprintf("Alloc(%d) on stream %d: %v", size, w.s, err)})
+		c.fail(spec.Violation{Inv: CheckError, Msg: fmt.Sprintf("Alloc(%d) on stream %d: %v", size, s, err)})
 		return
 	}
-	l := &liveAlloc{id: id, ptr: ptr, size: size, stream: w.s, val: ops.PatternByte(id)}
+	l := &liveAlloc{id: id, ptr: ptr, size: size, stream: s, val: ops.PatternByte(id), local: o.ID}
 	c.log.add(op, &op)
 	w.live = append(w.live, l)
+	w.byID[o.ID] = l
+	w.st.live = append(w.st.live, o.ID)
 	c.live.Add(size)
 	w.allocs.Add(1)
 	w.bytes.Add(size)
-	if err := ops.Fill(c.drv, ptr, size, l.val, w.s); err != nil {
+	// The pattern is written on the worker's checker stream, which the engine never sees (as ops.Env's):
+	// on the GPU the allocation's own stream may be held back by the clock.
+	if err := ops.Fill(c.drv, ptr, size, l.val, w.checker); err != nil {
 		c.fail(spec.Violation{Inv: CheckIntegrity, Msg: fmt.Sprintf("allocation %d (worker %d): %v", id, w.i, err)})
 	}
 }
 
-func (w *worker) free(i int) {
+// free reads an allocation's pattern back (on the checker stream) and frees it.
+func (w *worker) free(l *liveAlloc) {
 	c := w.c
-	l := w.live[i]
 	probes := 16
 	if c.sim == nil {
 		probes = 4
 	}
-	if err := ops.Verify(c.drv, l.ptr, l.size, l.val, w.s, c.drv.Granularity(), probes, w.buf); err != nil {
+	if err := ops.Verify(c.drv, l.ptr, l.size, l.val, w.checker, c.drv.Granularity(), probes, w.buf); err != nil {
 		c.fail(spec.Violation{Inv: CheckIntegrity, Msg: fmt.Sprintf("allocation %d (worker %d) before its free: %v", l.id, w.i, err)})
 		return
 	}
 	w.verified.Add(min(l.size, 64*vmm.KiB))
-	w.live[i] = w.live[len(w.live)-1]
-	w.live = w.live[:len(w.live)-1]
+	for i, x := range w.live {
+		if x == l {
+			w.live = append(w.live[:i], w.live[i+1:]...)
+			break
+		}
+	}
+	for i, id := range w.st.live {
+		if id == l.local {
+			w.st.live = append(w.st.live[:i], w.st.live[i+1:]...)
+			break
+		}
+	}
+	delete(w.byID, l.local)
 	c.log.add(ops.Op{Kind: ops.OpFree, ID: int(l.id)}, nil) // before the free: a reuse is logged after it
-	if err := c.a.Free(l.ptr); err != nil {
+	if err := c.e.Free(l.ptr); err != nil {
 		c.fail(spec.Violation{Inv: CheckError, Msg: fmt.Sprintf("Free(%v) of allocation %d (worker %d): %v", l.ptr, l.id, w.i, err)})
 	}
 	c.live.Add(-l.size)
 	w.frees.Add(1)
 }
 
-// record hands one of the worker's blocks to another stream, which then writes it.
-func (w *worker) record() {
+// record hands an allocation to stream j too (RecordStream), which then uses it: on the simulated device a
+// unit of pending work on j; on the GPU a unit held back by the clock and, behind it, a real write of the
+// block's own pattern on j, so a block reused before j's work completed gets the old pattern written over
+// the new owner's, and the new owner's read-back sees it. (On the block's own stream the write is left out:
+// there the engine may reuse the block at once, in stream order, which the checker stream's write does not
+// follow.) The log says `launch sj` for the other stream's use (the replay's pending work).
+func (w *worker) record(l *liveAlloc, j int) {
 	c := w.c
-	if len(c.streams) < 2 {
-		w.launch()
-		return
-	}
-	l := w.live[w.rng.Intn(len(w.live))]
-	j := w.rng.Intn(len(c.streams) - 1)
-	if j >= w.i {
-		j++
-	}
 	s := c.streams[j]
 	c.log.add(ops.Op{Kind: ops.OpRecord, ID: int(l.id), Stream: j}, nil)
-	if err := c.a.RecordStream(l.ptr, s); err != nil {
+	if err := c.e.RecordStream(l.ptr, s); err != nil {
 		c.fail(spec.Violation{Inv: CheckError, Msg: fmt.Sprintf("RecordStream(%v, stream %d) of allocation %d: %v", l.ptr, s, l.id, err)})
 		return
 	}
 	w.records.Add(1)
-	if c.sim != nil {
-		c.log.add(ops.Op{Kind: ops.OpLaunch, Stream: j}, nil) // the other stream's use of the block
-		c.sim.Launch(s)
+	if s == l.stream {
 		return
 	}
-	// On the GPU the other stream really writes the block (the same pattern: a correct allocator keeps the
-	// block from anyone else until this work is done).
+	c.log.add(ops.Op{Kind: ops.OpLaunch, Stream: j}, nil)
+	c.dev.Launch(s)
+	if c.sim != nil {
+		return
+	}
 	if err := ops.Fill(c.drv, l.ptr, l.size, l.val, s); err != nil {
 		c.fail(spec.Violation{Inv: CheckIntegrity, Msg: fmt.Sprintf("allocation %d used on stream %d: %v", l.id, s, err)})
 	}
 }
 
-// launch submits work on the worker's stream: a unit of pending work on the simulated device; on the GPU
-// a rewrite of one of the worker's blocks with its own pattern.
-func (w *worker) launch() {
-	s := w.s
-	c := w.c
-	if c.sim != nil {
-		c.log.add(ops.Op{Kind: ops.OpLaunch, Stream: w.i}, nil)
-		c.sim.Launch(s)
-		return
-	}
-	l := w.live[w.rng.Intn(len(w.live))]
-	if err := ops.Fill(c.drv, l.ptr, l.size, l.val, s); err != nil {
-		c.fail(spec.Violation{Inv: CheckIntegrity, Msg: fmt.Sprintf("allocation %d rewritten on stream %d: %v", l.id, s, err)})
-	}
+func (c *campaign) countRule(name string) {
+	c.rulesMu.Lock()
+	c.rules[name]++
+	c.rulesMu.Unlock()
 }
 
 // --- the end ---
@@ -615,16 +767,16 @@ func (c *campaign) finish(failed bool) {
 	}()
 	for _, w := range c.workers {
 		for len(w.live) > 0 && !failed {
-			w.free(len(w.live) - 1)
+			w.free(w.live[len(w.live)-1])
 			failed = len(c.failures) > 0
 		}
 	}
-	c.syncAll()
+	c.dev.CompleteAll()
 	if !failed {
 		c.lockstepCheck()
 		failed = len(c.failures) > 0
 	}
-	if _, err := c.a.Close(); err != nil && !failed {
+	if _, err := c.e.Close(); err != nil && !failed {
 		c.fail(spec.Violation{Inv: CheckError, Msg: "Close: " + err.Error()})
 	}
 	if !failed {
@@ -634,11 +786,13 @@ func (c *campaign) finish(failed bool) {
 	if failed {
 		return
 	}
-	if c.sim != nil {
-		if lk := c.sim.Leaks(); !lk.Empty() {
-			c.sum.Leaks++
-			c.fail(spec.Violation{Inv: CheckLeak, Msg: lk.String()})
+	if lk := c.dev.Leaks(); !lk.Empty() {
+		c.sum.Leaks++
+		what := lk.String()
+		if c.gpu != nil {
+			what = "the ledger: " + what
 		}
+		c.fail(spec.Violation{Inv: CheckLeak, Msg: what})
 	}
 	if c.led != nil {
 		if ok, what := c.led.Empty(); !ok {
@@ -646,24 +800,11 @@ func (c *campaign) finish(failed bool) {
 			c.fail(spec.Violation{Inv: CheckLeak, Msg: "the ledger: " + what})
 		}
 	}
-	c.sum.MemFreeEnd, _, _ = c.drv.MemInfo()
+	c.sum.MemFreeEnd, _ = c.memFree()
 	if (c.sim != nil || c.cfg.MemInfoCheck) && c.sum.MemFreeEnd < c.sum.MemFreeStart {
 		c.sum.Leaks++
 		c.fail(spec.Violation{Inv: CheckLeak, Msg: fmt.Sprintf("device free memory %d B after Close, %d B at the start",
 			c.sum.MemFreeEnd, c.sum.MemFreeStart)})
-	}
-}
-
-// syncAll waits for all stream work.
-func (c *campaign) syncAll() {
-	if c.sim != nil {
-		c.sim.CompleteAll()
-		return
-	}
-	for _, s := range c.streams {
-		if d, ok := c.led.Driver.(vmm.StreamSyncer); ok {
-			d.Synchronize(s)
-		}
 	}
 }
 
@@ -688,7 +829,12 @@ func (c *campaign) summarize(el time.Duration, withStats bool) {
 		st := c.a.Stats()
 		s.PeakReserved, s.PeakAllocated = st.PeakReservedBytes, st.PeakAllocatedBytes
 		s.DriverCalls = st.DriverCalls.Map()
+		k := c.e.Counters()
+		s.Syncs, s.SyncRetries = k.Syncs, k.SyncRetries
 	}
+	c.rulesMu.Lock()
+	s.Rules = maps.Clone(c.rules)
+	c.rulesMu.Unlock()
 	c.failMu.Lock()
 	s.Violations = len(c.failures) - s.Leaks
 	if len(c.failures) > 0 && s.Failure == "" {
@@ -700,14 +846,19 @@ func (c *campaign) summarize(el time.Duration, withStats bool) {
 // --- failure: save, reproduce, minimize ---
 
 // replayConfig is the setup a saved campaign program replays under: the simulated device of the
-// campaign's capacity (on a GPU Capacity is the live budget), one stream per worker, the pattern check on.
+// campaign's capacity (on a GPU the judge's), one stream per worker, the serving layer under the campaign's
+// cap (none where the cap is the whole device), the pattern check on.
 func (c *campaign) replayConfig() ops.Config {
 	capacity := c.cfg.Capacity
 	if capacity == 0 {
 		capacity = sim.H200Capacity
 	}
+	limit := c.limit
+	if limit >= capacity {
+		limit = 0
+	}
 	return ops.Config{Policy: c.cfg.Policy, Capacity: capacity, Streams: len(c.streams), Seed: c.cfg.Seed,
-		Mutations: c.cfg.Mutations, Patterns: true}
+		Mutations: c.cfg.Mutations, Patterns: true, Serve: true, MemoryLimit: limit}
 }
 
 // saveFailureLog saves the operation log as a program file and returns it and the file's base name
@@ -725,19 +876,33 @@ func (c *campaign) saveFailureLog() (*ops.Program, string) {
 	base := filepath.Join(dir, fmt.Sprintf("gmlake-fuzz-%s-%s-seed%d-%d", c.cfg.Policy, c.cfg.Device, c.cfg.Seed, time.Now().Unix()))
 	path := base + ".ops"
 	c.sum.Failure = first.String()
+	replay := "gmlake fuzz --replay " + path + " --minimize"
 	header := []string{
 		fmt.Sprintf("gmlake fuzz campaign failure: policy %s, device %s, seed %d, %d streams", c.cfg.Policy, c.cfg.Device, c.cfg.Seed, len(c.streams)),
 		"violation: " + oneLine(first.String()),
 		"the last operations before the failure, interleaved from all workers (allocations still live from before come first)",
-		"reproduce and shrink: gmlake fuzz --replay " + path + " --minimize   (or: GMLAKE_OPS=" + path + " GMLAKE_SHRINK=1 go test ./harness -run TestOpsFile)",
+		"reproduce and shrink: " + replay,
 	}
 	if err := p.WriteFile(path, header...); err != nil {
 		c.say("fuzz: could not save the failing sequence: %v\n", err)
 		return nil, ""
 	}
-	c.sum.Trace = path
-	c.say("fuzz: FAILURE %s\nfuzz: saved %d operations to %s\n", oneLine(first.String()), len(p.Ops), path)
+	c.sum.Trace, c.sum.Replay = path, replay
+	c.say("fuzz: FAILURE %s\nfuzz: policy %s, device %s, seed %d; the last %d ops:\n%s\nfuzz: saved %d operations to %s\nfuzz: reproduce and shrink: %s\n",
+		oneLine(first.String()), c.cfg.Policy, c.cfg.Device, c.cfg.Seed, min(len(p.Ops), tailOps), opsTail(p.Ops, tailOps), len(p.Ops), path, replay)
 	return p, base
+}
+
+// tailOps is how many of the log's last ops a failure prints (the saved file has them all).
+const tailOps = 40
+
+// opsTail prints the last n ops, one a line.
+func opsTail(seq []ops.Op, n int) string {
+	var b strings.Builder
+	for _, o := range seq[max(0, len(seq)-n):] {
+		b.WriteString("  " + o.String() + "\n")
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // describeRun says where a run of seq failed and how.
@@ -784,7 +949,7 @@ func (c *campaign) saveFailure() {
 		return
 	}
 	c.sum.Minimized, c.sum.MinimizedOps = mpath, len(m.Ops)
-	c.say("fuzz: minimized to %d operations: %s\n", len(m.Ops), mpath)
+	c.say("fuzz: minimized to %d operations (%s):\n%s\nfuzz: replay: gmlake fuzz --replay %s\n", len(m.Ops), what, opsTail(m.Ops, len(m.Ops)), mpath)
 }
 
 func (c *campaign) say(format string, args ...any) {

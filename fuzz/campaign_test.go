@@ -43,6 +43,34 @@ func TestCampaignClean(t *testing.T) {
 	}
 }
 
+// Property: the campaign's workers run the one generator (every rule of campaignRules is drawn, by the
+// first worker at least, which switches none off) through the serving layer (it synchronised every stream,
+// for EmptyCache and out of memory), and a cap below the device is the cap the engine meets: with the
+// live budget under the device but over the cap, requests run out of memory.
+func TestCampaignRunsTheGeneratorThroughTheLayer(t *testing.T) {
+	s, err := RunCampaign(context.Background(), CampaignConfig{Policy: impl.PolicyCaching, Duration: campaignTime(), Seed: 2,
+		Streams: 3, Capacity: 1 * vmm.GiB, MemoryLimit: 256 * vmm.MiB, CheckEvery: 100 * time.Millisecond,
+		OutDir: t.TempDir(), MinimizeFor: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.OK() {
+		t.Fatalf("%d violations, %d leaks: %s; %s", s.Violations, s.Leaks, s.Failure, s.Replay)
+	}
+	for _, r := range campaignRules {
+		if s.Rules[r] == 0 {
+			t.Errorf("rule %s never drawn: %v", r, s.Rules)
+		}
+	}
+	if s.Syncs == 0 || s.OOMs == 0 {
+		t.Errorf("the serving layer did not synchronise (%d) or its cap was never met (%d out of memory)", s.Syncs, s.OOMs)
+	}
+	if s.PeakReserved > 256*vmm.MiB {
+		t.Errorf("peak reserved %s is over the serving layer's cap of 256 MiB", vmm.FormatBytes(s.PeakReserved))
+	}
+	t.Logf("%d ops, rules %v, %d syncs, %d retries, %d OOMs", s.Ops, s.Rules, s.Syncs, s.SyncRetries, s.OOMs)
+}
+
 // Property: the campaign catches a block whose chunk also backs another live block (the stitching hazard,
 // seeded by impl.MutMapChunkTwice) through the device's data (the pattern) or the invariants; it saves the
 // sequence as a trace that `gmlake replay` parses, the sequence fails again single-threaded, and the

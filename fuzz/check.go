@@ -26,6 +26,7 @@ type liveAlloc struct {
 	size   uint64 // requested
 	stream vmm.Stream
 	val    byte // the pattern written into it
+	local  int  // the worker's own id of it (the generator's; the log says id)
 }
 
 // Names of the campaign's own checks (beside the spec's INV names), the Inv of its spec.Violations.

@@ -22,6 +22,7 @@ import (
 func init() {
 	var (
 		device, policy, capacity, maxSize, out, replay   string
+		memoryLimit                                      string
 		duration, checkEvery, progressEvery, minimizeFor time.Duration
 		seed                                             int64
 		streams, maxLive, cudaDevice, logOps             int
@@ -30,17 +31,21 @@ func init() {
 	cmd := &cobra.Command{
 		Use:   "fuzz",
 		Short: "Run a fuzz campaign against the allocator on the simulated device or a real GPU",
-		Long: `fuzz runs random operations from one goroutine per stream on one allocator for --duration: allocations
-of 1 B to GBs, frees, RecordStream (the other stream then writes the block), stream work, EmptyCache. Every
-allocation is filled with a pattern on the device and a sample is read back before its free; every
---check-every the workers pause and the spec's invariants are checked on the allocator's snapshot and the
+		Long: `fuzz runs the one generator's ops (harness/ops: alloc at any size and at the policies' thresholds,
+free, free-interior, RecordStream, stream work and its completion, EmptyCache, the pending-pair template)
+from one goroutine per stream on one engine behind the serving layer (impl/serve: what libgmlake runs, its
+memory cap and its synchronise-every-stream-and-retry on out of memory) for --duration. Every allocation
+is filled with a pattern on the device and a sample is read back before its free (on a GPU, a block
+recorded on another stream is also written there, behind work held back on that stream); every
+--check-every the workers pause and the spec's invariants are checked on the engine's snapshot and the
 device's state (on a GPU: what this process holds, booked by a ledger). At the end everything is freed and
-the allocator closed, and the device must hold nothing of ours.
+the engine closed, and the device must hold nothing of ours.
 
 A progress line goes to stderr every --progress-every; one JSON summary line per policy goes to stdout
-(ops, ops_per_sec, violations, leaks, ...). On failure the last operations are saved as a trace file
-(a program of harness/ops's op language) in --out, re-run single-threaded on the simulated device, and minimized; the
-paths are printed. Exit status 1 on any violation or leak.
+(ops, ops_per_sec, rules, syncs, violations, leaks, replay, ...). On failure the seed, the last operations
+and the one replay command are printed, the log is saved as a program of the op language in --out, re-run
+single-threaded on the simulated device through the serving layer, and minimized; the paths are printed.
+Exit status 1 on any violation or leak.
 
 --replay FILE runs a saved reproducer single-threaded on the simulated device through its policy (or
 --policy, or all), every check after every step. FILE is any program of the one op language (harness/ops):
@@ -65,6 +70,10 @@ Examples:
 			if err != nil {
 				return badFlag("--max-size: %v", err)
 			}
+			limitBytes, err := parseBytes(memoryLimit)
+			if err != nil {
+				return badFlag("--memory-limit: %v", err)
+			}
 			switch {
 			case streams < 1:
 				return badFlag("--streams %d: want at least 1 (one worker per stream)", streams)
@@ -88,7 +97,7 @@ Examples:
 			var bad []string
 			for _, p := range policies {
 				cfg := fuzz.CampaignConfig{Device: device, Policy: p, Duration: duration, Seed: seed, Streams: streams,
-					Capacity: capBytes, MaxSize: maxBytes, MaxLive: maxLive, CheckEvery: checkEvery,
+					Capacity: capBytes, MemoryLimit: limitBytes, MaxSize: maxBytes, MaxLive: maxLive, CheckEvery: checkEvery,
 					Progress: cmd.ErrOrStderr(), ProgressEvery: progressEvery, OutDir: out, MinimizeFor: minimizeFor,
 					LogOps: logOps, MemInfoCheck: memInfoCheck, CUDADevice: cudaDevice,
 					OnHang: func(s *fuzz.Summary) {
@@ -125,8 +134,9 @@ Examples:
 	f.DurationVar(&duration, "duration", 30*time.Second, "how long to run (per policy)")
 	f.Int64Var(&seed, "seed", 0, "random seed (0: from the clock; printed in the summary)")
 	f.IntVar(&streams, "streams", 8, "streams, one worker goroutine each")
-	f.StringVar(&capacity, "capacity", "", "sim: device size (default 16GiB); cuda: most bytes kept live (default half the free memory). E.g. 30GiB")
+	f.StringVar(&capacity, "capacity", "", "sim: device size (default 16GiB); cuda: the device the judge sees and the serving layer's cap (default half the free memory). E.g. 30GiB")
 	f.StringVar(&maxSize, "max-size", "", "largest request (default capacity/8)")
+	f.StringVar(&memoryLimit, "memory-limit", "", "sim: the serving layer's cap on the engine's physical bytes (default none); cuda: the cap is --capacity")
 	f.IntVar(&maxLive, "max-live", 48, "most live allocations per worker")
 	f.DurationVar(&checkEvery, "check-every", time.Second, "period of the lock-step invariant checks (negative: only at the end)")
 	f.DurationVar(&progressEvery, "progress-every", 5*time.Second, "period of the progress line on stderr")

@@ -1,0 +1,143 @@
+package fuzz
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gmlake/gmlake/harness/gpu"
+	"github.com/gmlake/gmlake/harness/ops"
+	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/impl/cudavmm"
+)
+
+// The GPU-only fuzzing: the campaign and FuzzOps's programs on the real driver (harness/gpu.Device), through
+// the serving layer, judged as on the simulated device. Without a CUDA driver they skip (CI has none). On the
+// GPU machine (no Go there; `make gpu` builds bin/fuzz.test):
+//
+//	cd fuzz && ../bin/fuzz.test -test.run OnGPU -test.v -campaign.gpu-time=30s
+//	cd fuzz && ../bin/fuzz.test -test.run '^$' -test.fuzz FuzzOpsOnGPU -test.fuzztime 60s -test.fuzzcachedir /tmp/fuzzcache
+
+var (
+	gpuCampaignTime = flag.Duration("campaign.gpu-time", 5*time.Second, "how long TestCampaignOnGPU runs each policy")
+	gpuCampaignCap  = flag.Uint64("campaign.gpu-capacity", 8<<30, "TestCampaignOnGPU's capacity (the serving layer's cap), bytes")
+)
+
+var (
+	gpuOnce   sync.Once
+	gpuHolder *cudavmm.Driver // keeps the primary context retained for the process (each run opens its own Device)
+	gpuErr    error
+)
+
+// gpuAvailable opens the CUDA device once per process, or says why not.
+func gpuAvailable() error {
+	gpuOnce.Do(func() { gpuHolder, gpuErr = cudavmm.New(0) })
+	return gpuErr
+}
+
+// Property: a campaign on the real GPU, one worker per stream drawing the one generator's ops through the
+// serving layer under the cap, finds no violation for any policy: every pattern reads back (the other
+// streams' held-back writes included), every lock-step check against the ledger passes, and after Close the
+// ledger holds nothing. Its figures go to $GMLAKE_GPU_OUT/campaign-gpu.jsonl.
+func TestCampaignOnGPU(t *testing.T) {
+	if err := gpuAvailable(); err != nil {
+		t.Skipf("no CUDA GPU here, skipping the GPU campaign: %v", err)
+	}
+	for _, policy := range impl.Policies {
+		t.Run(policy, func(t *testing.T) {
+			s, err := RunCampaign(context.Background(), CampaignConfig{Device: "cuda", Policy: policy, Duration: *gpuCampaignTime,
+				Seed: 1, Streams: 8, Capacity: *gpuCampaignCap, CheckEvery: 500 * time.Millisecond, OutDir: t.TempDir(),
+				MinimizeFor: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			line, _ := json.Marshal(s)
+			t.Logf("summary: %s", line)
+			if dir := os.Getenv("GMLAKE_GPU_OUT"); dir != "" {
+				if f, err := os.OpenFile(filepath.Join(dir, "campaign-gpu.jsonl"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
+					fmt.Fprintf(f, "%s\n", line)
+					f.Close()
+				}
+			}
+			if !s.OK() {
+				t.Fatalf("%d violations, %d leaks: %s\nsaved: %s; %s", s.Violations, s.Leaks, s.Failure, s.Trace, s.Replay)
+			}
+			if s.Ops == 0 || s.Allocs == 0 || s.Allocs != s.Frees {
+				t.Fatalf("the campaign did too little: %+v", s)
+			}
+		})
+	}
+}
+
+// gpuProgram is a decoded program as the real driver can run it: no op names a stream the environment
+// lacks (the engine would be handed a made-up CUstream; bad-stream is the simulated device's), and the
+// device the judge sees is at most maxDecodeSize (several fuzzing processes share the GPU). Fault ops stay:
+// ops.Env refuses them on a real device.
+func gpuProgram(p *ops.Program) *ops.Program {
+	q := &ops.Program{Cfg: p.Cfg}
+	q.Cfg.Patterns = false
+	for _, o := range p.Ops {
+		switch o.Kind {
+		case ops.OpAlloc, ops.OpRecord, ops.OpLaunch, ops.OpComplete, ops.OpCaptureBegin, ops.OpCaptureEnd:
+			if o.Stream >= p.Cfg.Streams {
+				continue
+			}
+		}
+		q.Ops = append(q.Ops, o)
+	}
+	return q
+}
+
+// FuzzOpsOnGPU is FuzzOps on the real GPU: the same decoded programs (the serving layer as header[2] says)
+// through every policy on harness/gpu.Device, every step judged by the contract, the spec's invariants on
+// the ledger's account and the stream history. Without the pattern check: its read-back is cuMemcpyDtoH on
+// the legacy default stream, which a unit held back on stream 0 would hold back for good (the campaign
+// checks the data path on the GPU, its workers on streams of their own). Seeded with the FuzzOps corpus.
+func FuzzOpsOnGPU(f *testing.F) {
+	if err := gpuAvailable(); err != nil {
+		f.Skipf("no CUDA GPU here, skipping FuzzOpsOnGPU: %v", err)
+	}
+	files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzOps", "*"))
+	for _, path := range files {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		b, err := readCorpusFile(data)
+		if err != nil {
+			f.Fatalf("%s: %v", path, err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := gpuProgram(Decode(data))
+		capacity := min(p.Cfg.Capacity, maxDecodeSize)
+		for _, policy := range impl.Policies {
+			d, err := gpu.Open(gpu.Config{Capacity: capacity})
+			if err != nil {
+				t.Fatalf("opening the GPU: %v", err)
+			}
+			cfg := p.Cfg
+			cfg.Policy, cfg.Device = policy, d
+			i, vs, _, err := ops.Run(cfg, p.Ops)
+			if cerr := d.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("closing the GPU: %w", cerr)
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", policy, err)
+			}
+			if i >= 0 {
+				sim := *p
+				sim.Cfg.Capacity = capacity
+				t.Fatalf("%s on the GPU: %s\n\nprogram (save it and run `gmlake fuzz --replay FILE --policy %s --minimize` on the simulated device):\n%s",
+					policy, describeRun(p.Ops, i, vs), policy, programText(&sim))
+			}
+		}
+	})
+}
