@@ -138,7 +138,9 @@ func blockHome(b *block) *streamState {
 }
 
 // AllocPool is Alloc from pool id (the zero id: the default pool). The pool must have been created
-// (CreateOrIncrefPool) and not released: ErrUnknownPool otherwise, and nothing changes.
+// (CreateOrIncrefPool) and not released: ErrUnknownPool otherwise, and nothing changes. The pool is checked
+// first, before the size and the stream: a request into no pool is refused as such whatever its size, so a
+// size beyond the device (which the serving layer reports as out of memory, as PyTorch does) never hides it.
 func (a *Allocator) AllocPool(size uint64, s vmm.Stream, id PoolID) (vmm.DevicePtr, error) {
 	if id == (PoolID{}) {
 		return a.Alloc(size, s)
@@ -148,12 +150,18 @@ func (a *Allocator) AllocPool(size uint64, s vmm.Stream, id PoolID) (vmm.DeviceP
 	if a.closed {
 		return 0, ErrClosed
 	}
-	if size == 0 || vmm.Bytes(size) > a.total {
-		return 0, a.sizeErr(size)
-	}
 	mp := a.pools[id]
 	if mp == nil || mp.dead {
-		return 0, fmt.Errorf("%w %v: create it first (CreateOrIncrefPool)", ErrUnknownPool, id)
+		why := "it was not created, or was released and its memory returned"
+		if mp != nil {
+			why = "it was released (ReleasePool brought its use count to 0)"
+		} else if a.p.paper {
+			why = "policy gmlake-paper has no private pools"
+		}
+		return 0, fmt.Errorf("%w %v: %s; create it first (CreateOrIncrefPool)", ErrUnknownPool, id, why)
+	}
+	if size == 0 || vmm.Bytes(size) > a.total {
+		return 0, a.sizeErr(size)
 	}
 	ss, err := a.poolStreamLocked(mp, s)
 	if err != nil {

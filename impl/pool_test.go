@@ -3,6 +3,7 @@ package impl
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/gmlake/gmlake/vmm"
@@ -247,4 +248,53 @@ func TestCaptureNoEventsAndDeferredFree(t *testing.T) {
 	mustFree(t, a, g2)
 	checkState(t, a, dev)
 	closeClean(t, a, dev)
+}
+
+// Bad input first (SPEC.md, the calls): an AllocPool into a pool that was never created, or released (holding
+// memory still, or not), is ErrUnknownPool under every policy, whatever the size (0, a valid one, beyond the
+// device) and the stream (known or not), before any resource or size error, and changes nothing (the
+// snapshot, the driver's calls).
+func TestAllocIntoNoPoolIsUnknownPoolFirst(t *testing.T) {
+	released, held := PoolID{A: 7, B: 1}, PoolID{A: 8, B: 1}
+	for _, pol := range Policies {
+		t.Run(pol, func(t *testing.T) {
+			a, dev := newTest(t, pol, 64*MiB, true /* sync */)
+			ids := []PoolID{{A: 9, B: 1}}
+			var keep vmm.DevicePtr
+			if pol != PolicyGMLakePaper { // gmlake-paper has no private pools: every pool is unknown
+				mustPool(t, a, released)
+				mustPool(t, a, held)
+				keep = mustAllocPool(t, a, 4*MiB, 0, held)
+				for _, id := range []PoolID{released, held} {
+					if n, err := a.ReleasePool(id); err != nil || n != 0 {
+						t.Fatalf("ReleasePool(%v) = %d, %v", id, n, err)
+					}
+				}
+				ids = append(ids, released, held)
+			}
+			unknown := vmm.Stream(1 << 40)
+			for _, id := range ids {
+				for _, size := range []uint64{0, 1, 4 * MiB, 64*MiB + 1, 1 << 40} {
+					for _, s := range []vmm.Stream{vmm.DefaultStream, unknown} {
+						snap, calls := sansCalls(a.Snapshot()), dev.Counts()
+						_, err := a.AllocPool(size, s, id)
+						if !errors.Is(err, ErrUnknownPool) {
+							t.Fatalf("AllocPool(%d, stream %d, %v): %v, want ErrUnknownPool", size, s, id, err)
+						}
+						if got := sansCalls(a.Snapshot()); !reflect.DeepEqual(got, snap) {
+							t.Fatalf("AllocPool(%d, stream %d, %v) changed the snapshot", size, s, id)
+						}
+						if got := dev.Counts(); got != calls {
+							t.Fatalf("AllocPool(%d, stream %d, %v) made driver calls", size, s, id)
+						}
+					}
+				}
+			}
+			if keep != 0 {
+				mustFree(t, a, keep)
+			}
+			checkState(t, a, dev)
+			closeClean(t, a, dev)
+		})
+	}
 }

@@ -528,13 +528,12 @@ func (e *Env) step(op Op) StepResult {
 			res.Ptr, res.Err = e.allocPool(op.Size, op.Stream, op.Pool)
 			if e.pools[op.Pool] == 0 && !e.closed {
 				// A pool never created or released: nothing is allocated from it (the contract has no
-				// pools, so the Env judges the answer: a refusal, ErrUnknownPool unless the request is
-				// refused first for its size or stream).
+				// pools, so the Env judges the answer): exactly ErrUnknownPool, whatever the size, the
+				// stream or an armed fault (bad input is refused before any resource is asked for).
 				unjudged = true
-				if res.Err == nil || !errors.Is(res.Err, impl.ErrUnknownPool) && !errors.Is(res.Err, impl.ErrInvalidSize) &&
-					!errors.Is(res.Err, impl.ErrUnknownStream) && !errors.Is(res.Err, vmm.ErrOutOfMemory) && !e.faulty {
+				if !errors.Is(res.Err, impl.ErrUnknownPool) {
 					res.Violations = append(res.Violations, spec.Violation{Inv: spec.InvContract,
-						Msg: fmt.Sprintf("%v -> %v: want ErrUnknownPool (the pool is not alive)", op, res.Err)})
+						Msg: fmt.Sprintf("%v -> %v: want exactly ErrUnknownPool (the pool is not alive)", op, res.Err)})
 				}
 			}
 		} else {

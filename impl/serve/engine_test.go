@@ -215,3 +215,18 @@ func TestClosedBeatsOversize(t *testing.T) {
 		t.Fatalf("Alloc(65 MiB) after Close: %v, want %v", err, impl.ErrClosed)
 	}
 }
+
+// TestNoPoolBeatsOversize: a request into a pool that does not exist is refused as such through the layer
+// too, a request larger than the device included (the layer turns the engine's oversize refusal into out of
+// memory, which would hide the bad pool).
+func TestNoPoolBeatsOversize(t *testing.T) {
+	e, _, _, _ := newSim(t, 64*vmm.MiB, Config{})
+	for _, size := range []uint64{1, 65 * vmm.MiB} {
+		if _, err := e.AllocPool(size, vmm.DefaultStream, impl.PoolID{A: 3, B: 1}); !errors.Is(err, impl.ErrUnknownPool) {
+			t.Fatalf("AllocPool(%d) into no pool: %v, want %v", size, err, impl.ErrUnknownPool)
+		}
+	}
+	if e.Counters().OOMs != 0 {
+		t.Fatalf("counters %+v, want no OOM", e.Counters())
+	}
+}
