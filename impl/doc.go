@@ -63,8 +63,9 @@
 // across streams stays inside the pool, and EmptyCache, the out-of-memory release and the stitched-block
 // cache limit skip a pool that lives (INV-POOL). ReleasePool at use count 0 returns its free memory, and the
 // rest as its allocations are freed. While a stream captures (SetCapturing) no event is recorded or queried
-// and frees of blocks used on other streams wait for the capture's end. The engine also keeps PyTorch's
-// DeviceStats (small/large pool, a stitched block one large allocation of its physical bytes), a snapshot
+// and frees of blocks used on other streams wait for the capture's end (one whose event could not be
+// recorded then is retried by every Alloc outside a capture, PyTorch's process_events). The engine also
+// keeps PyTorch's DeviceStats (small/large pool, a stitched block one large allocation of its physical bytes), a snapshot
 // in PyTorch's terms (segments are fixed segments or mapped runs of arenas) and segment map/unmap events;
 // torchstats.go says how each statistic maps.
 //

@@ -117,8 +117,9 @@ type Allocator struct {
 	deadPools  bool                // some released pool still holds memory
 	capturing  map[vmm.Stream]bool // streams capturing a CUDA graph
 	nCapturing int                 // Invariant: len(capturing)
-	// deferred are the frees of blocks used on other streams, waiting for the captures to end. Invariant:
-	// each is Pending with events == 0 (no event recorded yet).
+	// deferred are the frees of blocks used on other streams, waiting for the captures to end (or, their
+	// event's recording having failed then, for the next processEventsLocked). Invariant: each is Pending
+	// with events == 0 (no event recorded yet).
 	deferred []*block
 
 	// nextID numbers segments and blocks. Invariant: above every id in use.
@@ -555,10 +556,16 @@ func (a *Allocator) safeLocked(st *streamState, seq uint64) bool {
 }
 
 // processEventsLocked retires completed events and frees the blocks that were waiting only on them. Freeing a
-// block may queue new waits (the foreign parts of an sBlock); those are looked at in the same call.
+// block may queue new waits (the foreign parts of an sBlock); those are looked at in the same call. Like
+// PyTorch's process_events it first records the events of the frees deferred during a capture whose
+// recording failed when the capture ended (insert_events_deferred_until_no_capture); a failure leaves them
+// deferred for the next call.
 func (a *Allocator) processEventsLocked() {
 	if a.nCapturing > 0 {
-		return // no event may be queried while a stream captures
+		return // no event may be recorded or queried while a stream captures
+	}
+	if len(a.deferred) > 0 {
+		_ = a.flushDeferredLocked() // what failed stays deferred: the next Alloc, SetCapturing or EmptyCache tries again
 	}
 	for pass := 0; pass < 4 && len(a.pend) > 0; pass++ {
 		if !a.processEventsOnceLocked() {

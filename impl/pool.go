@@ -262,7 +262,8 @@ func (a *Allocator) forgetEmptyPoolsLocked() {
 // captures, the engine records and queries no event and the frees of blocks used on other streams wait;
 // when the last capture ends, those frees proceed. s is not checked (querying a capturing stream is illegal):
 // it becomes known as is. Errors: ErrClosed; driver errors recording the deferred frees' events (the frees
-// stay deferred and are tried again at the next SetCapturing, EmptyCache or out-of-memory cache release).
+// stay deferred and are tried again by the next Alloc outside a capture, as PyTorch's malloc does, or the
+// next SetCapturing or EmptyCache).
 func (a *Allocator) SetCapturing(s vmm.Stream, on bool) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()

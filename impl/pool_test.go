@@ -298,3 +298,47 @@ func TestAllocIntoNoPoolIsUnknownPoolFirst(t *testing.T) {
 		})
 	}
 }
+
+// Deferred frees are PyTorch's: a free made during a capture of a block used on another stream waits for
+// the capture's end, and when its event could not be recorded then (a failed cudaEventRecord) the next Alloc
+// outside any capture records it (PyTorch's malloc runs process_events whenever no capture is underway, and
+// process_events starts with insert_events_deferred_until_no_capture), not only the next SetCapturing,
+// EmptyCache or out-of-memory release: once that stream's work completes, the block is reused.
+func TestDeferredFreesRetriedByTheNextAllocOutsideCapture(t *testing.T) {
+	for _, pol := range []string{PolicyGMLake, PolicyCaching, PolicyExpandable} {
+		t.Run(pol, func(t *testing.T) {
+			a, dev := newTest(t, pol, 1<<30, false /* sync */)
+			s1, _ := dev.CreateStream()
+			capture, _ := dev.CreateStream()
+			p := mustAlloc(t, a, 4*MiB, 0)
+			if err := a.RecordStream(p, s1); err != nil {
+				t.Fatal(err)
+			}
+			dev.Launch(s1)
+			if err := a.SetCapturing(capture, true); err != nil {
+				t.Fatal(err)
+			}
+			mustFree(t, a, p) // deferred: used on s1, and a stream captures
+			dev.FailNth(vmm.CallRecordEvent, 1 /* the next */, vmm.InvalidValue)
+			if err := a.SetCapturing(capture, false); err == nil {
+				t.Fatal("SetCapturing(off) with a failing event record succeeded")
+			}
+			dev.ClearFaults()
+			records := a.Stats().DriverCalls[vmm.CallRecordEvent]
+			q := mustAlloc(t, a, 1000, 0) // the small pool: p's block is not a candidate
+			if n := a.Stats().DriverCalls[vmm.CallRecordEvent] - records; n == 0 {
+				t.Fatal("the first Alloc after the capture recorded no event for the deferred free")
+			}
+			dev.Complete(s1)
+			if r := mustAlloc(t, a, 4*MiB, 0); r != p {
+				t.Fatalf("after s1's work completed the deferred free's block %v was not reused (got %v)", p, r)
+			} else {
+				mustFree(t, a, r)
+			}
+			mustFree(t, a, q)
+			checkState(t, a, dev)
+			dev.CompleteAll()
+			closeClean(t, a, dev)
+		})
+	}
+}
