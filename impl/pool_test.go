@@ -342,3 +342,35 @@ func TestDeferredFreesRetriedByTheNextAllocOutsideCapture(t *testing.T) {
 		})
 	}
 }
+
+// A released pool created again takes back the memory it still held (CreateOrIncrefPool), but an arena of it
+// with nothing mapped is nobody's memory: when its address free failed at the release, the next EmptyCache
+// returns it although the pool lives again (INV-EMPTIED, found by rapid once INV-EMPTIED judged the memory
+// outside living pools instead of skipping every EmptyCache while one lived).
+func TestRevivedPoolReturnsItsEmptyArena(t *testing.T) {
+	for _, pol := range []string{PolicyGMLake, PolicyExpandable} {
+		t.Run(pol, func(t *testing.T) {
+			a, dev := newTest(t, pol, 1<<30, true /* sync */)
+			mustPool(t, a, graphPool)
+			mustFree(t, a, mustAllocPool(t, a, 1, 0, graphPool))
+			dev.FailNth(vmm.CallFreeAddress, 1 /* the next */, vmm.OutOfMemory)
+			if n, err := a.ReleasePool(graphPool); err != nil || n != 0 {
+				t.Fatalf("ReleasePool = %d, %v", n, err)
+			}
+			dev.ClearFaults()
+			if n := len(dev.State().Reservations); n != 1 {
+				t.Fatalf("after the failed address free the device holds %d reservations, want the arena's 1", n)
+			}
+			mustPool(t, a, graphPool) // comes back to life with its (empty) arena
+			if err := a.EmptyCache(); err != nil {
+				t.Fatal(err)
+			}
+			if rs := dev.State().Reservations; len(rs) != 0 {
+				t.Fatalf("EmptyCache kept the living pool's arena with nothing mapped: %v", rs)
+			}
+			mustFree(t, a, mustAllocPool(t, a, 1, 0, graphPool))
+			checkState(t, a, dev)
+			closeClean(t, a, dev)
+		})
+	}
+}

@@ -36,6 +36,11 @@ func (a *Allocator) releaseCachedLocked() error {
 	}
 	for _, seg := range slices.Clone(a.segs) {
 		if seg.ss.keepsMemory() {
+			if seg.arena {
+				// A living pool keeps its memory, not an arena with none mapped (a released pool created
+				// again after its arena's address free failed): nobody needs the range.
+				note(a.returnEmptyArenaLocked(seg))
+			}
 			continue
 		}
 		if seg.arena {
@@ -100,16 +105,23 @@ func (a *Allocator) trimArenaLocked(seg *segment) error {
 	}
 	clear(frees)
 	a.scratch = frees[:0]
-	if h := seg.head; !h.mapped && h.next == nil {
-		if err := a.d.FreeAddress(seg.base, seg.size); err != nil {
-			if first == nil {
-				first = err
-			}
-			return first
-		}
-		a.dropEmptyArenaLocked(seg)
+	if err := a.returnEmptyArenaLocked(seg); err != nil && first == nil {
+		first = err
 	}
 	return first
+}
+
+// returnEmptyArenaLocked returns the reservation of arena seg if nothing is mapped in it, and forgets seg. On a
+// failed address free nothing changes.
+func (a *Allocator) returnEmptyArenaLocked(seg *segment) error {
+	if h := seg.head; h.mapped || h.next != nil {
+		return nil
+	}
+	if err := a.d.FreeAddress(seg.base, seg.size); err != nil {
+		return err
+	}
+	a.dropEmptyArenaLocked(seg)
+	return nil
 }
 
 // unmapFreeChunksLocked unmaps the unviewed chunks lying wholly in free mapped block b, which stays a valid block
