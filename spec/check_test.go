@@ -393,7 +393,8 @@ func TestCheckTorchFallbackOnlyAfterOutOfMemory(t *testing.T) {
 
 // INV-EMPTIED: after a successful EmptyCache no reservation is left with nothing mapped (always), and, when
 // every stream is idle and no fault that may hide completion is armed, no cached sBlock, no all-free fixed
-// segment and no arena handle mapped wholly in free blocks remains.
+// segment and no arena handle mapped wholly in free blocks remains; outside the memory of living private
+// pools, which is judged by nothing here.
 func TestCheckEmptied(t *testing.T) {
 	want := func(name string, vs []Violation, n int) {
 		t.Helper()
@@ -407,11 +408,11 @@ func TestCheckEmptied(t *testing.T) {
 		}
 	}
 	v := goodView()
-	want("cached sBlock, quiet", CheckEmptied(v, true, nil), 1)
-	want("cached sBlock, work pending", CheckEmptied(v, false, nil), 0)
-	want("cached sBlock, a query fault armed", CheckEmptied(v, true, []vmm.CallKind{vmm.CallQueryEvent}), 0)
-	want("cached sBlock, an unmap fault armed", CheckEmptied(v, true, []vmm.CallKind{vmm.CallUnmap}), 1)
-	want("gmlake-paper collects by its own rule", CheckEmptied(func() View { w := goodView(); w.Policy = "gmlake-paper"; return w }(), true, nil), 0)
+	want("cached sBlock, quiet", CheckEmptied(v, true, nil, PoolMemory{}), 1)
+	want("cached sBlock, work pending", CheckEmptied(v, false, nil, PoolMemory{}), 0)
+	want("cached sBlock, a query fault armed", CheckEmptied(v, true, []vmm.CallKind{vmm.CallQueryEvent}, PoolMemory{}), 0)
+	want("cached sBlock, an unmap fault armed", CheckEmptied(v, true, []vmm.CallKind{vmm.CallUnmap}, PoolMemory{}), 1)
+	want("gmlake-paper collects by its own rule", CheckEmptied(func() View { w := goodView(); w.Policy = "gmlake-paper"; return w }(), true, nil, PoolMemory{}), 0)
 
 	// A reservation with nothing mapped in it: always.
 	v = goodView()
@@ -419,7 +420,7 @@ func TestCheckEmptied(t *testing.T) {
 	empty := vmm.Range{Base: 0x4000_0000, Size: 2 * mb}
 	v.Reservations = append(v.Reservations, empty)
 	v.Device.Reservations = append(v.Device.Reservations, empty)
-	want("empty reservation, work pending", CheckEmptied(v, false, nil), 1)
+	want("empty reservation, work pending", CheckEmptied(v, false, nil, PoolMemory{}), 1)
 
 	// An arena: the first handle's mapping lies wholly in a free block; a fixed segment (caching) of free
 	// blocks only.
@@ -427,12 +428,25 @@ func TestCheckEmptied(t *testing.T) {
 	v.Blocks = v.Blocks[:2]
 	v.Live = v.Live[1:]
 	v.Blocks[0].State = BlockFree
-	want("gmlake arena, handle 1 wholly free", CheckEmptied(v, true, nil), 1)
+	want("gmlake arena, handle 1 wholly free", CheckEmptied(v, true, nil, PoolMemory{}), 1)
 	v.Policy = "caching"
-	want("caching, segment partly live", CheckEmptied(v, true, nil), 0)
+	want("caching, segment partly live", CheckEmptied(v, true, nil, PoolMemory{}), 0)
 	v.Blocks[1].State = BlockFree
-	want("caching, segment all free", CheckEmptied(v, true, nil), 1)
-	want("caching, segment all free, work pending", CheckEmptied(v, false, nil), 0)
+	want("caching, segment all free", CheckEmptied(v, true, nil, PoolMemory{}), 1)
+	want("caching, segment all free, work pending", CheckEmptied(v, false, nil, PoolMemory{}), 0)
+
+	// A living private pool's memory is its own (INV-POOL): its segment, known by a handle that backed one of
+	// its allocations or by a range it handed out, is left out; the rest is still judged.
+	byHandle := PoolMemory{Handles: map[vmm.Handle]bool{1: true}}
+	byRange := PoolMemory{Ranges: []vmm.Range{{Base: 0x1000_0000, Size: 2 * mb}}}
+	want("caching, a living pool's free segment (its handle)", CheckEmptied(v, true, nil, byHandle), 0)
+	want("caching, a living pool's free segment (its range)", CheckEmptied(v, true, nil, byRange), 0)
+	want("caching, another pool's handle", CheckEmptied(v, true, nil, PoolMemory{Handles: map[vmm.Handle]bool{9: true}}), 1)
+	v = goodView()
+	want("a living pool's cached sBlock (its handles)", CheckEmptied(v, true, nil, byHandle), 0)
+	v.Reservations = append(v.Reservations, empty)
+	v.Device.Reservations = append(v.Device.Reservations, empty)
+	want("an empty reservation beside a living pool's memory", CheckEmptied(v, false, nil, byHandle), 1)
 }
 
 // arenaViews is an arena of 8 MiB with a free mapped 2 MiB block at its start and unmapped room after it

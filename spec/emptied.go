@@ -23,20 +23,28 @@ func (h *History) Idle() bool {
 // driver call it could not make is an error it reports; so after it succeeded:
 //   - always: no reservation of the allocator is left with nothing mapped in it (an address range that holds
 //     no memory is needed by nobody; a failed cuMemAddressFree must be reported, not kept quietly);
-//   - when quiet (every stream's work completed, no private pool lives, and no fault armed on a call that
+//   - when quiet (every stream's work completed, and no fault armed on a call that
 //     tells the engine whether work completed: KeepsCache; a failed unmap or release must be reported),
 //     for the policies whose EmptyCache is PyTorch's release_cached_blocks extended to stitched blocks
 //     (gmlake, caching, expandable; gmlake-paper collects its sBlocks by GLake's own rules): no cached
 //     (free) stitched block remains; under caching no fixed segment is all free blocks (cudaFree of every
 //     unsplit free segment); under the arena policies (gmlake, expandable) no physical handle's primary mapping
 //     lies wholly in free blocks (unmap_block of every free page).
-func CheckEmptied(after View, idle bool, armed []vmm.CallKind) []Violation {
+//
+// The memory of the private pools that live (kept: PoolChecker.Kept) is theirs, not the cache's (INV-POOL):
+// their segments, arenas and stitched blocks are left out; everything else is judged.
+func CheckEmptied(after View, idle bool, armed []vmm.CallKind, kept PoolMemory) []Violation {
 	quiet := idle
 	for _, k := range armed {
 		quiet = quiet && !KeepsCache(k)
 	}
 	var out []Violation
-	resv := append([]vmm.Range(nil), after.Reservations...)
+	var resv []vmm.Range // the reservations judged: the allocator's, but the living pools'
+	for _, r := range after.Reservations {
+		if !kept.holds(r, overlappingDev(after.Device.Mappings, r)) {
+			resv = append(resv, r)
+		}
+	}
 	sort.Slice(resv, func(i, j int) bool { return resv[i].Base < resv[j].Base })
 	for _, r := range resv {
 		if len(overlappingDev(after.Device.Mappings, r)) == 0 {
@@ -61,6 +69,9 @@ func CheckEmptied(after View, idle bool, armed []vmm.CallKind) []Violation {
 	// The pBlocks of each reservation, in address order.
 	blocks := map[int][]Block{}
 	for _, b := range after.Blocks {
+		if resOf(b.Range.Base) < 0 {
+			continue // a living pool's (or outside every reservation: INV-BLOCKS's to judge)
+		}
 		if b.Stitched {
 			if b.State == BlockFree {
 				out = append(out, violation(InvEmptied, "EmptyCache succeeded with every stream idle but left the cached stitched block %d %v",

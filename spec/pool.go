@@ -36,6 +36,11 @@ type PoolStep struct {
 type PoolChecker struct {
 	owner map[vmm.Handle]PoolID
 	va    map[PoolID][]vmm.Range
+	// parked: what released pools owned that the allocator still holds (handles) and maps (ranges). A pool
+	// created again under the same id takes back what is still parked (impl: a released pool whose memory
+	// is still held comes back to life with it); while released, nothing parked constrains anyone.
+	parkedOwner map[vmm.Handle]PoolID
+	parkedVA    map[PoolID][]vmm.Range
 }
 
 // Step checks one step and remembers what it handed out:
@@ -48,25 +53,59 @@ type PoolChecker struct {
 func (c *PoolChecker) Step(s PoolStep) []Violation {
 	if c.owner == nil {
 		c.owner, c.va = map[vmm.Handle]PoolID{}, map[PoolID][]vmm.Range{}
+		c.parkedOwner, c.parkedVA = map[vmm.Handle]PoolID{}, map[PoolID][]vmm.Range{}
 	}
 	alive := map[PoolID]bool{{}: true}
 	for _, p := range s.Alive {
 		alive[p] = true
 	}
-	for p := range c.va {
-		if !alive[p] {
-			delete(c.va, p)
-		}
-	}
 	held := map[vmm.Handle]bool{}
 	for _, h := range s.Held {
 		held[h] = true
 	}
+	mapped := mergeRanges(s.Mapped)
+	for p, rs := range c.va {
+		if !alive[p] {
+			c.parkedVA[p] = rs
+			delete(c.va, p)
+		}
+	}
+	for h, p := range c.owner {
+		if !alive[p] {
+			c.parkedOwner[h] = p
+			delete(c.owner, h)
+		}
+	}
+	for p, rs := range c.parkedVA { // what a released pool still maps: taken back if it lives again
+		var keep []vmm.Range
+		for _, r := range rs {
+			if covered(mapped, r) {
+				keep = append(keep, r)
+			}
+		}
+		switch {
+		case len(keep) == 0:
+		case alive[p]:
+			c.va[p] = mergeRanges(append(c.va[p], keep...))
+		default:
+			c.parkedVA[p] = keep
+			continue
+		}
+		delete(c.parkedVA, p)
+	}
+	for h, p := range c.parkedOwner {
+		switch {
+		case !held[h]:
+		case alive[p]:
+			c.owner[h] = p
+		default:
+			continue
+		}
+		delete(c.parkedOwner, h)
+	}
 	var out []Violation
 	for h, p := range c.owner {
 		switch {
-		case !alive[p]:
-			delete(c.owner, h)
 		case !held[h]:
 			if p != (PoolID{}) {
 				out = append(out, violation(InvPool, "handle %d of living pool %v was released", h, p))
@@ -74,7 +113,6 @@ func (c *PoolChecker) Step(s PoolStep) []Violation {
 			delete(c.owner, h)
 		}
 	}
-	mapped := mergeRanges(s.Mapped)
 	for p, rs := range c.va {
 		for _, r := range rs {
 			if !covered(mapped, r) {
@@ -116,6 +154,49 @@ func (c *PoolChecker) Step(s PoolStep) []Violation {
 		}
 	}
 	return out
+}
+
+// PoolMemory is what the private pools that live keep (INV-POOL), as the caller's side learned it: the
+// physical handles that backed their allocations and the virtual ranges they handed out. A segment or arena
+// is a pool's when one of its mappings is such a handle or it overlaps such a range (every segment, arena
+// and stitched block of a pool was made for one of the pool's requests). The zero value keeps nothing.
+type PoolMemory struct {
+	Handles map[vmm.Handle]bool
+	Ranges  []vmm.Range // merged (mergeRanges)
+}
+
+// Kept returns the memory of the private pools living at the last Step (INV-EMPTIED judges the rest).
+func (c *PoolChecker) Kept() PoolMemory {
+	var k PoolMemory
+	for h, p := range c.owner {
+		if p != (PoolID{}) {
+			if k.Handles == nil {
+				k.Handles = map[vmm.Handle]bool{}
+			}
+			k.Handles[h] = true
+		}
+	}
+	var rs []vmm.Range
+	for _, r := range c.va {
+		rs = append(rs, r...)
+	}
+	k.Ranges = mergeRanges(rs)
+	return k
+}
+
+// holds reports whether reservation r, whose device mappings are ms, is a living pool's.
+func (k PoolMemory) holds(r vmm.Range, ms []DevMapping) bool {
+	for _, m := range ms {
+		if k.Handles[m.Handle] {
+			return true
+		}
+	}
+	for _, x := range k.Ranges {
+		if x.Overlaps(r) {
+			return true
+		}
+	}
+	return false
 }
 
 // mergeRanges returns rs sorted, overlapping and touching ranges merged.
