@@ -163,7 +163,8 @@
 // 49-57 us); the engine carves the pBlock under each stitched piece where GMLake keeps block lists per
 // piece, so the event counts are GMLake's rules applied to this engine's splits and merges; a segment is
 // released, and an sBlock collected, only once its last use completed (GLake unmaps at once); a failed
-// stitch gives its blocks back (GLake leaves them marked used); fences still guard releases.
+// stitch gives its blocks back (GLake leaves them marked used), and a request that fails returns the
+// segments reAlloc grew for it (GLake keeps them cached: INV-FAILCLEAN); fences still guard releases.
 //
 // # The chunk size (issue 3 item 6), measured
 //

@@ -35,9 +35,23 @@ func (a *Allocator) paperMissLocked(ss *streamState, pool poolKind, rs, size vmm
 	if sb := a.paperStitchLocked(ss, pool, rs, 0); sb != nil {
 		return &sb.block, nil
 	}
-	b, err := a.paperGrowLocked(ss, pool, rs)
+	// grown: segments reAlloc grew for this request and could not stitch; a request that fails in the end
+	// returns them (INV-FAILCLEAN: a failed Alloc holds no more than before; GLake keeps them cached).
+	var grown []*segment
+	fail := func(err error) error {
+		for _, seg := range grown {
+			if slices.Contains(a.segs, seg) { // the release before the retry may have returned it already
+				_ = a.releaseSegmentIfFreeLocked(seg) // a failed release keeps it cached, free
+			}
+		}
+		return err
+	}
+	b, seg, err := a.paperGrowLocked(ss, pool, rs)
 	if b != nil || (err != nil && !errors.Is(err, vmm.ErrOutOfMemory)) {
-		return b, a.paperErr(err, size, ss)
+		return b, fail(a.paperErr(err, size, ss))
+	}
+	if seg != nil {
+		grown = append(grown, seg)
 	}
 	if sb := a.paperStitchLocked(ss, pool, rs, 1); sb != nil {
 		return &sb.block, nil
@@ -45,9 +59,12 @@ func (a *Allocator) paperMissLocked(ss *streamState, pool poolKind, rs, size vmm
 	if !a.seeded(MutSpuriousOOM) {
 		a.st.NumCacheFlushes++
 		_ = a.paperReleaseCachedLocked() // a failure leaves less released; the retry tells
-		b, err = a.paperGrowLocked(ss, pool, rs)
+		b, seg, err = a.paperGrowLocked(ss, pool, rs)
 		if b != nil || (err != nil && !errors.Is(err, vmm.ErrOutOfMemory)) {
-			return b, a.paperErr(err, size, ss)
+			return b, fail(a.paperErr(err, size, ss))
+		}
+		if seg != nil {
+			grown = append(grown, seg)
 		}
 		if sb := a.paperStitchLocked(ss, pool, rs, 2); sb != nil {
 			return &sb.block, nil
@@ -57,7 +74,7 @@ func (a *Allocator) paperMissLocked(ss *streamState, pool poolKind, rs, size vmm
 		err = vmm.ErrOutOfMemory // reAlloc grew but could not stitch: GMLake's realloc_block returned false
 	}
 	a.st.NumOOMs++
-	return nil, a.oomErrLocked(size, rs, ss.s, err)
+	return nil, fail(a.oomErrLocked(size, rs, ss.s, err))
 }
 
 func (a *Allocator) paperErr(err error, size vmm.Bytes, ss *streamState) error {
@@ -73,9 +90,10 @@ func (a *Allocator) paperErr(err error, size vmm.Bytes, ss *streamState) error {
 // cached sBlocks add up to at least the segment, it collects sBlocks (garbage_collect_fused_blocks with
 // time 0, 1, 2) and tries again, three times in all. With reAlloc, a large request that the stream's free
 // large blocks cover in part grows by only the rest and is stitched at once (attempt 4, past every
-// defragLevel). nil, nil: reAlloc did not grow because the free large blocks already add up to the request
-// (realloc_block returns false there), or it grew but the stitch failed (the new segment stays cached).
-func (a *Allocator) paperGrowLocked(ss *streamState, pool poolKind, rs vmm.Bytes) (*block, error) {
+// defragLevel). nil, nil, nil: reAlloc did not grow because the free large blocks already add up to the
+// request (realloc_block returns false there); nil, seg, nil: it grew seg but the stitch failed (seg stays
+// cached, free; paperMissLocked returns it if the request fails).
+func (a *Allocator) paperGrowLocked(ss *streamState, pool poolKind, rs vmm.Bytes) (*block, *segment, error) {
 	size := alignUp(allocationSize(rs), a.gran)
 	stitchAfter := false
 	if pool == largePool {
@@ -83,7 +101,7 @@ func (a *Allocator) paperGrowLocked(ss *streamState, pool poolKind, rs vmm.Bytes
 			a.evTempLocked(2) // realloc_block's left and right search keys
 			free := ss.free[largePool].bytes
 			if free >= rs {
-				return nil, nil
+				return nil, nil, nil
 			}
 			if free > 0 {
 				size, stitchAfter = allocationSize(rs-free), true
@@ -104,16 +122,16 @@ func (a *Allocator) paperGrowLocked(ss *streamState, pool poolKind, rs vmm.Bytes
 		a.paperGCLocked(gc, allocationSize(rs), nil)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !stitchAfter {
-		return &seg.head.block, nil
+		return &seg.head.block, nil, nil
 	}
 	ss.free[largePool].insert(seg.head)
 	if sb := a.paperStitchLocked(ss, largePool, rs, 4); sb != nil {
-		return &sb.block, nil
+		return &sb.block, nil, nil
 	}
-	return nil, nil
+	return nil, seg, nil
 }
 
 // paperStitchLocked is GMLake's get_fused_fragmented_blocks(p, time): for a large request of at least fragLimit,

@@ -560,3 +560,35 @@ func TestPaperDeferredFreeRetriedAfterFailedCaptureEnd(t *testing.T) {
 	checkState(t, a, dev)
 	closeClean(t, a, dev)
 }
+
+// A failed request holds no more than before, under gmlake-paper's reAlloc too (INV-FAILCLEAN): reAlloc grows
+// a segment for the part of a request the stream's free large blocks do not cover and stitches at once; when
+// that stitch and the later ones fail (every stitched view's reservation fails here), the request fails and
+// the segments it grew are returned (GLake keeps them cached).
+func TestPaperReAllocFailedRequestKeepsNoSegment(t *testing.T) {
+	a, dev := newPaper(t, Config{ReAlloc: true, StitchMin: 8 * MiB}, 64*MiB /* capacity */, true /* sync */)
+	live := mustAlloc(t, a, 8*MiB, 0) // a 20 MiB segment, split: 12 MiB free beside the live 8 MiB
+	reserved := a.Stats().ReservedBytes
+	used, handles := deviceHeld(dev)
+	// Reserve calls: 1 the first growth, 2-4 its stitch (three tries), 5-7 stitch attempt 1, then the
+	// cache release returns the grown segment, 8 the second growth, 9-11 its stitch, 12-14 attempt 2.
+	for _, n := range []int{2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14} {
+		dev.FailNth(vmm.CallReserve, n, vmm.InvalidValue)
+	}
+	if _, err := a.Alloc(16*MiB, 0); !errors.Is(err, vmm.ErrOutOfMemory) {
+		t.Fatalf("Alloc(16 MiB) with every stitch failing: %v, want out of memory", err)
+	}
+	if n := a.Stats().DriverCalls[vmm.CallReserve]; n < 14 {
+		t.Fatalf("the scene made %d Reserve calls, want at least 14: the faults missed their calls", n)
+	}
+	dev.ClearFaults()
+	if r := a.Stats().ReservedBytes; r != reserved {
+		t.Errorf("a failed request moved reserved bytes from %s to %s", vmm.FormatBytes(reserved), vmm.FormatBytes(r))
+	}
+	if u, h := deviceHeld(dev); u != used || h != handles {
+		t.Errorf("a failed request left the device holding %s in %d handles, %s in %d before", vmm.FormatBytes(u), h, vmm.FormatBytes(used), handles)
+	}
+	checkState(t, a, dev)
+	mustFree(t, a, live)
+	closeClean(t, a, dev)
+}
