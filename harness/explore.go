@@ -39,6 +39,19 @@ type ExploreConfig struct {
 	// Serve explores the engine through the serving layer (impl/serve, what libgmlake runs): an out of
 	// memory synchronises every stream and retries, EmptyCache synchronises first (ops.Config.Serve).
 	Serve bool
+	// Pools: the private pools p1..pPools (CUDA graph pools, torch.cuda.MemPool) the universe creates,
+	// allocates from (each of PoolSizes on every stream, under MaxLive), and releases; a released pool may
+	// be created again (it comes back with the memory it still holds) and is asked once for an allocation
+	// it must refuse (ErrUnknownPool). 0: none. Use counts stay at most 1.
+	Pools     int
+	PoolSizes []uint64 // nil: Sizes
+	// Prefix roots the universe: every explored sequence starts with these ops (a scenario template that
+	// builds a state deep in a few ops, e.g. a pool's block recorded on another stream with work pending
+	// there); Depth counts the ops after it. It must run without a violation.
+	Prefix []ops.Op
+	// CaptureStreams: streams 0..CaptureStreams-1 begin and end CUDA graph captures (capture-begin,
+	// capture-end), so frees of blocks recorded on other streams are deferred until the last capture ends.
+	CaptureStreams int
 
 	_ struct{}
 }
@@ -112,7 +125,82 @@ func exploreOps(env *ops.Env, cfg ExploreConfig) []ops.Op {
 		}
 	}
 	seq = append(seq, ops.Op{Kind: ops.OpEmptyCache})
+	for p := 1; p <= cfg.Pools; p++ {
+		if env.A.PoolUseCount(explorePool(p)) == 0 {
+			seq = append(seq, ops.Op{Kind: ops.OpPoolCreate, Pool: p})
+			if everCreated(env, p) {
+				seq = append(seq, ops.Op{Kind: ops.OpAlloc, ID: id, Size: cfg.Sizes[0], Pool: p})
+			}
+			continue
+		}
+		seq = append(seq, ops.Op{Kind: ops.OpPoolRelease, Pool: p})
+		sizes := cfg.PoolSizes
+		if sizes == nil {
+			sizes = cfg.Sizes
+		}
+		for s := 0; s < cfg.Streams && (cfg.MaxLive == 0 || len(env.LiveIDs()) < cfg.MaxLive); s++ {
+			for _, sz := range sizes {
+				seq = append(seq, ops.Op{Kind: ops.OpAlloc, ID: id, Size: sz, Stream: s, Pool: p})
+			}
+		}
+	}
+	if cfg.CaptureStreams > 0 {
+		capturing := captureSet(env)
+		for s := 0; s < cfg.CaptureStreams && s < cfg.Streams; s++ {
+			if capturing[s] {
+				seq = append(seq, ops.Op{Kind: ops.OpCaptureEnd, Stream: s})
+			} else {
+				seq = append(seq, ops.Op{Kind: ops.OpCaptureBegin, Stream: s})
+			}
+		}
+	}
 	return seq
+}
+
+// explorePool is the engine's name of the ops' private pool n, as ops.Env names it (Explore checks that
+// the two agree before it uses pools).
+func explorePool(n int) impl.PoolID { return impl.PoolID{A: uint64(n), B: 1} }
+
+// everCreated reports whether an op of env's run created pool p.
+func everCreated(env *ops.Env, p int) bool {
+	for _, o := range env.Ops {
+		if o.Kind == ops.OpPoolCreate && o.Pool == p {
+			return true
+		}
+	}
+	return false
+}
+
+// captureSet is the streams capturing a CUDA graph after env's run (SetCapturing fails only after Close
+// or under an injected fault, which the explored states do not hold).
+func captureSet(env *ops.Env) map[int]bool {
+	on := map[int]bool{}
+	for _, o := range env.Ops {
+		switch o.Kind {
+		case ops.OpCaptureBegin:
+			on[o.Stream] = true
+		case ops.OpCaptureEnd:
+			delete(on, o.Stream)
+		}
+	}
+	return on
+}
+
+// checkPoolNames verifies that explorePool names pools as the Env does: pool-create p1 must give the engine
+// pool explorePool(1) a use count of 1.
+func checkPoolNames(envCfg ops.Config) error {
+	env, err := ops.NewEnv(envCfg)
+	if err != nil {
+		return err
+	}
+	defer env.Finish()
+	if r := env.Step(ops.Op{Kind: ops.OpPoolCreate, Pool: 1}); r.Err != nil {
+		return fmt.Errorf("explore: pool-create p1 under policy %s: %w (a universe with Pools needs a policy with private pools)", envCfg.Policy, r.Err)
+	}
+	if n := env.A.PoolUseCount(explorePool(1)); n != 1 {
+		return fmt.Errorf("explore: after pool-create p1 the engine's pool %v has use count %d, want 1: explorePool does not name pools as ops.Env does", explorePool(1), n)
+	}
+	return nil
 }
 
 // faultOps are the compound transitions "allocate while a driver call fails": arm the fault, allocate,
@@ -197,13 +285,27 @@ func Explore(cfg ExploreConfig) (ExploreResult, error) {
 		env.ResumeChecks()
 		return env, nil
 	}
+	if cfg.Pools > 0 {
+		if err := checkPoolNames(envCfg); err != nil {
+			return res, err
+		}
+	}
 	init, err := ops.NewEnv(envCfg)
 	if err != nil {
 		return res, err
 	}
-	seen := map[uint64]bool{canonicalHash(init): true}
+	for _, o := range cfg.Prefix {
+		r := init.Step(o)
+		res.Steps++
+		if len(r.Violations) > 0 {
+			res.Violation, res.Ops, res.Cfg = r.Violations, append([]ops.Op(nil), init.Ops...), envCfg
+			res.Elapsed = time.Since(start)
+			return res, nil
+		}
+	}
+	seen := map[uint64]bool{canonicalHash(init, cfg.Pools): true}
 	res.States = 1
-	frontier := [][]ops.Op{nil}
+	frontier := [][]ops.Op{append([]ops.Op(nil), cfg.Prefix...)}
 	for depth := 0; depth < cfg.Depth && len(frontier) > 0; depth++ {
 		var next [][]ops.Op
 		for _, prefix := range frontier {
@@ -235,7 +337,7 @@ func Explore(cfg ExploreConfig) (ExploreResult, error) {
 				}
 				seq := append(append([]ops.Op(nil), prefix...), mv...)
 				if len(vs) == 0 {
-					h := canonicalHash(env)
+					h := canonicalHash(env, cfg.Pools)
 					if seen[h] {
 						continue
 					}
@@ -263,8 +365,9 @@ func Explore(cfg ExploreConfig) (ExploreResult, error) {
 // canonicalHash hashes the observable state: the engine's blocks, chunks and live set, the device's
 // mappings and handles, the stream clock and the outstanding marks, with every virtual address written as
 // (reservation index, offset) and every handle renumbered in order of first mapping, so two states that
-// differ only in the concrete addresses or handle ids the device chose hash the same.
-func canonicalHash(env *ops.Env) uint64 {
+// differ only in the concrete addresses or handle ids the device chose hash the same. With private pools
+// or captures in the run it also covers what decides their future (poolCaptureShape).
+func canonicalHash(env *ops.Env, pools int) uint64 {
 	v := env.View()
 	res := v.Device.Reservations
 	addr := func(p vmm.DevicePtr) string {
@@ -312,16 +415,62 @@ func canonicalHash(env *ops.Env) uint64 {
 		fmt.Fprintf(&b, "K%d:%x:%x:%d:%v;", hname(m.Phys.Handle), m.Phys.Lo, m.Phys.Hi, m.FreedOn, len(m.Clock))
 	}
 	fmt.Fprintf(&b, "|%s", contractShape(env))
+	poolCaptureShape(&b, env, pools, addr)
 	h := fnv.New64a()
 	h.Write([]byte(b.String()))
 	return h.Sum64()
 }
 
-// contractShape is the contract's freed ranges with addresses made canonical by their order.
+// contractShape is the contract's freed ranges with addresses made canonical by their order, and the
+// streams each waits for.
 func contractShape(env *ops.Env) string {
 	var b strings.Builder
 	for _, f := range env.Contract.Freed {
-		fmt.Fprintf(&b, "%x:%v;", f.Range.Size, len(f.Wait))
+		fmt.Fprintf(&b, "%x:", f.Range.Size)
+		for _, w := range f.Wait {
+			fmt.Fprintf(&b, "%d,", w.Stream)
+		}
+		b.WriteByte(';')
 	}
 	return b.String()
+}
+
+// poolCaptureShape writes what the View leaves out of a state with private pools or captures, and what
+// decides its future: the streams capturing (their frees of blocks used on other streams wait; the Env
+// then judges out of memory and INV-EMPTIED differently); whether a pool op ran (from then on the Env
+// checks INV-POOL and no longer judges best fit, PyTorch's decisions and INV-NOSPURIOUSOOM); each pool's
+// use count and the live allocations asked from it; and the pool of every segment and stitched block
+// (PyTorch's snapshot: a free block serves only its pool's requests, and a living pool's memory stays).
+// The free blocks deferred during a capture are the View's pending blocks, with the streams they wait for
+// in the contract's freed ranges (contractShape). INV-POOL's memory of the ranges a pool handed out is not
+// hashed: in a state reached without a violation it is the ranges of the pool's segments and blocks.
+func poolCaptureShape(b *strings.Builder, env *ops.Env, pools int, addr func(vmm.DevicePtr) string) {
+	pooled, capturing := false, captureSet(env)
+	for _, o := range env.Ops {
+		pooled = pooled || o.Kind == ops.OpPoolCreate || o.Kind == ops.OpPoolRelease
+	}
+	for s := 0; s < len(env.Streams); s++ {
+		if capturing[s] {
+			fmt.Fprintf(b, "G%d;", s)
+		}
+	}
+	if !pooled {
+		return
+	}
+	b.WriteString("|pooled;")
+	for p := 1; p <= pools; p++ {
+		id := explorePool(p)
+		fmt.Fprintf(b, "U%d:%d:", p, env.A.PoolUseCount(id))
+		for _, ptr := range env.A.PoolLive(id) {
+			fmt.Fprintf(b, "%s,", addr(ptr))
+		}
+		b.WriteByte(';')
+	}
+	ts := env.A.TorchSnapshot()
+	for _, seg := range ts.Segments {
+		fmt.Fprintf(b, "T%s:%v;", addr(seg.Addr), seg.Pool)
+	}
+	for _, st := range ts.Stitched {
+		fmt.Fprintf(b, "X%s:%v;", addr(st.Addr), st.Pool)
+	}
 }

@@ -73,16 +73,24 @@ func TestExplore(t *testing.T) {
 // 10 MiB (the boundaries of PyTorch's segment sizes), for expandable 1 MiB and a 20 MiB page less 512 B. The devices hold only a few of those, so
 // out-of-memory, release, stitching and cross-stream waits meet within eight ops. The "faults" universes
 // (depth 5; 6 under make verify) arm a fault on every call kind the engine makes, before an allocation, a
-// free and an EmptyCache. Every invariant after every step, INV-NOLEAK from every distinct state:
-// INV-CONTRACT, INV-NOOVERLAP, INV-MAPPED, INV-NOALIAS, INV-REFCOUNT, INV-STATS, INV-MIRROR, INV-BLOCKS,
-// INV-SIZEPOOL, INV-BESTFIT, INV-STREAM, INV-RELEASESAFE, INV-NOSPURIOUSOOM, INV-NOLEAK, INV-SELFCHECK.
+// free and an EmptyCache. The "pools" universes (depth 8 asked; 10 under make verify) add private pools and
+// CUDA graph capture: pool-create, an allocation from the pool on each stream, pool-release, a refused
+// allocation from the released pool, capture-begin and capture-end on stream 0, at the larger size only;
+// "pools-pending" roots the same universe at a block of the pool recorded on the other stream with work
+// pending there (pool-create p1, alloc a0 SIZE s0 p1, record a0 s1, launch s1), so that its free, the
+// pool's release while it is pending, frees deferred by a capture and EmptyCache meet within the budget.
+// gmlake-paper has no private pools: its pools universes run captures only, rooted at a default-pool block.
+// Every invariant after every step, INV-NOLEAK from every distinct state: INV-CONTRACT, INV-NOOVERLAP,
+// INV-MAPPED, INV-NOALIAS, INV-REFCOUNT, INV-STATS, INV-MIRROR, INV-BLOCKS, INV-SIZEPOOL, INV-BESTFIT,
+// INV-STREAM, INV-RELEASESAFE, INV-NOSPURIOUSOOM, INV-NOLEAK, INV-SELFCHECK; INV-POOL and the pool queries
+// once a pool op ran; INV-EMPTIED while no pool lives.
 func TestExploreDeep(t *testing.T) {
-	depth, faultDepth, budget := 8, 5, 25*time.Second
+	depth, faultDepth, poolDepth, budget, poolBudget := 8, 5, 8, 25*time.Second, 6*time.Second
 	if longProfile() {
-		depth, faultDepth, budget = 10, 6, 20*time.Minute
+		depth, faultDepth, poolDepth, budget, poolBudget = 10, 6, 10, 20*time.Minute, 20*time.Minute
 	}
 	if mutationProfile() {
-		budget = 2 * time.Second
+		budget, poolBudget = 2*time.Second, 2*time.Second
 	}
 	type universe struct {
 		policy string
@@ -101,10 +109,28 @@ func TestExploreDeep(t *testing.T) {
 		case impl.PolicyExpandable:
 			c.Capacity, c.Sizes = 40*vmm.MiB, []uint64{vmm.MiB, 20*vmm.MiB - 512} // a page minus the split threshold
 		}
-		deep, faults := c, c
+		deep, faults, pc := c, c, c
 		deep.Depth, deep.Deadline = depth, budget
 		faults.Depth, faults.Deadline, faults.Faults, faults.FaultCalls = faultDepth, budget/2, true, ops.SwarmFaultCalls
-		us = append(us, universe{p + "/deep", deep}, universe{p + "/faults", faults})
+		// Private pools and CUDA graph capture: one pool (gmlake-paper has none: capture only), stream 0's
+		// capture begun and ended, the larger size only, so pool memory, pending frees on the other stream,
+		// frees deferred by a capture, pool release and EmptyCache meet within a few ops.
+		pc.Depth, pc.Deadline, pc.CaptureStreams = poolDepth, poolBudget, 1
+		pc.Sizes, pc.PoolSizes = c.Sizes[1:], c.Sizes[1:]
+		if p != impl.PolicyGMLakePaper {
+			pc.Pools = 1
+		}
+		// The same rooted at a block of the pool (of the default pool under gmlake-paper) recorded on the
+		// other stream with work pending there: its free, the pool's release, a capture deferring frees
+		// and EmptyCache then meet in the first ops.
+		rooted := pc
+		rooted.Prefix = []ops.Op{{Kind: ops.OpAlloc, ID: 0, Size: pc.Sizes[0], Stream: 0, Pool: pc.Pools},
+			{Kind: ops.OpRecord, ID: 0, Stream: 1}, {Kind: ops.OpLaunch, Stream: 1}}
+		if pc.Pools > 0 {
+			rooted.Prefix = append([]ops.Op{{Kind: ops.OpPoolCreate, Pool: 1}}, rooted.Prefix...)
+		}
+		us = append(us, universe{p + "/deep", deep}, universe{p + "/faults", faults}, universe{p + "/pools", pc},
+			universe{p + "/pools-pending", rooted})
 	}
 	for _, u := range us {
 		t.Run(u.policy, func(t *testing.T) {

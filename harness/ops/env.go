@@ -670,6 +670,11 @@ func (e *Env) step(op Op) StepResult {
 		if !e.closed {
 			e.torch.observe(e.A.TorchStats())
 		}
+		if e.pooled && !e.closed {
+			// INV-POOL remembers what each pool handed out: keep that memory (its verdicts passed when
+			// the step first ran), or a replayed prefix would forget the ranges a living pool freed.
+			_ = e.poolChk.Step(e.poolStep())
+		}
 		return res
 	}
 	after := e.View()
