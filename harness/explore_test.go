@@ -148,3 +148,48 @@ func TestExploreDeep(t *testing.T) {
 		})
 	}
 }
+
+// TestExploreHashSeparatesPoolAndCaptureStates: the explorer's state hash keeps apart states whose View is
+// the same but whose future differs: a free block of a private pool and one of the default pool, a pool
+// that lives and one released, a stream capturing and one not, a run with a pool op and one without (the
+// Env judges them differently from then on); and it merges two runs that reach the same state by
+// different addresses (a pool's block freed, then the same block asked again).
+func TestExploreHashSeparatesPoolAndCaptureStates(t *testing.T) {
+	const size = 4 * vmm.MiB
+	hash := func(prog ...ops.Op) uint64 {
+		t.Helper()
+		env, err := ops.NewEnv(ops.Config{Policy: impl.PolicyGMLake, Capacity: 16 * vmm.MiB, Streams: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer env.Finish()
+		for _, o := range prog {
+			if r := env.Step(o); len(r.Violations) > 0 {
+				t.Fatalf("%v: %v", o, r.Violations)
+			}
+		}
+		return canonicalHash(env, 1 /* pools */)
+	}
+	create, release := ops.Op{Kind: ops.OpPoolCreate, Pool: 1}, ops.Op{Kind: ops.OpPoolRelease, Pool: 1}
+	inPool := ops.Op{Kind: ops.OpAlloc, ID: 0, Size: size, Pool: 1}
+	inDefault := ops.Op{Kind: ops.OpAlloc, ID: 0, Size: size}
+	free := ops.Op{Kind: ops.OpFree, ID: 0}
+	again := ops.Op{Kind: ops.OpAlloc, ID: 1, Size: size, Pool: 1}
+	for _, c := range []struct {
+		what string
+		x, y []ops.Op
+		same bool
+	}{
+		{"a free block of the pool vs one of the default pool", []ops.Op{create, inPool, free}, []ops.Op{create, inDefault, free}, false},
+		{"the pool alive vs released", []ops.Op{create}, []ops.Op{create, release, create, release}, false},
+		{"a pool op ran vs none", []ops.Op{create, release}, nil, false},
+		{"stream 0 capturing vs not", []ops.Op{{Kind: ops.OpCaptureBegin, Stream: 0}}, nil, false},
+		{"a capture begun and ended vs none", []ops.Op{{Kind: ops.OpCaptureBegin, Stream: 0}, {Kind: ops.OpCaptureEnd, Stream: 0}}, nil, true},
+		{"a live allocation of the pool vs of the default pool", []ops.Op{create, inPool}, []ops.Op{create, inDefault}, false},
+		{"the pool's block asked again vs kept", []ops.Op{create, inPool, free, again}, []ops.Op{create, {Kind: ops.OpAlloc, ID: 1, Size: size, Pool: 1}}, true},
+	} {
+		if got := hash(c.x...) == hash(c.y...); got != c.same {
+			t.Errorf("%s: same hash %v, want %v\n%s\nvs\n%s", c.what, got, c.same, ops.Format(c.x), ops.Format(c.y))
+		}
+	}
+}
