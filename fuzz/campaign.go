@@ -6,8 +6,8 @@ package fuzz
 // time, on the simulated device or a real GPU (harness/gpu.Device: real streams whose work the ops hold back
 // and release, a ledger of what this process holds).
 //
-//   - Every allocation is filled with a byte derived from its id on the device (Memset on the worker's
-//     checker stream) and a sample of it is read back and compared before its free (pattern.go): aliasing,
+//   - Every allocation is filled with a byte derived from its id on the device (Memset on the checker's
+//     stream) and a sample of it is read back and compared before its free (pattern.go): aliasing,
 //     missing mappings or access, and reuse while another stream still writes the block show up as wrong
 //     data, on the real GPU too, where no model can look.
 //   - record hands a block to another stream, which then uses it (pending work there; on the GPU, behind
@@ -135,23 +135,23 @@ func (s *Summary) OK() bool { return s.Violations == 0 && s.Leaks == 0 }
 
 // campaign is the shared state of a running campaign.
 type campaign struct {
-	cfg      CampaignConfig
-	dev      ops.Device    // the device: its stream clock (launch, complete) and, but for ledgerOnSim, what the judge sees
-	sim      *sim.Device   // the simulated device; nil on cuda
-	gpu      *gpu.Device   // the GPU; nil on sim
-	led      *gpu.Ledger   // ledgerOnSim: the ledger over the simulated device (the engine's driver); else nil
-	drv      vmm.Driver    // the engine's driver: dev, or led
-	e        *serve.Engine // the serving layer over the engine, what libgmlake runs
-	a        *impl.Allocator
-	streams  []vmm.Stream // index -> device stream (index 0: the default stream on sim; on the GPU a stream of its own)
-	checkers []vmm.Stream // per worker, the stream its patterns are written and read on
-	limit    uint64       // the serving layer's cap (0: none)
-	budget   uint64
-	gate     sync.RWMutex // workers hold it for reading around each operation; the checker for writing
-	stop     atomic.Bool
-	live     atomic.Uint64 // bytes the workers hold live
-	nextID   atomic.Uint64
-	workers  []*worker
+	cfg     CampaignConfig
+	dev     ops.Device    // the device: its stream clock (launch, complete) and, but for ledgerOnSim, what the judge sees
+	sim     *sim.Device   // the simulated device; nil on cuda
+	gpu     *gpu.Device   // the GPU; nil on sim
+	led     *gpu.Ledger   // ledgerOnSim: the ledger over the simulated device (the engine's driver); else nil
+	drv     vmm.Driver    // the engine's driver: dev, or led
+	e       *serve.Engine // the serving layer over the engine, what libgmlake runs
+	a       *impl.Allocator
+	streams []vmm.Stream // index -> device stream (index 0: the default stream on sim; on the GPU a stream of its own)
+	checker vmm.Stream   // the stream every worker's patterns are written and read on (the engine never sees it)
+	limit   uint64       // the serving layer's cap (0: none)
+	budget  uint64
+	gate    sync.RWMutex // workers hold it for reading around each operation; the checker for writing
+	stop    atomic.Bool
+	live    atomic.Uint64 // bytes the workers hold live
+	nextID  atomic.Uint64
+	workers []*worker
 
 	failMu   sync.Mutex
 	failures []spec.Violation
@@ -169,7 +169,6 @@ type worker struct {
 	c                                                      *campaign
 	i                                                      int
 	s                                                      vmm.Stream
-	checker                                                vmm.Stream // the pattern's stream (the engine never sees it)
 	rng                                                    *rand.Rand
 	src                                                    ops.Source
 	gen                                                    *ops.Gen
@@ -253,6 +252,7 @@ func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
 			c.drv = c.led
 		}
 	case "cuda":
+		gpu.EnsureConnections() // before the capacity probe creates the context
 		if cfg.Capacity == 0 {
 			d, err := cudavmm.New(cfg.CUDADevice)
 			if err != nil {
@@ -265,8 +265,13 @@ func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
 			}
 			cfg.Capacity = free / 2
 		}
-		// A gate per worker stream and per checker stream, and the default stream's.
-		g, err := gpu.Open(gpu.Config{Ordinal: cfg.CUDADevice, Capacity: cfg.Capacity, MaxGates: 2*cfg.Streams + 2})
+		// A gate per worker stream, the checker's and the default stream's; with the clock's signalling
+		// stream, within gpu.Connections hardware queues.
+		if cfg.Streams+3 > gpu.Connections {
+			return nil, fmt.Errorf("%w: %d streams on a GPU; at most %d (harness/gpu.Connections, less the checker's, the default and the clock's streams)",
+				ErrBadConfig, cfg.Streams, gpu.Connections-3)
+		}
+		g, err := gpu.Open(gpu.Config{Ordinal: cfg.CUDADevice, Capacity: cfg.Capacity, MaxGates: cfg.Streams + 2})
 		if err != nil {
 			return nil, fmt.Errorf("fuzz: --device cuda: %w", err)
 		}
@@ -315,12 +320,8 @@ func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
 		}
 		c.streams = append(c.streams, s)
 	}
-	for range c.streams {
-		s, err := newStream()
-		if err != nil {
-			return nil, fmt.Errorf("fuzz: creating a checker stream: %w", err)
-		}
-		c.checkers = append(c.checkers, s)
+	if c.checker, err = newStream(); err != nil {
+		return nil, fmt.Errorf("fuzz: creating the checker's stream: %w", err)
 	}
 	// What libgmlake runs: the serving layer under the cap, synchronising through the device's clock; the
 	// caller's streams are the device's own (as a cudaStream_t is the CUstream).
@@ -334,7 +335,7 @@ func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
 	defer cancel()
 	var wg sync.WaitGroup
 	for i, s := range c.streams {
-		c.workers = append(c.workers, c.newWorker(i, s, c.checkers[i]))
+		c.workers = append(c.workers, c.newWorker(i, s))
 	}
 	if cfg.HangAfter <= 0 {
 		cfg.HangAfter = 2 * time.Minute
@@ -541,9 +542,9 @@ func (s *workerState) NextID() int     { return s.next }
 // completes on its own stream; sizes up to MaxSize) and, for every worker but the first, each optional rule
 // switched off with probability 1/2 (the swarm's swarm-actions, per worker: workers go deep in different
 // directions, one never frees across streams, another never empties the cache).
-func (c *campaign) newWorker(i int, s, checker vmm.Stream) *worker {
+func (c *campaign) newWorker(i int, s vmm.Stream) *worker {
 	rng := rand.New(rand.NewSource(c.cfg.Seed*1_000_003 + int64(i)))
-	w := &worker{c: c, i: i, s: s, checker: checker, rng: rng, src: ops.RandSource(rng),
+	w := &worker{c: c, i: i, s: s, rng: rng, src: ops.RandSource(rng),
 		st: &workerState{next: 1}, byID: map[int]*liveAlloc{}, global: map[int]int{}}
 	sw := ops.Swarm{Streams: len(c.streams), Off: map[string]bool{}}
 	if i > 0 {
@@ -681,9 +682,9 @@ func (w *worker) alloc(o ops.Op) {
 	c.live.Add(size)
 	w.allocs.Add(1)
 	w.bytes.Add(size)
-	// The pattern is written on the worker's checker stream, which the engine never sees (as ops.Env's):
-	// on the GPU the allocation's own stream may be held back by the clock.
-	if err := ops.Fill(c.drv, ptr, size, l.val, w.checker); err != nil {
+	// The pattern is written on the checker's stream, which the engine never sees (as ops.Env's): on the
+	// GPU the allocation's own stream may be held back by the clock.
+	if err := ops.Fill(c.drv, ptr, size, l.val, c.checker); err != nil {
 		c.fail(spec.Violation{Inv: CheckIntegrity, Msg: fmt.Sprintf("allocation %d (worker %d): %v", id, w.i, err)})
 	}
 }
@@ -695,7 +696,7 @@ func (w *worker) free(l *liveAlloc) {
 	if c.sim == nil {
 		probes = 4
 	}
-	if err := ops.Verify(c.drv, l.ptr, l.size, l.val, w.checker, c.drv.Granularity(), probes, w.buf); err != nil {
+	if err := ops.Verify(c.drv, l.ptr, l.size, l.val, c.checker, c.drv.Granularity(), probes, w.buf); err != nil {
 		c.fail(spec.Violation{Inv: CheckIntegrity, Msg: fmt.Sprintf("allocation %d (worker %d) before its free: %v", l.id, w.i, err)})
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/impl/cudavmm"
+	"github.com/gmlake/gmlake/vmm"
 )
 
 // The GPU-only fuzzing: the campaign and FuzzOps's programs on the real driver (harness/gpu.Device), through
@@ -37,7 +39,10 @@ var (
 
 // gpuAvailable opens the CUDA device once per process, or says why not.
 func gpuAvailable() error {
-	gpuOnce.Do(func() { gpuHolder, gpuErr = cudavmm.New(0) })
+	gpuOnce.Do(func() {
+		gpu.EnsureConnections() // before the context exists
+		gpuHolder, gpuErr = cudavmm.New(0)
+	})
 	return gpuErr
 }
 
@@ -95,7 +100,7 @@ func gpuProgram(p *ops.Program) *ops.Program {
 }
 
 // FuzzOpsOnGPU is FuzzOps on the real GPU: the same decoded programs (the serving layer as header[2] says)
-// through every policy on harness/gpu.Device, every step judged by the contract, the spec's invariants on
+// through one policy each (the input chooses) on harness/gpu.Device, every step judged by the contract, the spec's invariants on
 // the ledger's account and the stream history. Without the pattern check: its read-back is cuMemcpyDtoH on
 // the legacy default stream, which a unit held back on stream 0 would hold back for good (the campaign
 // checks the data path on the GPU, its workers on streams of their own). Seeded with the FuzzOps corpus.
@@ -116,28 +121,30 @@ func FuzzOpsOnGPU(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// One policy per input, chosen by the input (the fuzzer's worker kills an input that runs past 10 s,
+		// and a real driver is slower than the simulated device); a device of at most 1 GiB, as the GPU
+		// checkers' cap.
 		p := gpuProgram(Decode(data))
-		capacity := min(p.Cfg.Capacity, maxDecodeSize)
-		for _, policy := range impl.Policies {
-			d, err := gpu.Open(gpu.Config{Capacity: capacity})
-			if err != nil {
-				t.Fatalf("opening the GPU: %v", err)
-			}
-			cfg := p.Cfg
-			cfg.Policy, cfg.Device = policy, d
-			i, vs, _, err := ops.Run(cfg, p.Ops)
-			if cerr := d.Close(); cerr != nil && err == nil {
-				err = fmt.Errorf("closing the GPU: %w", cerr)
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", policy, err)
-			}
-			if i >= 0 {
-				sim := *p
-				sim.Cfg.Capacity = capacity
-				t.Fatalf("%s on the GPU: %s\n\nprogram (save it and run `gmlake fuzz --replay FILE --policy %s --minimize` on the simulated device):\n%s",
-					policy, describeRun(p.Ops, i, vs), policy, programText(&sim))
-			}
+		capacity := min(p.Cfg.Capacity, vmm.GiB)
+		policy := impl.Policies[int(crc32.ChecksumIEEE(data))%len(impl.Policies)]
+		d, err := gpu.Open(gpu.Config{Capacity: capacity})
+		if err != nil {
+			t.Fatalf("opening the GPU: %v", err)
+		}
+		cfg := p.Cfg
+		cfg.Policy, cfg.Device = policy, d
+		i, vs, _, err := ops.Run(cfg, p.Ops)
+		if cerr := d.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("closing the GPU: %w", cerr)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", policy, err)
+		}
+		if i >= 0 {
+			sim := *p
+			sim.Cfg.Capacity = capacity
+			t.Fatalf("%s on the GPU: %s\n\nprogram (save it and run `gmlake fuzz --replay FILE --policy %s --minimize` on the simulated device):\n%s",
+				policy, describeRun(p.Ops, i, vs), policy, programText(&sim))
 		}
 	})
 }

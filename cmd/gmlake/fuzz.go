@@ -24,6 +24,7 @@ func init() {
 		device, policy, capacity, maxSize, out, replay   string
 		memoryLimit                                      string
 		duration, checkEvery, progressEvery, minimizeFor time.Duration
+		hangAfter                                        time.Duration
 		seed                                             int64
 		streams, maxLive, cudaDevice, logOps             int
 		memInfoCheck, minimize                           bool
@@ -99,7 +100,7 @@ Examples:
 				cfg := fuzz.CampaignConfig{Device: device, Policy: p, Duration: duration, Seed: seed, Streams: streams,
 					Capacity: capBytes, MemoryLimit: limitBytes, MaxSize: maxBytes, MaxLive: maxLive, CheckEvery: checkEvery,
 					Progress: cmd.ErrOrStderr(), ProgressEvery: progressEvery, OutDir: out, MinimizeFor: minimizeFor,
-					LogOps: logOps, MemInfoCheck: memInfoCheck, CUDADevice: cudaDevice,
+					LogOps: logOps, MemInfoCheck: memInfoCheck, CUDADevice: cudaDevice, HangAfter: hangAfter,
 					OnHang: func(s *fuzz.Summary) {
 						// A worker is stuck inside the allocator: report and exit (the campaign cannot finish).
 						line, _ := json.Marshal(s)
@@ -143,6 +144,7 @@ Examples:
 	f.StringVar(&out, "out", ".", "folder for failing sequences")
 	f.DurationVar(&minimizeFor, "minimize-time", 60*time.Second, "time budget to minimize a failing sequence (negative: do not)")
 	f.IntVar(&logOps, "log-ops", 20000, "operations kept for the reproducer")
+	f.DurationVar(&hangAfter, "hang-after", 2*time.Minute, "no operation completing for this long is a hang: the goroutines and the log are saved, exit 1")
 	f.BoolVar(&memInfoCheck, "meminfo-check", false, "cuda: also require cuMemGetInfo's free memory back to its start value (only when no other process uses the GPU)")
 	f.IntVar(&cudaDevice, "cuda-device", 0, "cuda: device ordinal")
 	f.StringVar(&replay, "replay", "", "run a saved program, history, trace or corpus file single-threaded on the simulated device instead of a campaign")

@@ -5,7 +5,9 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"sync"
 
 	"github.com/gmlake/gmlake/impl/cudavmm"
@@ -49,8 +51,26 @@ type Device struct {
 // ErrNoGates is returned when the driver has no stream memory operations (the clock cannot hold work back).
 var ErrNoGates = errors.New("gpu: the driver has no stream memory operations (cuStreamWaitValue32)")
 
+// Connections is the CUDA_DEVICE_MAX_CONNECTIONS the clock needs (CUDA's default is 8; at most 32).
+const Connections = 32
+
+// EnsureConnections sets CUDA_DEVICE_MAX_CONNECTIONS to Connections unless the environment sets it, and
+// must run before the process creates its CUDA context (the driver reads it then): Open calls it, and so
+// must whoever opens the device before Open. The driver multiplexes streams onto that many hardware queues;
+// streams sharing one are served in submission order, so work queued behind a held-back unit
+// (cuStreamWaitValue32) on another stream of the queue waits too, the gate's release on the signalling
+// stream included: on the H200 a fuzz campaign of 18 streams under the default 8 hung for good (every
+// worker in a read-back, 2026-12-01), where the checkers' 6 streams never had.
+func EnsureConnections() {
+	if os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS") == "" {
+		_ = os.Setenv("CUDA_DEVICE_MAX_CONNECTIONS", strconv.Itoa(Connections))
+	}
+}
+
 // Open opens the CUDA device and sets up the clock. Without a driver the error matches vmm.ErrDriverNotLoaded.
+// Streams with a gate should stay within Connections (EnsureConnections).
 func Open(cfg Config) (*Device, error) {
+	EnsureConnections()
 	if cfg.MaxGates == 0 {
 		cfg.MaxGates = 16
 	}

@@ -38,6 +38,7 @@ var (
 // create the context anew).
 func requireGPU(t *testing.T) {
 	t.Helper()
+	gpu.EnsureConnections() // before the context exists
 	d, err := cudavmm.New(0)
 	if err != nil {
 		t.Skipf("no CUDA GPU here, skipping the GPU checkers: %v", err)
