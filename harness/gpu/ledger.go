@@ -5,6 +5,14 @@ package gpu
 // (INV-MIRROR, INV-MAPPED, INV-NOALIAS, INV-STATS, INV-NOLEAK) are checked against what this process asked
 // the driver for and the driver accepted, and the leak check at the end does not depend on other processes
 // sharing the GPU (cuMemGetInfo is device-wide). The fuzz campaign and the GPU checkers (Device) use it.
+//
+// It also names each physical handle once: CUDA hands a released handle's value out again (a
+// CUmemGenericAllocationHandle is the driver's pointer to its record), where the simulated device never
+// does, and the judges key ownership and history by handle across steps (INV-POOL's owners, the release
+// history), so a value released and created again within one step read as one handle (a false INV-POOL on
+// the H200). A value the driver hands out a second time gets a fresh name of the ledger's; the engine sees
+// only names, which the ledger turns back into the driver's handles. A value never seen before is its own
+// name, so over the simulated device the names are the device's handles.
 
 import (
 	"sort"
@@ -33,8 +41,14 @@ type Ledger struct {
 		sync.Mutex
 		reservations map[vmm.DevicePtr]uint64
 		mappings     map[vmm.DevicePtr]*ledgerMapping // keyed by base
-		handles      map[vmm.Handle]*ledgerHandle     // holding memory: not both released and unmapped
+		handles      map[vmm.Handle]*ledgerHandle     // by name; holding memory: not both released and unmapped
 		used         uint64                           // Invariant: sum of sizes of handles
+		// seen: every handle value the driver handed out; real: the driver's handle of each name that is
+		// not its own (a value handed out again), until the name's memory is freed; fresh: the next such
+		// name. Invariant: fresh is above every value in seen and every key of real.
+		seen  map[vmm.Handle]bool
+		real  map[vmm.Handle]vmm.Handle
+		fresh vmm.Handle
 	}
 	total uint64
 }
@@ -44,32 +58,55 @@ func NewLedger(d vmm.Driver) *Ledger {
 	l.mu.reservations = make(map[vmm.DevicePtr]uint64)
 	l.mu.mappings = make(map[vmm.DevicePtr]*ledgerMapping)
 	l.mu.handles = make(map[vmm.Handle]*ledgerHandle)
+	l.mu.seen, l.mu.real, l.mu.fresh = map[vmm.Handle]bool{}, map[vmm.Handle]vmm.Handle{}, 1<<62
 	if _, total, err := d.MemInfo(); err == nil {
 		l.total = total
 	}
 	return l
 }
 
+// Create creates a handle and returns its name (see the top of this file).
 func (l *Ledger) Create(size uint64) (vmm.Handle, error) {
 	h, err := l.Driver.Create(size)
-	if err == nil {
-		l.mu.Lock()
-		l.mu.handles[h] = &ledgerHandle{size: size}
-		l.mu.used += size
-		l.mu.Unlock()
+	if err != nil {
+		return h, err
 	}
-	return h, err
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	name := h
+	if l.mu.seen[h] {
+		name = l.mu.fresh
+		l.mu.fresh++
+		l.mu.real[name] = h
+	}
+	l.mu.seen[h] = true
+	l.mu.fresh = max(l.mu.fresh, h+1)
+	l.mu.handles[name] = &ledgerHandle{size: size}
+	l.mu.used += size
+	return name, nil
+}
+
+// realLocked is the driver's handle of a name.
+func (l *Ledger) realLocked(name vmm.Handle) vmm.Handle {
+	if h, ok := l.mu.real[name]; ok {
+		return h
+	}
+	return name
 }
 
 func (l *Ledger) maybeFreeLocked(h vmm.Handle, lh *ledgerHandle) {
 	if lh.released && lh.mappings == 0 {
 		delete(l.mu.handles, h)
+		delete(l.mu.real, h)
 		l.mu.used -= lh.size
 	}
 }
 
 func (l *Ledger) Release(h vmm.Handle) error {
-	err := l.Driver.Release(h)
+	l.mu.Lock()
+	real := l.realLocked(h)
+	l.mu.Unlock()
+	err := l.Driver.Release(real)
 	if err == nil {
 		l.mu.Lock()
 		if lh := l.mu.handles[h]; lh != nil {
@@ -102,7 +139,10 @@ func (l *Ledger) FreeAddress(p vmm.DevicePtr, size uint64) error {
 }
 
 func (l *Ledger) Map(p vmm.DevicePtr, size uint64, h vmm.Handle, off uint64) error {
-	err := l.Driver.Map(p, size, h, off)
+	l.mu.Lock()
+	real := l.realLocked(h)
+	l.mu.Unlock()
+	err := l.Driver.Map(p, size, real, off)
 	if err == nil {
 		l.mu.Lock()
 		l.mu.mappings[p] = &ledgerMapping{size: size, h: h}

@@ -67,3 +67,137 @@ func TestGPUPathOnTheSimulatedDevice(t *testing.T) {
 		})
 	}
 }
+
+// reusing is a driver that names physical handles as CUDA does: a released handle's value is handed out
+// again by a later Create (CUmemGenericAllocationHandle is the driver's pointer to its own record). The
+// simulated device never reuses one.
+type reusing struct {
+	*sim.Device
+	real map[vmm.Handle]vmm.Handle // the value handed out -> the device's handle
+	free []vmm.Handle              // values released, handed out again first (last released, first)
+	next vmm.Handle
+}
+
+func newReusing(d *sim.Device) *reusing {
+	return &reusing{Device: d, real: map[vmm.Handle]vmm.Handle{}, next: 1}
+}
+
+func (r *reusing) Create(size uint64) (vmm.Handle, error) {
+	h, err := r.Device.Create(size)
+	if err != nil {
+		return 0, err
+	}
+	v := r.next
+	if n := len(r.free); n > 0 {
+		v, r.free = r.free[n-1], r.free[:n-1]
+	} else {
+		r.next++
+	}
+	r.real[v] = h
+	return v, nil
+}
+
+func (r *reusing) Release(h vmm.Handle) error {
+	if err := r.Device.Release(r.real[h]); err != nil {
+		return err
+	}
+	delete(r.real, h)
+	r.free = append(r.free, h)
+	return nil
+}
+
+func (r *reusing) Map(p vmm.DevicePtr, size uint64, h vmm.Handle, off uint64) error {
+	return r.Device.Map(p, size, r.real[h], off)
+}
+
+// Property: the Ledger names every physical handle the engine gets once, even where the driver hands a
+// released handle's value out again (CUDA does): the judges key ownership and history by handle, and a
+// value reused within one step read as one handle was both a pool's and the default pool's (a false
+// INV-POOL on the H200, FuzzOpsOnGPU, 2026-12-01: the program below, clean on the simulated device).
+func TestLedgerNamesReusedHandlesAfresh(t *testing.T) {
+	r := newReusing(sim.NewDevice(sim.DeviceConfig{Capacity: vmm.GiB}))
+	l := gpu.NewLedger(r)
+	a, err := l.Create(2 * vmm.MiB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(a); err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.Create(2 * vmm.MiB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b == a {
+		t.Fatalf("the ledger handed out handle %d twice (the driver reused its value)", a)
+	}
+	p, err := l.Reserve(2 * vmm.MiB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Map(p, 2*vmm.MiB, b, 0); err != nil {
+		t.Fatalf("mapping the fresh name %d: %v", b, err)
+	}
+	if st := l.State(); len(st.Handles) != 1 || st.Handles[0].Handle != b || st.Handles[0].Mappings != 1 {
+		t.Fatalf("the ledger's account: %+v", st.Handles)
+	}
+	if err := l.Unmap(p, 2*vmm.MiB); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.FreeAddress(p, 2*vmm.MiB); err != nil {
+		t.Fatal(err)
+	}
+	if ok, what := l.Empty(); !ok {
+		t.Fatalf("left: %s", what)
+	}
+
+	const prog = `# policy=gmlake capacity=67108864 granularity=0 streams=3 sync=false serve=true limit=65011712
+alloc a1 20971519 s0
+complete s2
+completeall
+free a1
+alloc a2 864817 s0
+free a1
+pool-create p1
+alloc a3 12582912 s2 p1
+free a3
+alloc a4 12582912 s2
+pool-release p1
+emptycache
+free-interior a4 +1569
+alloc a5 20971520 s0
+record a5 s0
+launch s0
+capture-begin s0
+free a5
+alloc a6 20971520 s0
+capture-end s0
+complete s0
+free a6
+free-interior a4 +89
+pool-create p2
+alloc a7 33095681 s2 p2
+free a7
+alloc a8 33095681 s2
+pool-release p2
+emptycache
+free a2
+free a4
+free a8
+`
+	p2, err := ops.Parse(prog, "h200-fuzzopsongpu-e2952b0df294b5d6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, policy := range impl.Policies {
+		d := sim.NewDevice(sim.DeviceConfig{Capacity: 64 * vmm.MiB})
+		cfg := p2.Cfg
+		cfg.Policy, cfg.Device = policy, ledgerSim{Ledger: gpu.NewLedger(newReusing(d)), d: d, cap: 64 * vmm.MiB}
+		if i, vs, _, err := ops.Run(cfg, p2.Ops); err != nil || i >= 0 {
+			t.Errorf("%s: step %d: %v %v", policy, i, vs, err)
+		}
+	}
+}
