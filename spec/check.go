@@ -32,6 +32,8 @@ const (
 	InvGrowth        = "INV-GROWTH"     // spec/growth.go (CheckGrowth)
 	InvReuse         = "INV-REUSE"      // spec/growth.go (CheckReuse)
 	InvFailClean     = "INV-FAILCLEAN"  // judged by harness/ops (judge_failclean.go: the Views around a failed Alloc)
+	InvArena         = "INV-ARENA"      // spec/growth.go (CheckArena)
+	InvStitch        = "INV-STITCH"     // spec/stitch.go (CheckStitch)
 )
 
 // StateInvariants lists the invariants Check evaluates on a single View, with their predicates.

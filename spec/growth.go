@@ -67,6 +67,9 @@ type GrowthRule struct {
 	// 5, 1.25x); 0 judges no reuse (INV-REUSE).
 	Reuse       uint64
 	Granularity uint64
+	// CrossStream: the policy stitches chunks of other streams whose frees completed (gmlake unless
+	// Config.NoCrossStream); INV-STITCH then judges only steps where no other stream has a free block.
+	CrossStream bool
 	_           struct{}
 }
 
@@ -179,4 +182,114 @@ func CheckReuse(rule GrowthRule, before, after View, ptr vmm.DevicePtr, size uin
 		}
 	}
 	return nil
+}
+
+// CheckArena is INV-ARENA for one successful Alloc(size) on stream s that returned ptr, over the Views
+// before and after the call, for the arena policies (expandable, gmlake): PyTorch's
+// try_allocate_expandable_block opens a new expandable segment only when find_expandable_block finds no
+// segment of the stream and pool to extend. find_expandable_block walks the stream's unmapped blocks,
+// lowest address first; for each it starts at the free block just before it if there is one, and counts
+// that block, the unmapped block and the free or unmapped blocks after it; the first run that reaches the
+// request is the one mapped into. So a request served by a pBlock in a reservation that is new had, before
+// the call, no arena of its stream and pool holding such a run of at least the request rounded to 512 B.
+// An arena is recognised by its blocks (every one of stream s and of the request's pool); one that shows
+// no block (everything unmapped) is not judged, which keeps the predicate safe, and neither is one released
+// during the call (PyTorch's release_cached_blocks drops an expandable segment it unmapped whole). Work completing during the
+// call and a release of the cache only add free and unmapped room, so the runs of before are a lower bound.
+func CheckArena(before, after View, ptr vmm.DevicePtr, size uint64, s vmm.Stream) []Violation {
+	if after.Policy != "expandable" && after.Policy != "gmlake" {
+		return nil
+	}
+	var got *Block
+	for i := range after.Blocks {
+		if b := &after.Blocks[i]; !b.Stitched && b.State == BlockLive && b.Range.Base == ptr {
+			got = b
+		}
+	}
+	if got == nil {
+		return nil
+	}
+	if _, ok := resOfSorted(after.Device.Reservations, ptr); !ok {
+		return nil // INV-MIRROR
+	}
+	if _, old := resOfSorted(before.Device.Reservations, ptr); old {
+		return nil // served from an arena that existed
+	}
+	r := vmm.AlignUp(max(size, 1), 512)
+	small := r <= SmallRequest
+	var blocks []Block // before's pBlocks, by address
+	for _, b := range before.Blocks {
+		if !b.Stitched {
+			blocks = append(blocks, b)
+		}
+	}
+	sort.Slice(blocks, func(i, j int) bool { return blocks[i].Range.Base < blocks[j].Range.Base })
+	for _, res := range before.Device.Reservations {
+		i := sort.Search(len(blocks), func(i int) bool { return blocks[i].Range.Base >= res.Base })
+		j := i
+		ours := true
+		for ; j < len(blocks) && res.Contains(blocks[j].Range.Base); j++ {
+			ours = ours && blocks[j].Stream == s && blocks[j].SmallPool == small
+		}
+		if j == i || !ours {
+			continue // no block to tell whose arena it is, or another stream's or pool's
+		}
+		if still, ok := resOfSorted(after.Device.Reservations, res.Base); !ok || still != res {
+			continue // released during the call (a release of the cache drops an arena it unmapped whole)
+		}
+		if run, at := longestExpandableRun(before.Device, res, blocks[i:j]); run >= r {
+			return []Violation{violation(InvArena, "Alloc(%d) on stream %d opened a new arena for %v although its arena %v had a run of %s of free and unmapped blocks from %#x (find_expandable_block extends it)",
+				size, s, got.Range, res, vmm.FormatBytes(run), uint64(at))}
+		}
+	}
+	return nil
+}
+
+// longestExpandableRun is the longest run find_expandable_block would count in arena res (its blocks given
+// in address order; what no block covers is unmapped room): from the free, wholly mapped block just before
+// an unmapped stretch (or the stretch itself), over the free blocks and unmapped stretches that follow,
+// until a block in use. It returns the run's bytes and where it starts.
+func longestExpandableRun(d Device, res vmm.Range, blocks []Block) (uint64, vmm.DevicePtr) {
+	var best uint64
+	var bestAt vmm.DevicePtr
+	var run uint64 // the current candidate run (0: none open)
+	var runAt vmm.DevicePtr
+	var prevFree uint64 // the free, wholly mapped block just before cur (0: none)
+	cur := res.Base
+	gap := func(n uint64) {
+		if run == 0 {
+			run, runAt = prevFree, cur-vmm.DevicePtr(prevFree)
+		}
+		run += n
+		prevFree = 0
+	}
+	for _, b := range blocks {
+		if b.Range.Base > cur {
+			gap(uint64(b.Range.Base - cur))
+		}
+		free := b.State == BlockFree
+		if _, holes := d.Backing(b.Range); len(holes) > 0 {
+			free = false // not what the engine reports for a mapped block: judge nothing across it
+		}
+		switch {
+		case !free:
+			run, prevFree = 0, 0
+		case run > 0:
+			run += b.Range.Size
+			prevFree = 0
+		default:
+			prevFree = b.Range.Size
+		}
+		if run > best {
+			best, bestAt = run, runAt
+		}
+		cur = max(cur, b.Range.Limit())
+	}
+	if cur < res.Limit() {
+		gap(uint64(res.Limit() - cur))
+	}
+	if run > best {
+		best, bestAt = run, runAt
+	}
+	return best, bestAt
 }

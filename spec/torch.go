@@ -23,7 +23,10 @@ import (
 // injected fault answered out of memory to a call on the full segment's bytes during the Alloc, which the
 // engine cannot tell from a real one; the block handed out is split or not per should_split) and of the
 // expandable policy (should_split, for blocks served from mapped free memory). Which block is chosen is
-// INV-BESTFIT. gmlake-paper has no smaller fallback (realloc_block) and is not judged here.
+// INV-BESTFIT. gmlake-paper is GLake's fork of that allocator: its small pool (requests rounded to at most
+// 1 MiB) is PyTorch's, unchanged (2 MiB segments, should_split's 512 B remainder, and no smaller fallback:
+// realloc_block breaks on a small request's failure), and is judged as caching's is; its large pool
+// stitches and splits by GMLake's own rules and is not judged here.
 const (
 	torchMinBlock  = 512
 	torchSmallSize = 1 << 20
@@ -86,10 +89,14 @@ func injectedOOM(failed []FailedCall, size uint64) bool {
 // policies: nothing to check).
 func CheckTorch(policy string, before, after View, ptr vmm.DevicePtr, size uint64, failed []FailedCall) []Violation {
 	expandable := policy == "expandable"
-	if policy != "caching" && !expandable || size == 0 {
+	paper := policy == "gmlake-paper"
+	if policy != "caching" && !expandable && !paper || size == 0 {
 		return nil
 	}
 	r := TorchRoundSize(size)
+	if paper && r > torchSmallSize {
+		return nil // GMLake's large pool has its own rules (realloc_block, stitching): not PyTorch's
+	}
 	var got *Block
 	for i := range after.Blocks {
 		if b := &after.Blocks[i]; !b.Stitched && b.Range.Base == ptr && b.State == BlockLive {
@@ -119,7 +126,7 @@ func CheckTorch(policy string, before, after View, ptr vmm.DevicePtr, size uint6
 			// (free before the fallback segment, less than want), or an injected fault's on one of the
 			// full segment's calls (Reserve, Create, Map, SetAccess of want bytes) during this Alloc.
 			want := TorchAllocationSize(r)
-			fallback := seg.Size == vmm.AlignUp(r, after.Granularity) &&
+			fallback := !paper && seg.Size == vmm.AlignUp(r, after.Granularity) &&
 				(after.Device.Free()+seg.Size < want || injectedOOM(failed, vmm.AlignUp(want, after.Granularity)))
 			if seg.Size != want && !fallback {
 				return []Violation{violation(InvTorch, "Alloc(%d) (rounded %d) opened a segment of %s, PyTorch's get_allocation_size is %s",

@@ -172,7 +172,8 @@ func PolicyOOMRule(policy string, gran uint64) spec.OOMRule {
 // defaults (impl/policy.go: StitchMin two granules, StitchSave min(128 MiB, 1/1024 of the device)) unless the
 // knobs set them. A larger Save than the engine's only loosens the bound.
 func GrowthRule(k impl.Config, capacity, gran uint64) spec.GrowthRule {
-	r := spec.GrowthRule{StitchMin: k.StitchMin, Save: k.StitchSave, Granularity: gran, Reuse: 5 /* impl: reuseLimit */}
+	r := spec.GrowthRule{StitchMin: k.StitchMin, Save: k.StitchSave, Granularity: gran, Reuse: 5, /* impl: reuseLimit */
+		CrossStream: !k.NoCrossStream}
 	if r.StitchMin == 0 {
 		r.StitchMin = 2 * gran
 	}
@@ -696,6 +697,8 @@ func (e *Env) step(op Op) StepResult {
 				if !e.faulty {
 					res.Violations = append(res.Violations, spec.CheckGrowth(e.Growth, before, after, op.Size, in.Stream)...)
 					res.Violations = append(res.Violations, spec.CheckReuse(e.Growth, before, after, res.Ptr, op.Size, in.Stream)...)
+					res.Violations = append(res.Violations, spec.CheckArena(before, after, res.Ptr, op.Size, in.Stream)...)
+					res.Violations = append(res.Violations, spec.CheckStitch(e.Growth, before, after, res.Ptr, op.Size, in.Stream)...)
 				}
 			}
 		}

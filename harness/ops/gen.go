@@ -2,6 +2,7 @@ package ops
 
 import (
 	"math/rand"
+	"sort"
 
 	"pgregory.net/rapid"
 
@@ -28,6 +29,14 @@ import (
 //     pool, maybe release the pool, maybe empty the cache;
 //   - capture (a template): a block recorded on another stream with work pending there, a capture begins
 //     on a stream, the block is freed and its size asked again, the capture ends, the work completes;
+//   - fragments (a template): on one stream, 2-5 pieces of 1-6 granules each followed by a one-granule
+//     separator, the pieces freed (free chunks apart, none large enough alone), then a request no single
+//     piece holds: the two largest exactly, the largest plus 512 B, all of them, all but half a granule,
+//     or all plus a granule (stitching's choices: largest first, the smallest chunk covering the rest, new
+//     memory for the rest; best fit and growth under the others); then maybe that block is freed and asked
+//     again, at 4/5 of it (a cached stitched block is reused up to 1.25x the request: the reuse limit
+//     exactly), after one piece's size took one of its chunks (no longer reusable), or after the smallest
+//     piece's head and tail were taken and the head freed (its chunk free only in part);
 //   - close: rarely, completeall and Close mid-sequence (every call after must fail with ErrClosed);
 //   - fail, clearfaults: a fault on one of the swarm's call kinds, N-th next call, a driver result.
 //
@@ -180,6 +189,47 @@ var Rules = []Rule{
 			return nil
 		}
 		return []Op{{Kind: OpClearFaults}}
+	}},
+	{"fragments", 1, func(g *Gen, st State, src Source) []Op {
+		s, x := g.home(src), st.NextID()
+		n := 2 + src.Intn(4, "frag-pieces")
+		var seq, frees []Op
+		var sizes []uint64
+		for i := 0; i < n; i++ {
+			sz := g.Gran * []uint64{1, 2, 3, 4, 6}[src.Intn(5, "frag-size")]
+			sizes = append(sizes, sz)
+			seq = append(seq, Op{Kind: OpAlloc, ID: x + 2*i, Size: sz, Stream: s},
+				Op{Kind: OpAlloc, ID: x + 2*i + 1, Size: g.Gran, Stream: s})
+			frees = append(frees, Op{Kind: OpFree, ID: x + 2*i})
+		}
+		seq = append(seq, frees...)
+		sort.Slice(sizes, func(i, j int) bool { return sizes[i] > sizes[j] })
+		var total uint64
+		for _, sz := range sizes {
+			total += sz
+		}
+		want := []uint64{sizes[0] + sizes[1], sizes[0] + 512, total, total - g.Gran/2, total + g.Gran}[src.Intn(5, "frag-request")]
+		y := x + 2*n
+		seq = append(seq, Op{Kind: OpAlloc, ID: y, Size: want, Stream: s})
+		switch src.Intn(5, "frag-then") {
+		case 1:
+			seq = append(seq, Op{Kind: OpFree, ID: y}, Op{Kind: OpAlloc, ID: y + 1, Size: want, Stream: s})
+		case 2:
+			// The largest request a cached block of AlignUp(want, G) bytes serves: 4/5 of it, rounded up to 512 B.
+			r := vmm.AlignUp(vmm.AlignUp(want, g.Gran)*4/5, 512)
+			seq = append(seq, Op{Kind: OpFree, ID: y}, Op{Kind: OpAlloc, ID: y + 1, Size: r, Stream: s})
+		case 3:
+			seq = append(seq, Op{Kind: OpFree, ID: y}, Op{Kind: OpAlloc, ID: y + 1, Size: sizes[len(sizes)-1], Stream: s},
+				Op{Kind: OpAlloc, ID: y + 2, Size: want, Stream: s})
+		case 4:
+			// The smallest piece's head and then its tail taken, the head freed: its chunk is free only in part.
+			small := sizes[len(sizes)-1]
+			head := vmm.AlignUp(small/2, 512)
+			seq = append(seq, Op{Kind: OpFree, ID: y}, Op{Kind: OpAlloc, ID: y + 1, Size: head, Stream: s},
+				Op{Kind: OpAlloc, ID: y + 2, Size: small - head, Stream: s}, Op{Kind: OpFree, ID: y + 1},
+				Op{Kind: OpAlloc, ID: y + 3, Size: want, Stream: s})
+		}
+		return seq
 	}},
 }
 

@@ -1,0 +1,147 @@
+package spec
+
+// INV-STITCH (SPEC.md): which chunks a new stitched block of gmlake maps, decision by decision.
+
+import (
+	"slices"
+	"sort"
+
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// StitchChoice is gmlake's rule for the chunks of a new stitched block (impl/doc.go, the allocation path,
+// step 4), stated over chunk sizes: take the candidates largest first while each fits in what the request
+// (rounded to the granularity) still lacks; if something is still lacking, the smallest candidate not taken
+// that covers it (no new memory, some slack in the block). It returns the sizes taken, largest first, and
+// what is still lacking (new memory maps it).
+func StitchChoice(cands []uint64, need uint64) (taken []uint64, rem uint64) {
+	c := slices.Clone(cands)
+	sort.Slice(c, func(i, j int) bool { return c[i] > c[j] })
+	rem = need
+	used := make([]bool, len(c))
+	for i, x := range c {
+		if rem == 0 {
+			break
+		}
+		if x <= rem {
+			used[i], rem = true, rem-x
+		}
+	}
+	if rem > 0 {
+		for i := len(c) - 1; i >= 0; i-- {
+			if !used[i] && c[i] >= rem {
+				used[i], rem = true, 0
+				break
+			}
+		}
+	}
+	for i, x := range c {
+		if used[i] {
+			taken = append(taken, x)
+		}
+	}
+	return taken, rem
+}
+
+// CheckStitch is INV-STITCH for one successful Alloc(size) on stream s under gmlake (rule.StitchMin > 0)
+// that returned ptr, over the Views before and after the call: when a new stitched block serves it, the
+// chunks it maps that the allocator held before are StitchChoice's over the candidates, and the new memory
+// it maps is what StitchChoice leaves lacking. The candidates are the chunks lying each wholly in one free
+// large-pool pBlock of stream s. The predicate judges only where the View shows every candidate: no pBlock
+// is pending (the parts of the stream's own freed stitched blocks that wait only for it are candidates
+// too), no other stream has a free large-pool block when the rule stitches across streams (those whose
+// frees completed are candidates), and no handle was released during the call (a release of the cache
+// changes the candidates).
+func CheckStitch(rule GrowthRule, before, after View, ptr vmm.DevicePtr, size uint64, s vmm.Stream) []Violation {
+	if rule.StitchMin == 0 || rule.Granularity == 0 {
+		return nil
+	}
+	r := vmm.AlignUp(max(size, 1), 512)
+	if r <= SmallRequest || r < rule.StitchMin {
+		return nil
+	}
+	var got *Block
+	for i := range after.Blocks {
+		if b := &after.Blocks[i]; b.Stitched && b.State == BlockLive && b.Range.Base == ptr {
+			got = b
+		}
+	}
+	if got == nil {
+		return nil
+	}
+	res, ok := resOfSorted(after.Device.Reservations, ptr)
+	if _, old := resOfSorted(before.Device.Reservations, ptr); !ok || old {
+		return nil // a cached stitched block reused (INV-REUSE), or INV-MIRROR
+	}
+	var free []Block // free large-pool pBlocks of s, by address
+	for _, b := range before.Blocks {
+		switch {
+		case b.Stitched:
+		case b.State == BlockPending:
+			return nil
+		case b.State == BlockFree && !b.SmallPool && b.Stream == s:
+			free = append(free, b)
+		case b.State == BlockFree && !b.SmallPool && rule.CrossStream:
+			return nil
+		}
+	}
+	held := map[vmm.Handle]bool{}
+	for _, h := range after.Device.Handles {
+		if !h.Released {
+			held[h.Handle] = true
+		}
+	}
+	for _, h := range before.Device.Handles {
+		if !h.Released && !held[h.Handle] {
+			return nil // released during the call
+		}
+	}
+	sort.Slice(free, func(i, j int) bool { return free[i].Range.Base < free[j].Range.Base })
+	cand := map[vmm.Handle]uint64{}
+	var sizes []uint64
+	for _, m := range before.Device.Mappings {
+		i := sort.Search(len(free), func(i int) bool { return free[i].Range.Limit() > m.VA.Base })
+		if i < len(free) && free[i].Range.Base <= m.VA.Base && m.VA.Limit() <= free[i].Range.Limit() {
+			cand[m.Handle] = m.VA.Size
+			sizes = append(sizes, m.VA.Size)
+		}
+	}
+	var old []uint64 // the sizes of the chunks held before that the new block maps
+	var fresh uint64
+	existed := map[vmm.Handle]bool{}
+	for _, h := range before.Device.Handles {
+		existed[h.Handle] = !h.Released
+	}
+	for _, m := range overlappingDev(after.Device.Mappings, res) {
+		switch {
+		case cand[m.Handle] != 0:
+			old = append(old, m.VA.Size)
+		case existed[m.Handle]:
+			return []Violation{violation(InvStitch, "Alloc(%d) on stream %d stitched %v over handle %d, which lay wholly in no free large-pool block of the stream",
+				size, s, got.Range, m.Handle)}
+		default:
+			fresh += m.VA.Size
+		}
+	}
+	sort.Slice(old, func(i, j int) bool { return old[i] > old[j] })
+	want, rem := StitchChoice(sizes, vmm.AlignUp(r, rule.Granularity))
+	if !slices.Equal(old, want) || fresh != rem {
+		return []Violation{violation(InvStitch, "Alloc(%d) on stream %d stitched %v from held chunks of %v and %s of new memory; from the candidates %v gmlake's rule (largest first, then the smallest that covers the rest) takes %v and %s of new memory",
+			size, s, got.Range, formatSizes(old), vmm.FormatBytes(fresh), formatSizes(sortedDesc(sizes)), formatSizes(want), vmm.FormatBytes(rem))}
+	}
+	return nil
+}
+
+func sortedDesc(x []uint64) []uint64 {
+	c := slices.Clone(x)
+	sort.Slice(c, func(i, j int) bool { return c[i] > c[j] })
+	return c
+}
+
+func formatSizes(x []uint64) []string {
+	out := make([]string, len(x))
+	for i, v := range x {
+		out[i] = vmm.FormatBytes(v)
+	}
+	return out
+}

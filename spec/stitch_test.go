@@ -1,0 +1,169 @@
+package spec
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// INV-STITCH: gmlake's choice of chunks, stated over sizes: largest first while each fits, then the smallest
+// chunk not taken that covers the rest, else new memory for the rest.
+func TestStitchChoiceLargestFirstThenSmallestCover(t *testing.T) {
+	for _, c := range []struct {
+		cands     []uint64
+		need      uint64
+		want      []uint64
+		wantRem   uint64
+		situation string
+	}{
+		{[]uint64{4 * mb, 8 * mb, 4 * mb}, 12 * mb, []uint64{8 * mb, 4 * mb}, 0, "largest first, not the two smaller ones"},
+		{[]uint64{4 * mb, 8 * mb}, 10 * mb, []uint64{8 * mb, 4 * mb}, 0, "the 4 MiB chunk covers the 2 MiB left"},
+		{[]uint64{8 * mb, 8 * mb, 20 * mb}, 18 * mb, []uint64{20 * mb, 8 * mb, 8 * mb}, 0, "the smallest cover is the 20 MiB chunk"},
+		{[]uint64{4 * mb, 4 * mb}, 10 * mb, []uint64{4 * mb, 4 * mb}, 2 * mb, "nothing covers: new memory"},
+		{nil, 4 * mb, nil, 4 * mb, "no candidate"},
+	} {
+		got, rem := StitchChoice(c.cands, c.need)
+		if !slices.Equal(got, c.want) || rem != c.wantRem {
+			t.Errorf("%s: StitchChoice(%v, %d) = %v, %d; want %v, %d", c.situation, c.cands, c.need, got, rem, c.want, c.wantRem)
+		}
+	}
+}
+
+// stitchViews: one arena of stream 0 holding a free 8 MiB chunk, a live 2 MiB one, a free 4 MiB one and a
+// live 2 MiB one; after the call a new reservation holds a stitched block mapping the given handles (5 and
+// up: new memory of 2 MiB each).
+func stitchViews(handles ...vmm.Handle) (before, after View) {
+	base := vmm.DevicePtr(0x1000_0000)
+	sizes := map[vmm.Handle]uint64{1: 8 * mb, 2: 2 * mb, 3: 4 * mb, 4: 2 * mb, 5: 2 * mb, 6: 2 * mb}
+	before = View{Policy: "gmlake", Granularity: 2 * mb,
+		Blocks: []Block{
+			{ID: 1, State: BlockFree, Range: vmm.Range{Base: base, Size: 8 * mb}},
+			{ID: 2, State: BlockLive, Range: vmm.Range{Base: base.Add(8 * mb), Size: 2 * mb}},
+			{ID: 3, State: BlockFree, Range: vmm.Range{Base: base.Add(10 * mb), Size: 4 * mb}},
+			{ID: 4, State: BlockLive, Range: vmm.Range{Base: base.Add(14 * mb), Size: 2 * mb}},
+		},
+		Device: Device{Reservations: []vmm.Range{{Base: base, Size: 64 * mb}}, Used: 16 * mb, Capacity: 64 * mb}}
+	off := uint64(0)
+	for h := vmm.Handle(1); h <= 4; h++ {
+		before.Device.Mappings = append(before.Device.Mappings, DevMapping{VA: vmm.Range{Base: base.Add(off), Size: sizes[h]}, Handle: h, Accessible: true})
+		before.Device.Handles = append(before.Device.Handles, DevHandle{Handle: h, Size: sizes[h], Mappings: 1})
+		off += sizes[h]
+	}
+	after = before
+	sb := vmm.DevicePtr(0x4000_0000)
+	after.Device.Mappings = slices.Clone(before.Device.Mappings)
+	after.Device.Handles = slices.Clone(before.Device.Handles)
+	off = 0
+	for _, h := range handles {
+		after.Device.Mappings = append(after.Device.Mappings, DevMapping{VA: vmm.Range{Base: sb.Add(off), Size: sizes[h]}, Handle: h, Accessible: true})
+		if h >= 5 {
+			after.Device.Handles = append(after.Device.Handles, DevHandle{Handle: h, Size: sizes[h], Mappings: 2})
+		}
+		off += sizes[h]
+	}
+	after.Device.Reservations = append(slices.Clone(before.Device.Reservations), vmm.Range{Base: sb, Size: off})
+	after.Blocks = append(slices.Clone(before.Blocks), Block{ID: 9, Stitched: true, State: BlockLive, Range: vmm.Range{Base: sb, Size: off}})
+	return before, after
+}
+
+// INV-STITCH bites on a new stitched block that maps other chunks than gmlake's rule takes: new memory where
+// a free chunk covers the rest, or a chunk under a live block; it judges nothing it cannot see whole.
+func TestCheckStitch(t *testing.T) {
+	rule := GrowthRule{StitchMin: 4 * mb, Save: 512 << 10, Granularity: 2 * mb, Reuse: 5}
+	sb := vmm.DevicePtr(0x4000_0000)
+	before, after := stitchViews(1, 3)
+	if vs := CheckStitch(rule, before, after, sb, 10*mb, 0); len(vs) != 0 {
+		t.Errorf("the 8 MiB chunk and the 4 MiB one covering the rest is the rule's choice: %v", vs)
+	}
+	before, after = stitchViews(1, 5)
+	if vs := CheckStitch(rule, before, after, sb, 10*mb, 0); len(vs) != 1 || vs[0].Inv != InvStitch {
+		t.Errorf("new memory for the rest although a free chunk covers it: want one INV-STITCH, got %v", vs)
+	}
+	before, after = stitchViews(1, 2)
+	if vs := CheckStitch(rule, before, after, sb, 10*mb, 0); len(vs) != 1 || vs[0].Inv != InvStitch {
+		t.Errorf("a chunk under a live block stitched: want one INV-STITCH, got %v", vs)
+	}
+	before, after = stitchViews(3, 5, 6)
+	if vs := CheckStitch(rule, before, after, sb, 8*mb, 0); len(vs) != 1 || vs[0].Inv != InvStitch {
+		t.Errorf("the smaller chunk first for 8 MiB: want one INV-STITCH, got %v", vs)
+	}
+	before, after = stitchViews(1, 5)
+	before.Blocks[1].State = BlockPending
+	if vs := CheckStitch(rule, before, after, sb, 10*mb, 0); len(vs) != 0 {
+		t.Errorf("judged with a pending block (its parts may be candidates): %v", vs)
+	}
+	before, after = stitchViews(1, 5)
+	if vs := CheckStitch(GrowthRule{}, before, after, sb, 10*mb, 0); len(vs) != 0 {
+		t.Errorf("the zero rule judged: %v", vs)
+	}
+}
+
+// INV-ARENA bites on a new arena opened while the stream's arena of the request's pool had a run of free and
+// unmapped room holding the request, counting the free mapped block before the unmapped room; not otherwise.
+func TestCheckArena(t *testing.T) {
+	base, nb := vmm.DevicePtr(0x1000_0000), vmm.DevicePtr(0x2000_0000)
+	views := func(policy string, stream vmm.Stream, freeTail bool, size uint64) (View, View) {
+		before := View{Policy: policy, Granularity: 2 * mb,
+			Blocks: []Block{{ID: 1, State: BlockLive, Range: vmm.Range{Base: base, Size: 20 * mb}, Stream: stream}},
+			Device: Device{Reservations: []vmm.Range{{Base: base, Size: 64 * mb}}, Used: 30 * mb, Capacity: 256 * mb,
+				Mappings: []DevMapping{{VA: vmm.Range{Base: base, Size: 30 * mb}, Handle: 1, Accessible: true}}}}
+		if freeTail {
+			before.Blocks = append(before.Blocks, Block{ID: 2, State: BlockFree, Range: vmm.Range{Base: base.Add(20 * mb), Size: 10 * mb}, Stream: stream})
+		} else {
+			before.Blocks = append(before.Blocks, Block{ID: 2, State: BlockLive, Range: vmm.Range{Base: base.Add(20 * mb), Size: 10 * mb}, Stream: stream})
+		}
+		after := before
+		after.Blocks = append(slices.Clone(before.Blocks), Block{ID: 3, State: BlockLive, Range: vmm.Range{Base: nb, Size: size}})
+		after.Device.Reservations = append(slices.Clone(before.Device.Reservations), vmm.Range{Base: nb, Size: 64 * mb})
+		return before, after
+	}
+	b, a := views("expandable", 0, false, 34*mb)
+	if vs := CheckArena(b, a, nb, 34*mb, 0); len(vs) != 1 || vs[0].Inv != InvArena {
+		t.Errorf("34 MiB unmapped left in the arena: want one INV-ARENA, got %v", vs)
+	}
+	b, a = views("expandable", 0, false, 40*mb)
+	if vs := CheckArena(b, a, nb, 40*mb, 0); len(vs) != 0 {
+		t.Errorf("40 MiB does not fit in the 34 MiB left: %v", vs)
+	}
+	b, a = views("gmlake", 0, true, 44*mb)
+	if vs := CheckArena(b, a, nb, 44*mb, 0); len(vs) != 1 || vs[0].Inv != InvArena {
+		t.Errorf("the free 10 MiB block and the 34 MiB after it hold 44 MiB: want one INV-ARENA, got %v", vs)
+	}
+	b, a = views("gmlake", 1, true, 44*mb)
+	if vs := CheckArena(b, a, nb, 44*mb, 0); len(vs) != 0 {
+		t.Errorf("another stream's arena counted: %v", vs)
+	}
+	b, a = views("gmlake", 0, true, 512)
+	if vs := CheckArena(b, a, nb, 512, 0); len(vs) != 0 {
+		t.Errorf("a large-pool arena counted for a small request: %v", vs)
+	}
+	b, a = views("caching", 0, true, 20*mb)
+	if vs := CheckArena(b, a, nb, 20*mb, 0); len(vs) != 0 {
+		t.Errorf("caching judged: %v", vs)
+	}
+}
+
+// INV-TORCH holds gmlake-paper's small pool (PyTorch's, unchanged in GLake) to should_split and to 2 MiB
+// segments; its large pool is GMLake's own and is not judged.
+func TestCheckTorchPaperSmallPool(t *testing.T) {
+	base := vmm.DevicePtr(0x1000_0000)
+	whole := View{Policy: "gmlake-paper", Granularity: 2 * mb,
+		Blocks: []Block{{ID: 1, State: BlockLive, Range: vmm.Range{Base: base, Size: 2 * mb}, SmallPool: true}},
+		Device: Device{Reservations: []vmm.Range{{Base: base, Size: 2 * mb}}, Capacity: 64 * mb, Used: 2 * mb}}
+	if vs := CheckTorch("gmlake-paper", View{}, whole, base, 512, nil /* failed calls */); len(vs) != 1 || vs[0].Inv != InvTorch {
+		t.Errorf("a 2 MiB small segment handed out whole for 512 B: want one INV-TORCH, got %v", vs)
+	}
+	split := whole
+	split.Blocks = []Block{{ID: 1, State: BlockLive, Range: vmm.Range{Base: base, Size: 512}, SmallPool: true},
+		{ID: 2, State: BlockFree, Range: vmm.Range{Base: base.Add(512), Size: 2*mb - 512}, SmallPool: true}}
+	if vs := CheckTorch("gmlake-paper", View{}, split, base, 512, nil /* failed calls */); len(vs) != 0 {
+		t.Errorf("PyTorch's split judged: %v", vs)
+	}
+	large := whole
+	large.Blocks = []Block{{ID: 1, State: BlockLive, Range: vmm.Range{Base: base, Size: 20 * mb}}}
+	large.Device.Reservations = []vmm.Range{{Base: base, Size: 20 * mb}}
+	if vs := CheckTorch("gmlake-paper", View{}, large, base, 3*mb, nil /* failed calls */); len(vs) != 0 {
+		t.Errorf("gmlake-paper's large pool judged: %v", vs)
+	}
+}
