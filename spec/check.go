@@ -34,6 +34,7 @@ const (
 	InvFailClean     = "INV-FAILCLEAN"  // judged by harness/ops (judge_failclean.go: the Views around a failed Alloc)
 	InvArena         = "INV-ARENA"      // spec/growth.go (CheckArena)
 	InvStitch        = "INV-STITCH"     // spec/stitch.go (CheckStitch)
+	InvPaperGC       = "INV-PAPERGC"    // spec/stitch.go (CheckPaperCollect)
 )
 
 // StateInvariants lists the invariants Check evaluates on a single View, with their predicates.

@@ -145,3 +145,57 @@ func formatSizes(x []uint64) []string {
 	}
 	return out
 }
+
+// CheckPaperCollect is INV-PAPERGC for one Alloc(size) under gmlake-paper (successful or not), over the Views
+// before and after it, with no fault armed and while the stitched bytes made so far stay below autoGC:
+// GLake collects cached stitched blocks during an allocation only where its source says
+// (garbage_collect_fused_blocks): when the stitched bytes pass autoGC, when a stitch's driver calls fail,
+// when realloc_block fails to create a segment although cudaMemGetInfo reports more free bytes than that
+// segment (and the stream's cached stitched blocks add up to at least it), and release_cached_blocks deletes
+// the cached stitched blocks that view a segment it releases. So a cached stitched block of before that is
+// gone after views a handle released during the call, or the device had more free bytes before the call
+// than the segment realloc_block makes for the request: get_allocation_size of the request rounded as GMLake
+// rounds it (to 2 MiB above 1 MiB); with reAlloc on (a segment for only what the free blocks lack) the
+// request rounded to 512 B bounds it. No new memory is made before realloc_block's collection, so the
+// device's free bytes then are at least those of before.
+func CheckPaperCollect(before, after View, size uint64, reAlloc bool) []Violation {
+	if before.Policy != "gmlake-paper" {
+		return nil
+	}
+	r := vmm.AlignUp(max(size, 1), 512)
+	seg := r
+	if !reAlloc {
+		seg = TorchAllocationSize(r)
+		if r > torchSmallSize {
+			seg = TorchAllocationSize(vmm.AlignUp(r, 2<<20))
+		}
+	}
+	if before.Device.Free() > seg {
+		return nil
+	}
+	held := map[vmm.Handle]bool{}
+	for _, h := range after.Device.Handles {
+		if !h.Released {
+			held[h.Handle] = true
+		}
+	}
+	for _, b := range before.Blocks {
+		if !b.Stitched || b.State != BlockFree {
+			continue
+		}
+		if res, ok := resOfSorted(before.Device.Reservations, b.Range.Base); !ok {
+			continue // INV-MIRROR
+		} else if still, ok := resOfSorted(after.Device.Reservations, b.Range.Base); ok && still == res {
+			continue // still reserved
+		}
+		released := false
+		for _, m := range overlappingDev(before.Device.Mappings, b.Range) {
+			released = released || !held[m.Handle]
+		}
+		if !released {
+			return []Violation{violation(InvPaperGC, "Alloc(%d) collected the cached stitched block %d %v although no segment it views was released and the device had only %s free (realloc_block collects only when it reports more than the %s segment)",
+				size, b.ID, b.Range, vmm.FormatBytes(before.Device.Free()), vmm.FormatBytes(seg))}
+		}
+	}
+	return nil
+}

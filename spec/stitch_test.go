@@ -167,3 +167,41 @@ func TestCheckTorchPaperSmallPool(t *testing.T) {
 		t.Errorf("gmlake-paper's large pool judged: %v", vs)
 	}
 }
+
+// INV-PAPERGC bites on a cached stitched block of gmlake-paper collected during an allocation on a device
+// short of the segment, when no segment it views was released; not when one was, nor with room on the
+// device (realloc_block's collection), nor under another policy.
+func TestCheckPaperCollect(t *testing.T) {
+	_, before := stitchViews(1, 3) // a stitched block over handles 1 and 3
+	after := before
+	before.Policy, after.Policy = "gmlake-paper", "gmlake-paper"
+	before.Blocks = slices.Clone(before.Blocks)
+	before.Blocks[len(before.Blocks)-1].State = BlockFree // cached
+	before.Device.Used = before.Device.Capacity - 4*mb    // 4 MiB free
+	after.Blocks = before.Blocks[:len(before.Blocks)-1]
+	after.Device.Reservations = before.Device.Reservations[:1]
+	after.Device.Mappings = before.Device.Mappings[:4]
+	if vs := CheckPaperCollect(before, after, 16*mb, false /* reAlloc */); len(vs) != 1 || vs[0].Inv != InvPaperGC {
+		t.Errorf("a cached stitched block collected with 4 MiB free for a 16 MiB segment: want one INV-PAPERGC, got %v", vs)
+	}
+	if vs := CheckPaperCollect(before, after, 2*mb, false /* reAlloc */); len(vs) != 1 {
+		t.Errorf("2 MiB makes a 20 MiB segment, more than the 4 MiB free: want one INV-PAPERGC, got %v", vs)
+	}
+	if vs := CheckPaperCollect(before, after, 512, false /* reAlloc */); len(vs) != 0 {
+		t.Errorf("512 B makes a 2 MiB segment, less than the 4 MiB free (realloc_block may collect): %v", vs)
+	}
+	released := after
+	released.Device.Handles = slices.DeleteFunc(slices.Clone(after.Device.Handles), func(h DevHandle) bool { return h.Handle == 3 })
+	if vs := CheckPaperCollect(before, released, 16*mb, false /* reAlloc */); len(vs) != 0 {
+		t.Errorf("deleted with a segment it views (release_cached_blocks): %v", vs)
+	}
+	roomy := before
+	roomy.Device.Used = 0
+	if vs := CheckPaperCollect(roomy, after, 16*mb, false /* reAlloc */); len(vs) != 0 {
+		t.Errorf("collected with more free than the segment (realloc_block's rule): %v", vs)
+	}
+	before.Policy = "gmlake"
+	if vs := CheckPaperCollect(before, after, 16*mb, false /* reAlloc */); len(vs) != 0 {
+		t.Errorf("gmlake judged: %v", vs)
+	}
+}

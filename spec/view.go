@@ -166,3 +166,9 @@ func (d Device) Backing(r vmm.Range) (phys []PhysRange, holes []vmm.Range) {
 	}
 	return phys, holes
 }
+
+// Reserved reports whether p lies in a reservation the device holds.
+func (v View) Reserved(p vmm.DevicePtr) bool {
+	_, ok := resOfSorted(v.Device.Reservations, p)
+	return ok
+}

@@ -105,6 +105,9 @@ type Env struct {
 	poolOf  map[vmm.DevicePtr]int
 	pooled  bool
 	poolChk spec.PoolChecker
+	// paperStitched: the bytes of the stitched blocks gmlake-paper made so far (INV-PAPERGC is judged while
+	// they stay below its autoGC: impl.Config.AutoGC, 1000 GiB by default).
+	paperStitched uint64
 	// torch judges INV-TORCHSTATS (torchstats.go); it remembers the highest value of each statistic.
 	torch torchStatsJudge
 	// capturing: stream indexes capturing a CUDA graph (capture-begin without capture-end).
@@ -705,6 +708,23 @@ func (e *Env) step(op Op) StepResult {
 	}
 	if op.Kind == OpAlloc && haveBefore && res.Err != nil {
 		res.Violations = append(res.Violations, judgeFailClean(op, before, after, res.Err)...) // INV-FAILCLEAN
+	}
+	if op.Kind == OpAlloc && haveBefore && e.Cfg.Policy == impl.PolicyGMLakePaper && op.Pool == 0 && !e.pooled && !e.faulty {
+		// INV-PAPERGC: what gmlake-paper may collect during an allocation (failed or not).
+		autoGC := e.Cfg.Knobs.AutoGC
+		if autoGC == 0 {
+			autoGC = 1000 << 30 // impl: GMLake's autoGC default
+		}
+		if e.paperStitched <= autoGC {
+			res.Violations = append(res.Violations, spec.CheckPaperCollect(before, after, op.Size, e.Cfg.Knobs.ReAlloc)...)
+		}
+		if res.Err == nil {
+			for _, b := range after.Blocks {
+				if b.Stitched && b.State == spec.BlockLive && b.Range.Base == res.Ptr && !before.Reserved(res.Ptr) {
+					e.paperStitched += b.Range.Size
+				}
+			}
+		}
 	}
 	if op.Kind == OpAlloc && haveBefore && errors.Is(res.Err, vmm.ErrOutOfMemory) && !e.faulty &&
 		!errors.Is(res.Err, impl.ErrInvalidSize) && len(e.capturing) == 0 && !e.pooled {
