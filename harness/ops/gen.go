@@ -37,6 +37,10 @@ import (
 //     again, at 4/5 of it (a cached stitched block is reused up to 1.25x the request: the reuse limit
 //     exactly), after one piece's size took one of its chunks (no longer reusable), or after the smallest
 //     piece's head and tail were taken and the head freed (its chunk free only in part);
+//   - handoff (a template): on stream a, the smallest large-pool block, then one that fills the device after
+//     it (from mid-chunk to a chunk's end), freed, work launched on a after the free, and the small size
+//     asked on another stream: the engine must release what a freed (the free completed before the work:
+//     a fence recorded at the free says so) rather than run out of memory;
 //   - close: rarely, completeall and Close mid-sequence (every call after must fail with ErrClosed);
 //   - fail, clearfaults: a fault on one of the swarm's call kinds, N-th next call, a driver result.
 //
@@ -230,6 +234,15 @@ var Rules = []Rule{
 				Op{Kind: OpAlloc, ID: y + 3, Size: want, Stream: s})
 		}
 		return seq
+	}},
+	{"handoff", 1, func(g *Gen, st State, src Source) []Op {
+		a, x := g.home(src), st.NextID()
+		b := (a + 1 + src.Intn(max(g.Streams-1, 1), "handoff-other")) % g.Streams
+		small := uint64(vmm.MiB + 512) // the smallest large-pool request
+		fill := g.Capacity - min(g.Capacity, 2*vmm.MiB)
+		return []Op{{Kind: OpAlloc, ID: x, Size: small, Stream: a}, {Kind: OpAlloc, ID: x + 1, Size: fill, Stream: a},
+			{Kind: OpFree, ID: x + 1}, {Kind: OpLaunch, Stream: a}, {Kind: OpAlloc, ID: x + 2, Size: small, Stream: b},
+			{Kind: OpFree, ID: x + 2}, {Kind: OpFree, ID: x}}
 	}},
 }
 
