@@ -82,6 +82,11 @@ type Rule struct {
 	make   func(g *Gen, st State, src Source) []Op
 }
 
+// OptIn are the rules that are off unless the swarm names them (Swarm.OptIn) or the caller does (Gen.On's
+// only). A rule added to the table changes what a given string of choices decodes to; an opt-in rule
+// leaves the programs of saved byte strings (the fuzz corpus) as they were until their owner opts in.
+var OptIn = map[string]bool{"fragments": true, "handoff": true}
+
 // Gen is the generator for one sequence: the swarm's configuration and rules switched off, the sizes it
 // draws from, and the requests made so far (sizes-repeat).
 type Gen struct {
@@ -251,7 +256,8 @@ var Rules = []Rule{
 func (g *Gen) On(only ...string) []Rule {
 	var out []Rule
 	for _, r := range Rules {
-		if g.Swarm.Off[r.Name] || len(only) > 0 && !contains(only, r.Name) {
+		if g.Swarm.Off[r.Name] || len(only) > 0 && !contains(only, r.Name) ||
+			len(only) == 0 && OptIn[r.Name] && !contains(g.Swarm.OptIn, r.Name) {
 			continue
 		}
 		out = append(out, r)

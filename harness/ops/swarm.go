@@ -39,7 +39,9 @@ type Swarm struct {
 	// under a memory cap of MemoryLimit bytes (0: none).
 	Serve       bool
 	MemoryLimit uint64
-	_           struct{}
+	// OptIn names the opt-in rules (ops.OptIn) this sequence may draw; DrawSwarm names them all.
+	OptIn []string
+	_     struct{}
 }
 
 // String is the swarm's one-line summary (the op file's header says the same in its own words).
@@ -98,6 +100,11 @@ func DrawSwarm(t *rapid.T, policy string, noFaults bool) Swarm {
 	for _, a := range swarmOptional {
 		if rapid.Bool().Draw(t, "swarm-off-"+a) {
 			s.Off[a] = true
+		}
+	}
+	for _, r := range Rules {
+		if OptIn[r.Name] {
+			s.OptIn = append(s.OptIn, r.Name)
 		}
 	}
 	// Half the sequences run what libgmlake runs: the serving layer, sometimes under a cap below the device.
