@@ -29,7 +29,7 @@ import (
 //     pool, maybe release the pool, maybe empty the cache;
 //   - capture (a template): a block recorded on another stream with work pending there, a capture begins
 //     on a stream, the block is freed and its size asked again, the capture ends, the work completes;
-//   - fragments (a template): on one stream, 2-5 pieces of 1-6 granules each followed by a one-granule
+//   - fragments (a template; opt-in, ops.OptIn, as handoff): on one stream, 2-5 pieces of 1-6 granules each followed by a one-granule
 //     separator, the pieces freed (free chunks apart, none large enough alone), then a request no single
 //     piece holds: the two largest exactly, the largest plus 512 B, all of them, all but half a granule,
 //     or all plus a granule (stitching's choices: largest first, the smallest chunk covering the rest, new
