@@ -558,3 +558,38 @@ func TestQuintInvariantsChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestITFStitchAfterPendingSBlock: a stitched block freed on stream 0 and recorded on stream 1 is pending;
+// when stream 1's event has completed, the next request on stream 1 finds it free during the call and
+// stitches over its parts, now clean (the spec's third stitching choice: other pools' chunks that wait for
+// nothing). INV-STITCH judged that against the View before, where the parts were shown held by the pending
+// block, and reported a stitch over chunks that were no candidates: a false violation, found by
+// tla/run.sh long (a vms_itf trace, spec step 57, allocStitch in lockstep), minimized to these ops.
+func TestITFStitchAfterPendingSBlock(t *testing.T) {
+	prog, err := ops.Parse(`# policy=gmlake capacity=12582912 granularity=2097152 streams=2 sync=false patterns=true chunk=2097152
+alloc a2 6291456 s0
+alloc a3 2097152 s0
+launch s0
+free a2
+alloc a17 8388608 s0
+record a17 s1
+free a17
+complete s0
+alloc a24 6291456 s1
+`, "stitch-after-pending-sblock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := ops.NewEnv(prog.Cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range prog.Ops {
+		if r := e.Step(o); r.Err != nil || len(r.Violations) > 0 {
+			t.Fatalf("%v: %v %v\n%s", o, r.Err, r.Violations, e.History())
+		}
+	}
+	if vs := e.Finish(); len(vs) > 0 {
+		t.Fatal(vs)
+	}
+}
