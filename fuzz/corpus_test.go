@@ -170,6 +170,15 @@ func TestGenerateCorpus(t *testing.T) {
 		b[0], b[2] = b[0]&0x80|byte(r.Intn(3)), byte(1|(k%3)<<1)
 		write("FuzzOps", fmt.Sprintf("serve-synthetic-%02d", k), b)
 	}
+	// The opt-in rules (format 3, header[2] bit 7: the fragments and handoff templates), half of them
+	// through the serving layer, on devices of 64 MiB to 1 GiB: random choices, not written for any bug.
+	r = rand.New(rand.NewSource(20261202))
+	for k := 0; k < 6; k++ {
+		b := make([]byte, 120+r.Intn(320))
+		r.Read(b)
+		b[0], b[2] = b[0]&0x80|byte(r.Intn(3)), optInBit|byte(k%2)|byte(k%3)<<1
+		write("FuzzOps", fmt.Sprintf("optin-synthetic-%02d", k), b)
+	}
 }
 
 // Property: every committed FuzzOps corpus entry is a well-formed corpus file that decodes to a program
@@ -210,7 +219,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	for i := 0; i < 500; i++ {
 		capacity, streams := capacities[r.Intn(len(capacities))], 1+r.Intn(MaxStreams)
-		gen, _ := decodeGen(capacity, streams)
+		gen, _ := decodeGen(capacity, streams, false /* optIn */)
 		rules, src, st := gen.On(single...), ops.RandSource(r), &belief{next: 1}
 		p := &ops.Program{Cfg: ops.Config{Capacity: capacity, Streams: streams, Patterns: true}}
 		if r.Intn(2) == 0 {
@@ -229,7 +238,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	}
 }
 
-// Property: header[2] (format 2's serving-layer byte) changes the layer and its cap and nothing else: the
+// Property: header[2]'s low seven bits (format 2's serving-layer byte) change the layer and its cap and nothing else: the
 // ops are the same for every value of it, so a format-1 input with a 0 inserted at offset 2 (how the corpus
 // was migrated) decodes to the program it always did; and every value with bit 0 set runs the serving layer
 // under one of the swarm's caps.
@@ -244,7 +253,7 @@ func TestServeByteChangesOnlyTheLayer(t *testing.T) {
 		if bare.Cfg.Serve || bare.Cfg.MemoryLimit != 0 {
 			t.Fatalf("header[2] = 0 runs the serving layer: %s", bare.Cfg.Header())
 		}
-		for h := 1; h < 256; h += 1 + r.Intn(16) {
+		for h := 1; h < optInBit; h += 1 + r.Intn(8) {
 			b[2] = byte(h)
 			p := Decode(b)
 			if !reflect.DeepEqual(p.Ops, bare.Ops) {
@@ -335,6 +344,57 @@ func TestRandomPrograms(t *testing.T) {
 			if f := runProgram(p, policy); f != "" {
 				t.Fatalf("program %d, %s: %s\n\nprogram (save it and run `gmlake fuzz --replay FILE --policy %s --minimize`):\n%s", i, policy, f, policy, programText(p))
 			}
+		}
+	}
+}
+
+// Property: header[2]'s bit 7 (format 3) puts the opt-in rules (ops.OptIn: the fragments and handoff
+// templates) in the decoder's rule list and only then, so inputs with it set decode to programs that the
+// same bytes without it do not, and the committed optin-* entries exercise them.
+func TestOptInBitDrawsTheTemplates(t *testing.T) {
+	names := func(optIn bool) map[string]bool {
+		_, rules := decodeGen(64*vmm.MiB, 2 /* streams */, optIn)
+		m := map[string]bool{}
+		for _, r := range rules {
+			m[r.Name] = true
+		}
+		return m
+	}
+	off, on := names(false), names(true)
+	for name := range ops.OptIn {
+		if off[name] || !on[name] {
+			t.Fatalf("opt-in rule %s: in the list without bit 7 %v, with it %v", name, off[name], on[name])
+		}
+	}
+	r := rand.New(rand.NewSource(5))
+	differ := 0
+	for i := 0; i < 100; i++ {
+		b := make([]byte, headerLen+120+r.Intn(300))
+		r.Read(b)
+		b[2] &^= optInBit
+		plain := Decode(b)
+		b[2] |= optInBit
+		if p := Decode(b); !reflect.DeepEqual(p.Cfg, plain.Cfg) {
+			t.Fatalf("bit 7 changes the setup: %s vs %s", p.Cfg.Header(), plain.Cfg.Header())
+		} else if !reflect.DeepEqual(p.Ops, plain.Ops) {
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Fatal("bit 7 changed no program of 100: the opt-in rules are never drawn")
+	}
+	files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzOps", "optin-*"))
+	if len(files) == 0 {
+		t.Fatal("no optin-* entry in the FuzzOps corpus; regenerate it (see TestGenerateCorpus)")
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := readCorpusFile(data)
+		if err != nil || len(b) < headerLen || b[2]&optInBit == 0 {
+			t.Fatalf("%s: not an opt-in entry (%v)", f, err)
 		}
 	}
 }

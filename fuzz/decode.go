@@ -11,8 +11,10 @@ package fuzz
 //
 //	header[0]  capacity: capacities[(b & 0x7f) % len(capacities)]; bit 7 set: end with Close while allocations are live
 //	header[1]  streams: 1 + b % MaxStreams
-//	header[2]  serving layer (format 2): bit 0 set: through impl/serve, under the cap serveLimits[(b >> 1) % 3]
-//	           (none, half the device, the device less one granule); bit 0 clear: the bare engine
+//	header[2]  serving layer (format 2): bit 0 set: through impl/serve, under the cap serveLimits[(b&0x7f >> 1) % 3]
+//	           (none, half the device, the device less one granule); bit 0 clear: the bare engine.
+//	           Bit 7 set: the opt-in rules (ops.OptIn: the fragments and handoff templates) are drawn too
+//	           (format 3; rapid's swarm opts in to them the same way)
 //	then       rule choices and their arguments (ops.ByteSource: one byte for a choice among up to 256)
 //
 // Format 2 added header[2]. The committed corpus (testdata/fuzz/FuzzOps) was migrated, not re-drawn: each
@@ -21,6 +23,11 @@ package fuzz
 // the migration diffed every entry's history under every policy, identical); TestGenerateCorpus writes the
 // same files, and the serve-* entries on top. An input of the fuzzer's own cache from before (GOCACHE's
 // fuzz folder) just decodes as another format-2 input.
+//
+// Format 3 gave header[2]'s bit 7 to the opt-in rules. A rule in the list changes which rule every later
+// choice byte names, so the opt-in rules are drawn only where that bit says so: every format-2 entry of the
+// corpus (header[2] at most 5) decodes exactly as before (TestServeByteChangesOnlyTheLayer), and the
+// optin-* entries and half of TestRandomPrograms' inputs reach the templates.
 //
 // Every byte string decodes to some program (missing bytes read as 0), so the fuzzer never wastes an input;
 // the decoder keeps the sequence meaningful by naming live allocations by their index among those it
@@ -39,8 +46,11 @@ const MaxStreams = 4
 // maxDecodeSize bounds the sizes the generator draws up to the device's capacity (decodeGen).
 const maxDecodeSize = 4 * vmm.GiB
 
-// headerLen is the bytes before the generator's choices (format 2).
+// headerLen is the bytes before the generator's choices (formats 2 and 3).
 const headerLen = 3
+
+// optInBit is header[2]'s bit that turns the opt-in rules (ops.OptIn) on (format 3).
+const optInBit = 0x80
 
 // serveLimits are the memory caps of a decoded program run through the serving layer, as the swarm draws
 // them (ops.DrawSwarm's swarm-limit): none, half the device, the device less one granule.
@@ -84,8 +94,17 @@ var commonSizes = append(ops.Thresholds("", impl.Config{}, 2*vmm.MiB), 64*vmm.Mi
 // decodeGen is the generator of a decoded program: every rule on, faults on every call kind the engine
 // makes after New, sizes up to the device's capacity or maxDecodeSize (a program of many tens-of-GiB
 // allocations on the 80 GiB device holds ~40k chunks, and every step judges them all: slow, and no deeper).
-func decodeGen(capacity uint64, streams int) (*ops.Gen, []ops.Rule) {
-	g := ops.NewGen(ops.Swarm{Streams: streams, Faults: ops.SwarmFaultCalls}, "", min(capacity, maxDecodeSize), 2*vmm.MiB)
+// With optIn, the opt-in rules (ops.OptIn) are on too.
+func decodeGen(capacity uint64, streams int, optIn bool) (*ops.Gen, []ops.Rule) {
+	sw := ops.Swarm{Streams: streams, Faults: ops.SwarmFaultCalls}
+	if optIn {
+		for _, r := range ops.Rules {
+			if ops.OptIn[r.Name] {
+				sw.OptIn = append(sw.OptIn, r.Name)
+			}
+		}
+	}
+	g := ops.NewGen(sw, "", min(capacity, maxDecodeSize), 2*vmm.MiB)
 	g.Traces = commonSizes
 	return g, g.On()
 }
@@ -129,10 +148,10 @@ func Decode(data []byte) *ops.Program {
 		Patterns: true,
 	}}
 	if h2&1 != 0 {
-		p.Cfg.Serve, p.Cfg.MemoryLimit = true, serveLimits(p.Cfg.Capacity)[int(h2>>1)%3]
+		p.Cfg.Serve, p.Cfg.MemoryLimit = true, serveLimits(p.Cfg.Capacity)[int(h2&^optInBit>>1)%3]
 	}
 	src := ops.NewByteSource(data[min(headerLen, len(data)):])
-	gen, rules := decodeGen(p.Cfg.Capacity, p.Cfg.Streams)
+	gen, rules := decodeGen(p.Cfg.Capacity, p.Cfg.Streams, h2&optInBit != 0)
 	st := &belief{next: 1}
 	for src.More() && len(p.Ops) < MaxOps {
 		_, seq := gen.Next(rules, st, src)
@@ -185,7 +204,7 @@ func Encode(p *ops.Program) []byte {
 	streams := min(max(p.Cfg.Streams, 1), MaxStreams)
 	// The program's own frees come explicitly: Decode then has nothing to free at the end.
 	out := []byte{byte(ci) | 0x80, byte(streams - 1), serveByte(p.Cfg, capacities[ci])}
-	gen, rules := decodeGen(capacities[ci], streams)
+	gen, rules := decodeGen(capacities[ci], streams, false /* optIn: Encode names the rules without templates */)
 	st := &belief{next: 1}
 	rename := map[int]int{}
 	for _, o := range p.Ops {
