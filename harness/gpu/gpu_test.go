@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,6 +89,31 @@ func report(t *testing.T, f figures) {
 	fmt.Fprintf(fh, "%s\n", b)
 }
 
+// keepFailFiles copies the fail files rapid wrote for t (testdata/rapid/NAME/*.fail, NAME being t's name
+// with / as _) under $GMLAKE_GPU_OUT, the folder a GPU run brings back, and prints the command that replays
+// each: a GPU machine is given back after the run, and rapid's seed alone replays a failure only where the
+// generator has not changed.
+func keepFailFiles(t *testing.T) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join("testdata", "rapid", strings.ReplaceAll(t.Name(), "/", "_"), "*.fail"))
+	dir := os.Getenv("GMLAKE_GPU_OUT")
+	for _, f := range files {
+		keep := f
+		if dir != "" {
+			b, err := os.ReadFile(f)
+			if err == nil {
+				keep = filepath.Join(dir, filepath.Base(f))
+				err = os.WriteFile(keep, b, 0o644)
+			}
+			if err != nil {
+				t.Errorf("keeping rapid's fail file %s under $GMLAKE_GPU_OUT: %v", f, err)
+				continue
+			}
+		}
+		t.Logf("replay on the GPU: ./gpu.test -test.run '^%s$' -test.v -rapid.failfile=%s", t.Name(), keep)
+	}
+}
+
 func deviceName() string {
 	return fmt.Sprintf("CUDA device 0 under a %s cap", vmm.FormatBytes(*capacity))
 }
@@ -107,6 +133,7 @@ func TestRapidOnGPU(t *testing.T) {
 				f.Sequences, f.Steps, f.OOMs, f.Seconds = c.Sequences.Load(), c.Steps.Load(), c.OOMs.Load(), time.Since(start).Seconds()
 				if t.Failed() {
 					f.Violations = 1
+					keepFailFiles(t)
 				}
 				report(t, f)
 			}()
@@ -150,5 +177,26 @@ func TestLinearizableOnGPU(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Property: a failing GPU test's rapid fail files come back with the run: keepFailFiles copies each one
+// rapid wrote for the test under $GMLAKE_GPU_OUT, byte for byte (no GPU needed).
+func TestKeepFailFilesCopiesThemUnderGPUOut(t *testing.T) {
+	t.Chdir(t.TempDir())
+	out := t.TempDir()
+	t.Setenv("GMLAKE_GPU_OUT", out)
+	dir := filepath.Join("testdata", "rapid", strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := []byte("# 2026120115230000 v0.4.8\n0x1 0x2\n")
+	if err := os.WriteFile(filepath.Join(dir, "x-1.fail"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	keepFailFiles(t)
+	got, err := os.ReadFile(filepath.Join(out, "x-1.fail"))
+	if err != nil || string(got) != string(want) {
+		t.Fatalf("the fail file under $GMLAKE_GPU_OUT: %q, %v; want %q", got, err, want)
 	}
 }
