@@ -129,19 +129,11 @@ func CheckGrowth(rule GrowthRule, before, after View, size uint64, s vmm.Stream)
 // max(r/4*Reuse, r + 2 granules) bytes whose every chunk lay wholly in a free block of s (impl/doc.go, the
 // allocation path, step 3: reuse needs no driver call, a new stitch maps every chunk again).
 func CheckReuse(rule GrowthRule, before, after View, ptr vmm.DevicePtr, size uint64, s vmm.Stream) []Violation {
-	if rule.StitchMin == 0 || rule.Reuse == 0 || rule.Granularity == 0 {
+	if rule.Reuse == 0 {
 		return nil
 	}
 	r := vmm.AlignUp(max(size, 1), 512)
-	if r <= SmallRequest || r < rule.StitchMin {
-		return nil
-	}
-	var got *Block
-	for i := range after.Blocks {
-		if b := &after.Blocks[i]; b.Stitched && b.State == BlockLive && b.Range.Base == ptr {
-			got = b
-		}
-	}
+	got := stitchedServing(rule, after, ptr, size)
 	if got == nil {
 		return nil
 	}

@@ -53,19 +53,8 @@ func StitchChoice(cands []uint64, need uint64) (taken []uint64, rem uint64) {
 // frees completed are candidates), and no handle was released during the call (a release of the cache
 // changes the candidates).
 func CheckStitch(rule GrowthRule, before, after View, ptr vmm.DevicePtr, size uint64, s vmm.Stream) []Violation {
-	if rule.StitchMin == 0 || rule.Granularity == 0 {
-		return nil
-	}
 	r := vmm.AlignUp(max(size, 1), 512)
-	if r <= SmallRequest || r < rule.StitchMin {
-		return nil
-	}
-	var got *Block
-	for i := range after.Blocks {
-		if b := &after.Blocks[i]; b.Stitched && b.State == BlockLive && b.Range.Base == ptr {
-			got = b
-		}
-	}
+	got := stitchedServing(rule, after, ptr, size)
 	if got == nil {
 		return nil
 	}
@@ -201,4 +190,23 @@ func CheckPaperCollect(before, after View, size uint64, reAlloc bool) []Violatio
 		}
 	}
 	return nil
+}
+
+// stitchedServing returns the live stitched block at ptr after an Alloc(size) that gmlake's stitching rule
+// covers (a large request rounded to at least StitchMin, the rule known), or nil: the block INV-REUSE and
+// INV-STITCH judge.
+func stitchedServing(rule GrowthRule, after View, ptr vmm.DevicePtr, size uint64) *Block {
+	if rule.StitchMin == 0 || rule.Granularity == 0 {
+		return nil
+	}
+	if r := vmm.AlignUp(max(size, 1), 512); r <= SmallRequest || r < rule.StitchMin {
+		return nil
+	}
+	var got *Block
+	for i := range after.Blocks {
+		if b := &after.Blocks[i]; b.Stitched && b.State == BlockLive && b.Range.Base == ptr {
+			got = b
+		}
+	}
+	return got
 }
