@@ -19,6 +19,18 @@ func resOfSorted(rs []vmm.Range, p vmm.DevicePtr) (vmm.Range, bool) {
 	return vmm.Range{}, false
 }
 
+// liveBlockAt returns v's live block at ptr, an sBlock (stitched) or a pBlock, or nil. When several claim
+// ptr (a View the engine got wrong), the last is taken, as every predicate did before it shared this.
+func liveBlockAt(v View, ptr vmm.DevicePtr, stitched bool) *Block {
+	var got *Block
+	for i := range v.Blocks {
+		if b := &v.Blocks[i]; b.Stitched == stitched && b.State == BlockLive && b.Range.Base == ptr {
+			got = b
+		}
+	}
+	return got
+}
+
 // CheckExtend is INV-EXTEND for one successful Alloc that returned ptr, over the Views before and after the
 // call, for the arena policies (expandable, gmlake): PyTorch's find_expandable_block takes the free block
 // before the unmapped room it maps into as the start of the run, so an allocation that maps new memory in
@@ -28,12 +40,7 @@ func CheckExtend(before, after View, ptr vmm.DevicePtr) []Violation {
 	if after.Policy != "expandable" && after.Policy != "gmlake" {
 		return nil
 	}
-	var got *Block
-	for i := range after.Blocks {
-		if b := &after.Blocks[i]; !b.Stitched && b.State == BlockLive && b.Range.Base == ptr {
-			got = b
-		}
-	}
+	got := liveBlockAt(after, ptr, false /* stitched */)
 	if got == nil || got.Range.Size == 0 {
 		return nil
 	}
@@ -192,12 +199,7 @@ func CheckArena(before, after View, ptr vmm.DevicePtr, size uint64, s vmm.Stream
 	if after.Policy != "expandable" && after.Policy != "gmlake" {
 		return nil
 	}
-	var got *Block
-	for i := range after.Blocks {
-		if b := &after.Blocks[i]; !b.Stitched && b.State == BlockLive && b.Range.Base == ptr {
-			got = b
-		}
-	}
+	got := liveBlockAt(after, ptr, false /* stitched */)
 	if got == nil {
 		return nil
 	}

@@ -202,11 +202,5 @@ func stitchedServing(rule GrowthRule, after View, ptr vmm.DevicePtr, size uint64
 	if r := vmm.AlignUp(max(size, 1), 512); r <= SmallRequest || r < rule.StitchMin {
 		return nil
 	}
-	var got *Block
-	for i := range after.Blocks {
-		if b := &after.Blocks[i]; b.Stitched && b.State == BlockLive && b.Range.Base == ptr {
-			got = b
-		}
-	}
-	return got
+	return liveBlockAt(after, ptr, true /* stitched */)
 }

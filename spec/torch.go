@@ -2,7 +2,6 @@ package spec
 
 import (
 	"errors"
-	"sort"
 
 	"github.com/gmlake/gmlake/vmm"
 )
@@ -97,25 +96,13 @@ func CheckTorch(policy string, before, after View, ptr vmm.DevicePtr, size uint6
 	if paper && r > torchSmallSize {
 		return nil // GMLake's large pool has its own rules (realloc_block, stitching): not PyTorch's
 	}
-	var got *Block
-	for i := range after.Blocks {
-		if b := &after.Blocks[i]; !b.Stitched && b.Range.Base == ptr && b.State == BlockLive {
-			got = b
-		}
-	}
+	got := liveBlockAt(after, ptr, false /* stitched */)
 	if got == nil {
 		return nil // INV-BLOCKS
 	}
-	resOf := func(rs []vmm.Range, p vmm.DevicePtr) (vmm.Range, bool) {
-		i := sort.Search(len(rs), func(i int) bool { return rs[i].Limit() > p })
-		if i < len(rs) && rs[i].Contains(p) {
-			return rs[i], true
-		}
-		return vmm.Range{}, false
-	}
 	var from uint64 // the size of the free block the request was carved from
-	if seg, ok := resOf(after.Device.Reservations, ptr); ok {
-		if old, had := resOf(before.Device.Reservations, ptr); !had || old != seg {
+	if seg, ok := resOfSorted(after.Device.Reservations, ptr); ok {
+		if old, had := resOfSorted(before.Device.Reservations, ptr); !had || old != seg {
 			if expandable {
 				return torchSplitBound(got, size, r, expandable) // a new arena: page-granular growth
 			}
@@ -148,7 +135,7 @@ func CheckTorch(policy string, before, after View, ptr vmm.DevicePtr, size uint6
 				}
 			}
 			if _, holes := before.Device.Backing(vmm.Range{Base: b.Range.Limit(), Size: 1}); len(holes) > 0 {
-				if seg, ok := resOf(before.Device.Reservations, b.Range.Base); ok && b.Range.Limit() < seg.Limit() {
+				if seg, ok := resOfSorted(before.Device.Reservations, b.Range.Base); ok && b.Range.Limit() < seg.Limit() {
 					return nil
 				}
 			}
