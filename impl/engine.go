@@ -639,11 +639,14 @@ func (a *Allocator) freeLocked(b *block) error {
 	a.noteFreedLocked(b)
 	a.st.NumLive--
 	a.st.NumFrees++
+	if a.p.paper && a.nCapturing == 0 {
+		// GMLake's insert_free_event_into_alloc_stream, for a block waiting for other streams' events too:
+		// its event is the last use on its own stream, which those events do not cover, and the
+		// collection of cached sBlocks (paperDoneLocked) asks it alone.
+		a.evRecordFreeLocked(b)
+	}
 	if b.state == Pending {
 		return nil
-	}
-	if a.p.paper && a.nCapturing == 0 {
-		a.evRecordFreeLocked(b) // GMLake's insert_free_event_into_alloc_stream
 	}
 	dead := a.deadPools && blockHome(b).mp != nil && blockHome(b).mp.dead
 	a.freeBlockLocked(b)

@@ -592,3 +592,47 @@ func TestPaperReAllocFailedRequestKeepsNoSegment(t *testing.T) {
 	mustFree(t, a, live)
 	closeClean(t, a, dev)
 }
+
+// A cached stitched block freed while work that uses it is pending on its own stream, and recorded on
+// another stream, is not torn down by EmptyCache until that work completed (INV-RELEASESAFE: cuMemUnmap
+// does not wait for in-flight work). Its free waited for the other stream's event only, and the collection
+// of cached sBlocks (paperDoneLocked) asked the sBlock's own event, never recorded at that free: rapid found
+// it (harness/ops's rule table grew, so its fixed seed drew new sequences), minimized to these 10 ops.
+func TestPaperCachedSBlockOutlivesItsStreamsWork(t *testing.T) {
+	dev := sim.NewDevice(sim.DeviceConfig{Capacity: 24 * MiB})
+	a, err := New(dev, Config{Policy: PolicyGMLakePaper, StitchMin: 4 * MiB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, err := dev.CreateStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAlloc(t, a, 6*MiB, 0)
+	mustAlloc(t, a, 2*MiB, 0)
+	p := mustAlloc(t, a, 4*MiB, 0)
+	mustAlloc(t, a, 2*MiB, 0)
+	mustFree(t, a, p)
+	sb := mustAlloc(t, a, 8*MiB, 0) // stitched over the freed 4 MiB and new memory
+	if err := a.RecordStream(sb, s1); err != nil {
+		t.Fatal(err)
+	}
+	dev.Launch(0) // work on the block's own stream, pending
+	mustFree(t, a, sb)
+	before := dev.Counts()
+	if err := a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(dev.Counts(), before); d[vmm.CallUnmap] != 0 || d[vmm.CallRelease] != 0 {
+		t.Fatalf("EmptyCache with the stitched block's work pending on its stream: %v, want no unmap or release", d.Map())
+	}
+	dev.CompleteAll()
+	if err := a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(dev.Counts(), before); d[vmm.CallUnmap] == 0 {
+		t.Fatalf("EmptyCache after the work completed: %v, want the cached stitched block torn down", d.Map())
+	}
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+}
