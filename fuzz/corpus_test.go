@@ -179,6 +179,19 @@ func TestGenerateCorpus(t *testing.T) {
 		b[0], b[2] = b[0]&0x80|byte(r.Intn(3)), optInBit|byte(k%2)|byte(k%3)<<1
 		write("FuzzOps", fmt.Sprintf("optin-synthetic-%02d", k), b)
 	}
+	// The rules of format 4 (header[2] bit 6: forget, query), with and without format 3's (bit 7), half of
+	// them through the serving layer, on devices of 64 MiB to 1 GiB with 2-4 streams: random choices.
+	r = rand.New(rand.NewSource(20261203))
+	for k := 0; k < 6; k++ {
+		b := make([]byte, 120+r.Intn(320))
+		r.Read(b)
+		b[0], b[1] = b[0]&0x80|byte(r.Intn(3)), byte(1+k%3)
+		b[2] = format4Bit | byte(k%2) | byte(k%3)<<1
+		if k >= 3 {
+			b[2] |= optInBit
+		}
+		write("FuzzOps", fmt.Sprintf("forget-synthetic-%02d", k), b)
+	}
 }
 
 // Property: every committed FuzzOps corpus entry is a well-formed corpus file that decodes to a program
@@ -219,7 +232,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	for i := 0; i < 500; i++ {
 		capacity, streams := capacities[r.Intn(len(capacities))], 1+r.Intn(MaxStreams)
-		gen, _ := decodeGen(capacity, streams, false /* optIn */)
+		gen, _ := decodeGen(capacity, streams, 0 /* h2: no opt-in rules */)
 		rules, src, st := gen.On(single...), ops.RandSource(r), &belief{next: 1}
 		p := &ops.Program{Cfg: ops.Config{Capacity: capacity, Streams: streams, Patterns: true}}
 		if r.Intn(2) == 0 {
@@ -253,7 +266,7 @@ func TestServeByteChangesOnlyTheLayer(t *testing.T) {
 		if bare.Cfg.Serve || bare.Cfg.MemoryLimit != 0 {
 			t.Fatalf("header[2] = 0 runs the serving layer: %s", bare.Cfg.Header())
 		}
-		for h := 1; h < optInBit; h += 1 + r.Intn(8) {
+		for h := 1; h < format4Bit; h += 1 + r.Intn(8) {
 			b[2] = byte(h)
 			p := Decode(b)
 			if !reflect.DeepEqual(p.Ops, bare.Ops) {
@@ -353,7 +366,11 @@ func TestRandomPrograms(t *testing.T) {
 // same bytes without it do not, and the committed optin-* entries exercise them.
 func TestOptInBitDrawsTheTemplates(t *testing.T) {
 	names := func(optIn bool) map[string]bool {
-		_, rules := decodeGen(64*vmm.MiB, 2 /* streams */, optIn)
+		h2 := byte(0)
+		if optIn {
+			h2 = optInBit
+		}
+		_, rules := decodeGen(64*vmm.MiB, 2 /* streams */, h2)
 		m := map[string]bool{}
 		for _, r := range rules {
 			m[r.Name] = true
@@ -362,6 +379,12 @@ func TestOptInBitDrawsTheTemplates(t *testing.T) {
 	}
 	off, on := names(false), names(true)
 	for name := range ops.OptIn {
+		if format4Rules[name] {
+			if on[name] {
+				t.Fatalf("format 4's rule %s is drawn under bit 7", name)
+			}
+			continue
+		}
 		if off[name] || !on[name] {
 			t.Fatalf("opt-in rule %s: in the list without bit 7 %v, with it %v", name, off[name], on[name])
 		}
@@ -395,6 +418,66 @@ func TestOptInBitDrawsTheTemplates(t *testing.T) {
 		b, err := readCorpusFile(data)
 		if err != nil || len(b) < headerLen || b[2]&optInBit == 0 {
 			t.Fatalf("%s: not an opt-in entry (%v)", f, err)
+		}
+	}
+}
+
+// Property: header[2]'s bit 6 (format 4) puts format 4's opt-in rules (forget, query: ForgetStream,
+// LargestCachedBlock, Snapshot and the statistics' resets) in the decoder's list and only then; it changes
+// neither the setup nor, where it is clear, any program: every committed entry but the forget-* ones has it
+// clear (so each decodes exactly as before format 4), and the forget-* entries draw the new ops.
+func TestFormat4BitChangesNoEntry(t *testing.T) {
+	_, off := decodeGen(64*vmm.MiB, 2 /* streams */, optInBit)
+	_, on := decodeGen(64*vmm.MiB, 2 /* streams */, optInBit|format4Bit)
+	has := func(rules []ops.Rule, name string) bool {
+		return slices.ContainsFunc(rules, func(r ops.Rule) bool { return r.Name == name })
+	}
+	for name := range format4Rules {
+		if !ops.OptIn[name] || has(off, name) || !has(on, name) {
+			t.Fatalf("format 4's rule %s: opt-in %v, drawn without bit 6 %v, with it %v", name, ops.OptIn[name], has(off, name), has(on, name))
+		}
+	}
+	r := rand.New(rand.NewSource(6))
+	differ := 0
+	for i := 0; i < 100; i++ {
+		b := make([]byte, headerLen+120+r.Intn(300))
+		r.Read(b)
+		b[2] &^= format4Bit
+		plain := Decode(b)
+		b[2] |= format4Bit
+		if p := Decode(b); !reflect.DeepEqual(p.Cfg, plain.Cfg) {
+			t.Fatalf("bit 6 changes the setup: %s vs %s", p.Cfg.Header(), plain.Cfg.Header())
+		} else if !reflect.DeepEqual(p.Ops, plain.Ops) {
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Fatal("bit 6 changed no program of 100: format 4's rules are never drawn")
+	}
+	files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzOps", "*"))
+	kinds := map[ops.OpKind]bool{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := readCorpusFile(data)
+		if err != nil || len(b) < headerLen {
+			t.Fatalf("%s: %v", f, err)
+		}
+		forget := strings.HasPrefix(filepath.Base(f), "forget-")
+		if forget != (b[2]&format4Bit != 0) {
+			t.Fatalf("%s: header[2] = %#x: bit 6 is set exactly in the forget-* entries", f, b[2])
+		}
+		if forget {
+			for _, o := range Decode(b).Ops {
+				kinds[o.Kind] = true
+			}
+		}
+	}
+	for _, k := range []ops.OpKind{ops.OpForget, ops.OpLargest, ops.OpSnapshot, ops.OpResetPeak, ops.OpResetAcc} {
+		if !kinds[k] {
+			t.Errorf("no forget-* entry of the corpus draws %v (regenerate it: see TestGenerateCorpus)", k)
 		}
 	}
 }

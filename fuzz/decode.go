@@ -11,10 +11,12 @@ package fuzz
 //
 //	header[0]  capacity: capacities[(b & 0x7f) % len(capacities)]; bit 7 set: end with Close while allocations are live
 //	header[1]  streams: 1 + b % MaxStreams
-//	header[2]  serving layer (format 2): bit 0 set: through impl/serve, under the cap serveLimits[(b&0x7f >> 1) % 3]
+//	header[2]  serving layer (format 2): bit 0 set: through impl/serve, under the cap serveLimits[(b&0x3f >> 1) % 3]
 //	           (none, half the device, the device less one granule); bit 0 clear: the bare engine.
-//	           Bit 7 set: the opt-in rules (ops.OptIn: the fragments and handoff templates) are drawn too
-//	           (format 3; rapid's swarm opts in to them the same way)
+//	           Bit 7 set: the opt-in rules of format 3 (ops.OptIn: the fragments and handoff templates) are
+//	           drawn too (rapid's swarm opts in to them the same way). Bit 6 set: those of format 4 (the
+//	           forget and query rules: ForgetStream, LargestCachedBlock, Snapshot, the statistics' resets)
+//	           are drawn too, after format 3's.
 //	then       rule choices and their arguments (ops.ByteSource: one byte for a choice among up to 256)
 //
 // Format 2 added header[2]. The committed corpus (testdata/fuzz/FuzzOps) was migrated, not re-drawn: each
@@ -28,6 +30,11 @@ package fuzz
 // choice byte names, so the opt-in rules are drawn only where that bit says so: every format-2 entry of the
 // corpus (header[2] at most 5) decodes exactly as before (TestServeByteChangesOnlyTheLayer), and the
 // optin-* entries and half of TestRandomPrograms' inputs reach the templates.
+//
+// Format 4 gave bit 6 to the rules opted in after format 3 (format4Rules), the same way: bit 6 was clear in
+// every committed entry (header[2] at most 0x85), and it no longer counts in the serving layer's cap, so
+// every format-3 entry decodes exactly as before (TestFormat4BitChangesNoEntry); the forget-* entries and a
+// quarter of TestRandomPrograms' inputs set it.
 //
 // Every byte string decodes to some program (missing bytes read as 0), so the fuzzer never wastes an input;
 // the decoder keeps the sequence meaningful by naming live allocations by their index among those it
@@ -49,8 +56,16 @@ const maxDecodeSize = 4 * vmm.GiB
 // headerLen is the bytes before the generator's choices (formats 2 and 3).
 const headerLen = 3
 
-// optInBit is header[2]'s bit that turns the opt-in rules (ops.OptIn) on (format 3).
-const optInBit = 0x80
+// optInBit is header[2]'s bit that turns the opt-in rules (ops.OptIn) of format 3 on; format4Bit turns
+// those of format 4 on (format4Rules).
+const (
+	optInBit   = 0x80
+	format4Bit = 0x40
+)
+
+// format4Rules are the opt-in rules format 4 added (header[2]'s bit 6); every other opt-in rule is format 3's
+// (bit 7).
+var format4Rules = map[string]bool{"forget": true, "query": true}
 
 // serveLimits are the memory caps of a decoded program run through the serving layer, as the swarm draws
 // them (ops.DrawSwarm's swarm-limit): none, half the device, the device less one granule.
@@ -94,14 +109,12 @@ var commonSizes = append(ops.Thresholds("", impl.Config{}, 2*vmm.MiB), 64*vmm.Mi
 // decodeGen is the generator of a decoded program: every rule on, faults on every call kind the engine
 // makes after New, sizes up to the device's capacity or maxDecodeSize (a program of many tens-of-GiB
 // allocations on the 80 GiB device holds ~40k chunks, and every step judges them all: slow, and no deeper).
-// With optIn, the opt-in rules (ops.OptIn) are on too.
-func decodeGen(capacity uint64, streams int, optIn bool) (*ops.Gen, []ops.Rule) {
+// The opt-in rules (ops.OptIn) are on too as header[2] says (h2: its bits 7 and 6, optInBit and format4Bit).
+func decodeGen(capacity uint64, streams int, h2 byte) (*ops.Gen, []ops.Rule) {
 	sw := ops.Swarm{Streams: streams, Faults: ops.SwarmFaultCalls}
-	if optIn {
-		for _, r := range ops.Rules {
-			if ops.OptIn[r.Name] {
-				sw.OptIn = append(sw.OptIn, r.Name)
-			}
+	for _, r := range ops.Rules {
+		if ops.OptIn[r.Name] && (format4Rules[r.Name] && h2&format4Bit != 0 || !format4Rules[r.Name] && h2&optInBit != 0) {
+			sw.OptIn = append(sw.OptIn, r.Name)
 		}
 	}
 	g := ops.NewGen(sw, "", min(capacity, maxDecodeSize), 2*vmm.MiB)
@@ -148,10 +161,10 @@ func Decode(data []byte) *ops.Program {
 		Patterns: true,
 	}}
 	if h2&1 != 0 {
-		p.Cfg.Serve, p.Cfg.MemoryLimit = true, serveLimits(p.Cfg.Capacity)[int(h2&^optInBit>>1)%3]
+		p.Cfg.Serve, p.Cfg.MemoryLimit = true, serveLimits(p.Cfg.Capacity)[int(h2&^(optInBit|format4Bit)>>1)%3]
 	}
 	src := ops.NewByteSource(data[min(headerLen, len(data)):])
-	gen, rules := decodeGen(p.Cfg.Capacity, p.Cfg.Streams, h2&optInBit != 0)
+	gen, rules := decodeGen(p.Cfg.Capacity, p.Cfg.Streams, h2)
 	st := &belief{next: 1}
 	for src.More() && len(p.Ops) < MaxOps {
 		_, seq := gen.Next(rules, st, src)
@@ -204,7 +217,7 @@ func Encode(p *ops.Program) []byte {
 	streams := min(max(p.Cfg.Streams, 1), MaxStreams)
 	// The program's own frees come explicitly: Decode then has nothing to free at the end.
 	out := []byte{byte(ci) | 0x80, byte(streams - 1), serveByte(p.Cfg, capacities[ci])}
-	gen, rules := decodeGen(capacities[ci], streams, false /* optIn: Encode names the rules without templates */)
+	gen, rules := decodeGen(capacities[ci], streams, 0 /* h2: Encode names the rules without the opt-in ones */)
 	st := &belief{next: 1}
 	rename := map[int]int{}
 	for _, o := range p.Ops {

@@ -89,7 +89,7 @@ func gpuProgram(p *ops.Program) *ops.Program {
 	q.Cfg.Patterns = false
 	for _, o := range p.Ops {
 		switch o.Kind {
-		case ops.OpAlloc, ops.OpRecord, ops.OpLaunch, ops.OpComplete, ops.OpCaptureBegin, ops.OpCaptureEnd:
+		case ops.OpAlloc, ops.OpRecord, ops.OpLaunch, ops.OpComplete, ops.OpCaptureBegin, ops.OpCaptureEnd, ops.OpForget:
 			if o.Stream >= p.Cfg.Streams {
 				continue
 			}

@@ -35,6 +35,8 @@ const (
 	InvArena         = "INV-ARENA"      // spec/growth.go (CheckArena)
 	InvStitch        = "INV-STITCH"     // spec/stitch.go (CheckStitch)
 	InvPaperGC       = "INV-PAPERGC"    // spec/stitch.go (CheckPaperCollect)
+	InvLargest       = "INV-LARGEST"    // judged by harness/ops (judge_largest.go: LargestCachedBlock from the View)
+	InvSnapshot      = "INV-SNAPSHOT"   // judged by harness/ops (judge_snapshot.go: Snapshot against the Env's record)
 )
 
 // StateInvariants lists the invariants Check evaluates on a single View, with their predicates.

@@ -108,13 +108,19 @@ type Env struct {
 	// paperStitched: the bytes of the stitched blocks gmlake-paper made so far (INV-PAPERGC is judged while
 	// they stay below its autoGC: impl.Config.AutoGC, 1000 GiB by default).
 	paperStitched uint64
-	// torch judges INV-TORCHSTATS (torchstats.go); it remembers the highest value of each statistic.
+	// torch judges INV-TORCHSTATS (torchstats.go); it remembers the highest value of each statistic since
+	// the last reset-peak and the values at the last reset-acc.
 	torch torchStatsJudge
+	// largest: LargestCachedBlock's answer in the current step (INV-LARGEST).
+	largest uint64
 	// capturing: stream indexes capturing a CUDA graph (capture-begin without capture-end).
 	capturing map[int]bool
-	checker   vmm.Stream     // with Patterns: the device stream the patterns are written and read on
-	size      map[int]uint64 // allocation id -> bytes requested (for the pattern check)
-	Ops       []Op           // executed, in order: the reproducer
+	// gone: stream indexes a forget op forgot (ForgetStream succeeded): the caller destroys them, so no
+	// work is launched on them any more (launch is refused); what they had still completes.
+	gone    map[int]bool
+	checker vmm.Stream     // with Patterns: the device stream the patterns are written and read on
+	size    map[int]uint64 // allocation id -> bytes requested (for the pattern check)
+	Ops     []Op           // executed, in order: the reproducer
 	// outcomes[i] is Outcome of Ops[i] when it ran through Step (History prints them).
 	outcomes []string
 	Steps    int
@@ -201,7 +207,8 @@ func NewEnv(cfg Config) (*Env, error) {
 		cfg.Policy = impl.PolicyGMLake
 	}
 	e := &Env{Cfg: cfg, Hist: spec.NewHistory(), ptrs: map[int]vmm.DevicePtr{}, live: map[int]bool{},
-		pools: map[int]int{}, poolOf: map[vmm.DevicePtr]int{}, capturing: map[int]bool{}, size: map[int]uint64{}}
+		pools: map[int]int{}, poolOf: map[vmm.DevicePtr]int{}, capturing: map[int]bool{}, size: map[int]uint64{},
+		gone: map[int]bool{}}
 	e.Device = cfg.Device
 	if e.Device == nil {
 		e.Dev = sim.NewDevice(sim.DeviceConfig{Capacity: cfg.Capacity, Granularity: cfg.Granularity,
@@ -586,7 +593,9 @@ func (e *Env) step(op Op) StepResult {
 		res.Err = e.recordStream(in.Ptr, op.Stream)
 	case OpLaunch:
 		in = contract.ContractInput{Op: contract.COpLaunch, Stream: e.stream(op.Stream)}
-		if op.Stream < 0 || op.Stream >= len(e.Streams) || e.Cfg.SyncStreams {
+		if e.gone[op.Stream] {
+			refused = true // a forgotten stream is destroyed: no work is submitted to it any more
+		} else if op.Stream < 0 || op.Stream >= len(e.Streams) || e.Cfg.SyncStreams {
 			unjudged = true // no such stream, or work completes at once: nothing pending
 		} else {
 			e.Device.Launch(in.Stream)
@@ -638,6 +647,29 @@ func (e *Env) step(op Op) StepResult {
 		if res.Err == nil {
 			e.pools[op.Pool] = n
 		}
+	case OpForget:
+		// ForgetStream, called by the engine's users before cuStreamDestroy (gmlake.Allocator.DestroyStream);
+		// the serving layer has no call of its own for it, so the engine is told directly, with the device
+		// stream the layer maps the index to. The contract judges the answer (C-FORGET).
+		in = contract.ContractInput{Op: contract.COpForgetStream, Stream: e.stream(op.Stream)}
+		res.Err = e.A.ForgetStream(in.Stream)
+		if res.Err == nil && op.Stream >= 0 && op.Stream < len(e.Streams) {
+			e.gone[op.Stream] = true
+		}
+	case OpLargest:
+		unjudged = true // judged after every step (INV-LARGEST, judge_largest.go)
+		e.largest = e.A.LargestCachedBlock()
+	case OpResetPeak:
+		unjudged = true // INV-TORCHSTATS judges the statistics after the reset
+		e.A.ResetPeakStats()
+	case OpResetAcc:
+		unjudged = true
+		e.A.ResetAccumulatedStats()
+	case OpSnapshot:
+		unjudged = true
+		snap := e.A.Snapshot()
+		res.Violations = append(res.Violations, e.judgeSnapshot(snap)...)
+		res.Violations = append(res.Violations, e.judgeSnapshotQuery(snap)...)
 	case OpCaptureBegin, OpCaptureEnd:
 		unjudged = true
 		res.Err = e.setCapturing(op.Stream, op.Kind == OpCaptureBegin)
@@ -672,7 +704,11 @@ func (e *Env) step(op Op) StepResult {
 			e.Hist.OnAlloc(e.View(), res.Ptr, in.Stream)
 		}
 		if !e.closed {
-			e.torch.observe(e.A.TorchStats())
+			held := 0
+			if op.Kind == OpResetAcc {
+				held = len(e.View().Chunks)
+			}
+			e.torch.note(op.Kind, e.A.TorchStats(), held)
 		}
 		if e.pooled && !e.closed {
 			// INV-POOL remembers what each pool handed out: keep that memory (its verdicts passed when
@@ -681,8 +717,14 @@ func (e *Env) step(op Op) StepResult {
 		}
 		return res
 	}
-	after := e.View()
+	snap := e.A.Snapshot()
+	after := ViewOf(snap, e.deviceState())
 	res.Violations = append(res.Violations, spec.Check(after)...)
+	res.Violations = append(res.Violations, e.judgeSnapshot(snap)...) // INV-SNAPSHOT
+	if op.Kind != OpLargest {
+		e.largest = e.A.LargestCachedBlock()
+	}
+	res.Violations = append(res.Violations, judgeLargest(after, e.largest, e.pooled)...) // INV-LARGEST
 	if err := e.A.CheckInvariants(); err != nil {
 		// The engine's own field invariants (impl/invariants.go), the ones a View cannot see.
 		res.Violations = append(res.Violations, spec.Violation{Inv: spec.InvSelfCheck, Msg: fmt.Sprintf("after %v: %v", op, err)})
@@ -743,7 +785,9 @@ func (e *Env) step(op Op) StepResult {
 	}
 	if !e.closed {
 		live, requested := e.liveRequested()
-		res.Violations = append(res.Violations, e.torch.check(e.A.TorchStats(), e.A.TorchSnapshot(), live, requested, len(after.Chunks))...)
+		stats := e.A.TorchStats()
+		res.Violations = append(res.Violations, e.torch.reset(op.Kind, stats, after, len(after.Chunks))...)
+		res.Violations = append(res.Violations, e.torch.check(stats, e.A.TorchSnapshot(), live, requested, len(after.Chunks))...)
 	}
 	e.last = after
 	return res

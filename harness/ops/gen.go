@@ -41,6 +41,16 @@ import (
 //     it (from mid-chunk to a chunk's end), freed, work launched on a after the free, and the small size
 //     asked on another stream: the engine must release what a freed (the free completed before the work:
 //     a fence recorded at the free says so) rather than run out of memory;
+//   - forget (opt-in, ops.OptIn): ForgetStream of a stream (the default one a misuse: exactly
+//     ErrUnknownStream), alone, or as a template: a block of the stream used with work pending on it and
+//     freed, or another stream's block recorded on it, then the stream forgotten (with faults on, maybe
+//     behind a fault on the event it records: a failed forget changes nothing), the block's size asked on
+//     another stream before and after the forgotten stream's work completes (its memory waits for that
+//     work: the event the forget recorded), the cache emptied; later ops on the stream are misuse
+//     (ErrUnknownStream), a launch on it is refused by the Env (a destroyed stream runs no more work);
+//   - query (opt-in): one of the engine's queries and resets that change no memory: largest
+//     (LargestCachedBlock, judged after every step anyway), snapshot (Snapshot, against the Env's record),
+//     reset-peak and reset-acc (the statistics' resets, then judged against the reset model);
 //   - close: rarely, completeall and Close mid-sequence (every call after must fail with ErrClosed);
 //   - fail, clearfaults: a fault on one of the swarm's call kinds, N-th next call, a driver result.
 //
@@ -85,7 +95,7 @@ type Rule struct {
 // OptIn are the rules that are off unless the swarm names them (Swarm.OptIn) or the caller does (Gen.On's
 // only). A rule added to the table changes what a given string of choices decodes to; an opt-in rule
 // leaves the programs of saved byte strings (the fuzz corpus) as they were until their owner opts in.
-var OptIn = map[string]bool{"fragments": true, "handoff": true}
+var OptIn = map[string]bool{"fragments": true, "handoff": true, "forget": true, "query": true}
 
 // Gen is the generator for one sequence: the swarm's configuration and rules switched off, the sizes it
 // draws from, and the requests made so far (sizes-repeat).
@@ -239,6 +249,44 @@ var Rules = []Rule{
 				Op{Kind: OpAlloc, ID: y + 3, Size: want, Stream: s})
 		}
 		return seq
+	}},
+	{"forget", 1, func(g *Gen, st State, src Source) []Op {
+		s := g.home(src)
+		if g.Home < 0 && g.Streams > 1 && src.Intn(4, "forget-default?") != 0 {
+			s = 1 + src.Intn(g.Streams-1, "forget-stream") // mostly a stream that can be forgotten
+		}
+		o := (s + 1 + src.Intn(max(g.Streams-1, 1), "forget-other")) % g.Streams
+		x, sz := st.NextID(), g.size(src)
+		var pre []Op
+		switch src.Intn(3, "forget-then") {
+		case 0:
+			return []Op{{Kind: OpForget, Stream: s}}
+		case 1: // a block of s, work pending on s, freed: it waits for that work
+			pre = []Op{{Kind: OpAlloc, ID: x, Size: sz, Stream: s}, {Kind: OpLaunch, Stream: s}, {Kind: OpFree, ID: x}}
+		case 2: // another stream's block recorded on s with work pending there, freed after the forget
+			pre = []Op{{Kind: OpAlloc, ID: x, Size: sz, Stream: o}, {Kind: OpRecord, ID: x, Stream: s}, {Kind: OpLaunch, Stream: s}}
+		}
+		forget := []Op{{Kind: OpForget, Stream: s}}
+		if len(g.Swarm.Faults) > 0 && src.Intn(3, "forget-fault?") == 0 {
+			// The forget's own driver calls fail: its event's creation or recording (a stream the driver
+			// says is invalid, or any other error).
+			call := []vmm.CallKind{vmm.CallRecordEvent, vmm.CallCreateEvent}[src.Intn(2, "forget-fault-call")]
+			r := []vmm.Result{vmm.InvalidHandle, vmm.UnknownCUDAError}[src.Intn(2, "forget-fault-result")]
+			forget = []Op{{Kind: OpFail, Call: call, N: 1, Result: r}, forget[0], {Kind: OpClearFaults}}
+		}
+		seq := append(pre, forget...)
+		if pre[0].Stream == o {
+			seq = append(seq, Op{Kind: OpFree, ID: x})
+		}
+		seq = append(seq, Op{Kind: OpAlloc, ID: x + 1, Size: sz, Stream: o}, Op{Kind: OpComplete, Stream: s},
+			Op{Kind: OpAlloc, ID: x + 2, Size: sz, Stream: o})
+		if src.Intn(2, "forget-empty?") == 0 {
+			seq = append(seq, Op{Kind: OpFree, ID: x + 1}, Op{Kind: OpFree, ID: x + 2}, Op{Kind: OpEmptyCache})
+		}
+		return seq
+	}},
+	{"query", 1, func(g *Gen, st State, src Source) []Op {
+		return []Op{{Kind: []OpKind{OpLargest, OpSnapshot, OpResetPeak, OpResetAcc}[src.Intn(4, "query")]}}
 	}},
 	{"handoff", 1, func(g *Gen, st State, src Source) []Op {
 		a, x := g.home(src), st.NextID()

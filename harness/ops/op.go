@@ -20,6 +20,12 @@ package ops
 //	pool-release p2            ReleasePool(pool 2)
 //	capture-begin s1           SetCapturing(stream 1, true): stream 1 begins a CUDA graph capture
 //	capture-end s1             SetCapturing(stream 1, false)
+//	forget s1                  ForgetStream(stream 1): the caller is about to destroy stream 1 (it runs no
+//	                           more work: the Env refuses a launch on it; its pending work still completes)
+//	largest                    LargestCachedBlock() (PyTorch's cacheInfo), judged from the View (INV-LARGEST)
+//	reset-peak                 ResetPeakStats() (torch.cuda.reset_peak_memory_stats; INV-TORCHSTATS)
+//	reset-acc                  ResetAccumulatedStats() (torch.cuda.reset_accumulated_memory_stats)
+//	snapshot                   Snapshot(), judged against the Env's record and the View (INV-SNAPSHOT)
 //	close                      Close()
 //
 // Misuse is not a separate kind: it is an op whose arguments the engine must refuse. A free of an id no
@@ -72,14 +78,20 @@ const (
 	OpPoolRelease
 	OpCaptureBegin
 	OpCaptureEnd
+	OpForget
+	OpLargest
+	OpResetPeak
+	OpResetAcc
+	OpSnapshot
 	numOpKinds
 )
 
 var opNames = [numOpKinds]string{"alloc", "free", "free-interior", "record", "launch", "complete", "completeall",
-	"emptycache", "fail", "clearfaults", "close", "pool-create", "pool-release", "capture-begin", "capture-end"}
+	"emptycache", "fail", "clearfaults", "close", "pool-create", "pool-release", "capture-begin", "capture-end",
+	"forget", "largest", "reset-peak", "reset-acc", "snapshot"}
 
 // opFields is the number of fields after the verb each kind takes (alloc: 3, or 4 with a pool).
-var opFields = [numOpKinds]int{3, 1, 2, 2, 1, 1, 0, 0, 3, 0, 0, 1, 1, 1, 1}
+var opFields = [numOpKinds]int{3, 1, 2, 2, 1, 1, 0, 0, 3, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0, 0}
 
 func (k OpKind) String() string {
 	if k < numOpKinds {
@@ -93,7 +105,7 @@ type Op struct {
 	Kind   OpKind
 	ID     int          // alloc, free, free-interior, record: the allocation id (>= 0)
 	Size   uint64       // alloc: bytes requested (0 is a request the engine must refuse or serve)
-	Stream int          // alloc, record, launch, complete, capture-begin/end: index into the environment's streams
+	Stream int          // alloc, record, launch, complete, capture-begin/end, forget: index into the environment's streams
 	Pool   int          // alloc (0: the default pool), pool-create, pool-release: the private pool's number
 	Offset uint64       // free-interior
 	Call   vmm.CallKind // fail
@@ -115,7 +127,7 @@ func (o Op) String() string {
 		return fmt.Sprintf("free-interior a%d +%d", o.ID, o.Offset)
 	case OpRecord:
 		return fmt.Sprintf("record a%d s%d", o.ID, o.Stream)
-	case OpLaunch, OpComplete, OpCaptureBegin, OpCaptureEnd:
+	case OpLaunch, OpComplete, OpCaptureBegin, OpCaptureEnd, OpForget:
 		return fmt.Sprintf("%v s%d", o.Kind, o.Stream)
 	case OpPoolCreate, OpPoolRelease:
 		return fmt.Sprintf("%v p%d", o.Kind, o.Pool)
@@ -191,7 +203,7 @@ func ParseOp(line string) (Op, error) {
 		o.ID, o.Offset = num(f[1], "a"), u64(f[2], "+")
 	case OpRecord:
 		o.ID, o.Stream = num(f[1], "a"), num(f[2], "s")
-	case OpLaunch, OpComplete, OpCaptureBegin, OpCaptureEnd:
+	case OpLaunch, OpComplete, OpCaptureBegin, OpCaptureEnd, OpForget:
 		o.Stream = num(f[1], "s")
 	case OpPoolCreate, OpPoolRelease:
 		o.Pool = num(f[1], "p")
@@ -308,7 +320,7 @@ func read(r io.Reader, file string) (*Program, error) {
 		if !ok {
 			continue
 		}
-		if o.Kind == OpAlloc || o.Kind == OpRecord || o.Kind == OpLaunch || o.Kind == OpComplete {
+		if o.Kind == OpAlloc || o.Kind == OpRecord || o.Kind == OpLaunch || o.Kind == OpComplete || o.Kind == OpForget {
 			maxStream = max(maxStream, o.Stream)
 		}
 		p.Ops = append(p.Ops, o)

@@ -29,7 +29,7 @@ func TestOpsRoundTrip(t *testing.T) {
 			o.ID, o.Offset = id.Draw(t, "id"), rapid.Uint64().Draw(t, "off")
 		case OpRecord:
 			o.ID, o.Stream = id.Draw(t, "id"), s.Draw(t, "s")
-		case OpLaunch, OpComplete, OpCaptureBegin, OpCaptureEnd:
+		case OpLaunch, OpComplete, OpCaptureBegin, OpCaptureEnd, OpForget:
 			o.Stream = s.Draw(t, "s")
 		case OpPoolCreate, OpPoolRelease:
 			o.Pool = pool.Draw(t, "pool")

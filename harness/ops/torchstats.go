@@ -13,9 +13,85 @@ import (
 // what it was given (live ids, requested sizes), from the public snapshot and from the View, never from the
 // engine's counters of itself.
 type torchStatsJudge struct {
-	// seen holds, for each value, the highest Current seen after a step so far (the ops reset no peak), so
-	// a Peak is at least it, and exactly it for the values that cannot peak inside one call.
+	// seen holds, for each value, the highest Current seen after a step since the last reset-peak (the
+	// Current at the reset then), so a Peak is at least it, and exactly it for the values that cannot peak
+	// inside one call.
 	seen impl.DeviceStats
+	// base holds each value's Current at the last reset-acc (zero before any): allocated - freed =
+	// current - base. heldBase: the physical handles held then, so num_device_alloc - num_device_free =
+	// held - heldBase.
+	base     impl.DeviceStats
+	heldBase int
+}
+
+// note keeps the judge's model across a step that is not judged (light mode): the highest currents, and a
+// reset's new starting point (held: the handles held, for reset-acc).
+func (j *torchStatsJudge) note(k OpKind, got impl.DeviceStats, held int) {
+	switch k {
+	case OpResetPeak:
+		j.seen = impl.DeviceStats{}
+	case OpResetAcc:
+		j.base, j.heldBase = currents(got), held
+	}
+	j.observe(got)
+}
+
+// currents returns got with only the Current of each value kept.
+func currents(got impl.DeviceStats) impl.DeviceStats {
+	var c impl.DeviceStats
+	ga, ca := statArrays(&got), statArrays(&c)
+	for k := range ga {
+		for i := range ga[k] {
+			ca[k][i].Current = ga[k][i].Current
+		}
+	}
+	return c
+}
+
+// reset judges the statistics right after reset-peak or reset-acc (torch.cuda.reset_peak_memory_stats,
+// reset_accumulated_memory_stats) and moves the judge's model to the reset's starting point: after
+// reset-peak every peak equals its current, the engine's own peaks (the View's Stats) too, and the highest
+// values seen start again from there; after reset-acc every allocated and freed total and the num_* counters
+// are zero, and the accumulated values count from the currents and the handles held now. Other ops: nothing.
+func (j *torchStatsJudge) reset(k OpKind, got impl.DeviceStats, after spec.View, held int) []spec.Violation {
+	var errs []string
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	ga := statArrays(&got)
+	switch k {
+	case OpResetPeak:
+		for n := range ga {
+			for i := 0; i < 3; i++ {
+				if g := ga[n][i]; g.Peak != g.Current {
+					bad("%s[%d].peak = %d after reset-peak, current %d", statNames[n], i, g.Peak, g.Current)
+				}
+			}
+		}
+		st := after.Stats
+		if st.PeakAllocated != st.Allocated || st.PeakRequested != st.Requested || st.PeakReserved != st.Reserved {
+			bad("Stats peaks after reset-peak: allocated %d/%d requested %d/%d reserved %d/%d (peak/current)",
+				st.PeakAllocated, st.Allocated, st.PeakRequested, st.Requested, st.PeakReserved, st.Reserved)
+		}
+		j.seen = impl.DeviceStats{}
+	case OpResetAcc:
+		for n := range ga {
+			for i := 0; i < 3; i++ {
+				if g := ga[n][i]; g.Allocated != 0 || g.Freed != 0 {
+					bad("%s[%d] after reset-acc: allocated %d, freed %d (want 0, 0)", statNames[n], i, g.Allocated, g.Freed)
+				}
+			}
+		}
+		if got.NumAllocRetries != 0 || got.NumOOMs != 0 || got.NumDeviceAlloc != 0 || got.NumDeviceFree != 0 {
+			bad("after reset-acc: num_alloc_retries %d num_ooms %d num_device_alloc %d num_device_free %d (want 0)",
+				got.NumAllocRetries, got.NumOOMs, got.NumDeviceAlloc, got.NumDeviceFree)
+		}
+		j.base, j.heldBase = currents(got), held
+	default:
+		return nil
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return []spec.Violation{{Inv: spec.InvTorchStats, Msg: strings.Join(errs, "; ")}}
 }
 
 // statNames names the arrays of impl.DeviceStats in the order of statArrays.
@@ -51,11 +127,11 @@ func (j *torchStatsJudge) check(got impl.DeviceStats, snap impl.TorchSnapshot, l
 	if a, r := got.AllocatedBytes[impl.StatAll].Current, got.RequestedBytes[impl.StatAll].Current; a < r {
 		bad("allocated_bytes.current %d < requested_bytes.current %d", a, r)
 	}
-	if got.NumDeviceAlloc-got.NumDeviceFree != int64(held) {
-		bad("num_device_alloc %d - num_device_free %d != %d physical handles held", got.NumDeviceAlloc, got.NumDeviceFree, held)
+	if got.NumDeviceAlloc-got.NumDeviceFree != int64(held-j.heldBase) {
+		bad("num_device_alloc %d - num_device_free %d != %d physical handles held - %d at the last reset-acc", got.NumDeviceAlloc, got.NumDeviceFree, held, j.heldBase)
 	}
 	j.observe(got)
-	ga, sa := statArrays(&got), statArrays(&j.seen)
+	ga, sa, ba := statArrays(&got), statArrays(&j.seen), statArrays(&j.base)
 	for k := range ga {
 		for i := 0; i < 3; i++ {
 			g := ga[k][i]
@@ -65,8 +141,8 @@ func (j *torchStatsJudge) check(got impl.DeviceStats, snap impl.TorchSnapshot, l
 			if g.Peak < sa[k][i].Current || (!transientStat(k) && g.Peak != sa[k][i].Current) {
 				bad("%s[%d].peak = %d, the highest current seen after a step is %d", statNames[k], i, g.Peak, sa[k][i].Current)
 			}
-			if g.Allocated-g.Freed != g.Current {
-				bad("%s[%d]: allocated %d - freed %d != current %d (no reset)", statNames[k], i, g.Allocated, g.Freed, g.Current)
+			if g.Allocated-g.Freed != g.Current-ba[k][i].Current {
+				bad("%s[%d]: allocated %d - freed %d != current %d - %d at the last reset-acc", statNames[k], i, g.Allocated, g.Freed, g.Current, ba[k][i].Current)
 			}
 		}
 		s, l, all := ga[k][impl.StatSmall], ga[k][impl.StatLarge], ga[k][impl.StatAll]

@@ -26,6 +26,13 @@ package contract
 //   - RecordStream(p, s): p live and s known: succeeds and adds s to p's uses; otherwise an error, no change.
 //   - EmptyCache: succeeds (fails only under an injected fault), changes nothing observable.
 //   - Close: succeeds; afterwards every call fails with ErrClosed.
+//   - ForgetStream(s) (C-FORGET): the caller is about to destroy stream s. The default stream, or a stream
+//     already forgotten: exactly ErrUnknownStream, nothing changes. A known stream: succeeds (under an
+//     injected fault it may fail, changing nothing); from then on s is unknown (Alloc and RecordStream on it
+//     are ErrUnknownStream), while the ranges freed before still wait for the work s had been given (the
+//     caller gives it no more: Launch(s) is not called after it; Complete(s) still completes what it had).
+//     A stream the device does not know: succeeds (the engine need not check it: destroying it is the
+//     caller's business) or fails with ErrUnknownStream; it stays unknown.
 //   - Launch(s), Complete(s), CompleteAll: the test's clock (work on streams); InjectFault, ClearFaults:
 //     whether a driver fault may be pending. They always "succeed".
 
@@ -53,10 +60,11 @@ const (
 	COpCompleteAll
 	COpInjectFault
 	COpClearFaults
+	COpForgetStream
 )
 
 var contractOpNames = []string{"alloc", "free", "record", "emptycache", "close", "launch", "complete",
-	"completeall", "inject", "clearfaults"}
+	"completeall", "inject", "clearfaults", "forget"}
 
 func (o ContractOp) String() string {
 	if int(o) < len(contractOpNames) {
@@ -69,7 +77,7 @@ func (o ContractOp) String() string {
 type ContractInput struct {
 	Op     ContractOp
 	Size   uint64        // Alloc
-	Stream vmm.Stream    // Alloc, RecordStream, Launch, Complete
+	Stream vmm.Stream    // Alloc, RecordStream, Launch, Complete, ForgetStream
 	Ptr    vmm.DevicePtr // Free, RecordStream
 }
 
@@ -87,7 +95,7 @@ func (in ContractInput) String() string {
 		return fmt.Sprintf("free(%v)", in.Ptr)
 	case COpRecordStream:
 		return fmt.Sprintf("record(%v, s%d)", in.Ptr, in.Stream)
-	case COpLaunch, COpComplete:
+	case COpLaunch, COpComplete, COpForgetStream:
 		return fmt.Sprintf("%v(s%d)", in.Op, in.Stream)
 	}
 	return in.Op.String() + "()"
@@ -154,6 +162,8 @@ type ContractState struct {
 	Done     []StreamPos     // sorted by Stream
 	Faulty   bool            // a driver fault may be pending
 	Closed   bool
+	// Gone are the streams ForgetStream forgot, sorted (C-FORGET): unknown from then on.
+	Gone []vmm.Stream
 }
 
 // NewContract returns the initial state: nothing live, every stream idle.
@@ -216,7 +226,8 @@ func (s ContractState) Explain(in ContractInput, out ContractOutput) (ok bool, n
 		if !s.knownStream(in.Stream) {
 			// Under an injected fault the engine may learn nothing about the stream (the stream check
 			// itself may be the call that fails), so any error is legal then; success never is.
-			badSize := (in.Size == 0 || in.Size > s.cfg.Capacity) && errors.Is(out.Err, e.InvalidSize)
+			badSize := (in.Size == 0 || in.Size > s.cfg.Capacity) && errors.Is(out.Err, e.InvalidSize) ||
+				in.Size > s.cfg.Capacity && errors.Is(out.Err, vmm.ErrOutOfMemory) // as for a known stream
 			if out.Err == nil {
 				return fail("Alloc on stream %d, which does not exist, succeeded: want %v", in.Stream, e.UnknownStream)
 			}
@@ -349,6 +360,30 @@ func (s ContractState) Explain(in ContractInput, out ContractOutput) (ok bool, n
 		}
 		return true, s, ""
 
+	case COpForgetStream:
+		switch {
+		case in.Stream == vmm.DefaultStream || s.gone(in.Stream):
+			if !errors.Is(out.Err, e.UnknownStream) {
+				return fail("C-FORGET: stream %d is the default stream or forgotten already: want exactly %v", in.Stream, e.UnknownStream)
+			}
+			return true, s, ""
+		case !s.knownStream(in.Stream):
+			if out.Err != nil && !errors.Is(out.Err, e.UnknownStream) && !s.Faulty {
+				return fail("C-FORGET: stream %d does not exist: want success or %v", in.Stream, e.UnknownStream)
+			}
+		case out.Err != nil:
+			if !s.Faulty {
+				return fail("C-FORGET: ForgetStream of known stream %d failed without an injected fault", in.Stream)
+			}
+			return true, s, ""
+		}
+		if out.Err != nil {
+			return true, s, ""
+		}
+		n := s.clone()
+		n.Gone = addStream(s.Gone, in.Stream)
+		return true, n, ""
+
 	case COpClose:
 		if out.Err != nil && !s.Faulty {
 			return fail("Close failed without an injected fault")
@@ -377,8 +412,21 @@ func (s ContractState) knownStream(st vmm.Stream) bool {
 	if st == vmm.DefaultStream {
 		return true
 	}
+	if s.gone(st) {
+		return false
+	}
 	for _, k := range s.cfg.Streams {
 		if k == st {
+			return true
+		}
+	}
+	return false
+}
+
+// gone reports whether ForgetStream forgot st.
+func (s ContractState) gone(st vmm.Stream) bool {
+	for _, g := range s.Gone {
+		if g == st {
 			return true
 		}
 	}
@@ -484,7 +532,7 @@ func (s ContractState) Key() string {
 	for _, f := range s.Freed {
 		fmt.Fprintf(&b, "F%v:%v;", f.Range, f.Wait)
 	}
-	fmt.Fprintf(&b, "|%v|%v", s.Launched, s.Done)
+	fmt.Fprintf(&b, "|%v|%v|g%v", s.Launched, s.Done, s.Gone)
 	return b.String()
 }
 
@@ -500,6 +548,9 @@ func (s ContractState) String() string {
 	}
 	for _, f := range s.Freed {
 		fmt.Fprintf(&b, "\n  freed %v waits %v", f.Range, f.Wait)
+	}
+	if len(s.Gone) > 0 {
+		fmt.Fprintf(&b, "\n  forgotten streams %v", s.Gone)
 	}
 	if s.Closed {
 		b.WriteString("\n  closed")

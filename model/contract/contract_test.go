@@ -201,3 +201,38 @@ func TestContractFreeKinds(t *testing.T) {
 		{free(p2), ContractOutput{}, false},
 	})
 }
+
+// C-FORGET: ForgetStream of the default stream or of a forgotten one is exactly ErrUnknownStream; after a
+// forget, Alloc and RecordStream on the stream are ErrUnknownStream, Free of its blocks works, and what was
+// freed before still waits for the work the stream had been given.
+func TestContractForgetStream(t *testing.T) {
+	forget := func(s vmm.Stream) ContractInput { return ContractInput{Op: COpForgetStream, Stream: s} }
+	s := runSteps(t, testContract(), []cstep{
+		{alloc(4096, 1), ContractOutput{Ptr: p1}, true},
+		{alloc(4096, 1), ContractOutput{Ptr: p2}, true},
+		{ContractInput{Op: COpLaunch, Stream: 1}, ContractOutput{}, true},
+		{free(p1), ContractOutput{}, true},
+		{forget(0), ContractOutput{}, false},                   // the default stream cannot be forgotten
+		{forget(0), ContractOutput{Err: errSize}, false},       // and exactly ErrUnknownStream says so
+		{forget(0), ContractOutput{Err: errStream}, true},      //
+		{forget(1), ContractOutput{Err: errSize}, false},       // a known stream, no fault: succeeds
+		{forget(1), ContractOutput{}, true},                    //
+		{forget(1), ContractOutput{}, false},                   // forgotten already
+		{forget(1), ContractOutput{Err: errStream}, true},      //
+		{alloc(4096, 1), ContractOutput{Ptr: 0x30000}, false},  // unknown from now on
+		{alloc(4096, 1), ContractOutput{Err: errSize}, false},  // exactly ErrUnknownStream
+		{alloc(4096, 1), ContractOutput{Err: errStream}, true}, //
+		{ContractInput{Op: COpRecordStream, Ptr: p2, Stream: 1}, ContractOutput{}, false},
+		{alloc(4096, 0), ContractOutput{Ptr: p1}, false},                    // p1 still waits for stream 1's work
+		{free(p2), ContractOutput{}, true},                                  // its blocks free as before
+		{forget(7), ContractOutput{}, true},                                 // a stream the device does not know
+		{forget(7), ContractOutput{Err: errStream}, true},                   // (forgotten now, either way unknown)
+		{ContractInput{Op: COpComplete, Stream: 1}, ContractOutput{}, true}, // its pending work completes
+		{alloc(4096, 0), ContractOutput{Ptr: p1}, true},                     // and then its memory is reusable
+	})
+	if len(s.Gone) != 2 {
+		t.Fatalf("forgotten streams %v, want [1 7]", s.Gone)
+	}
+	runSteps(t, s, []cstep{{ContractInput{Op: COpClose}, ContractOutput{}, true}, {forget(2), ContractOutput{Err: errStream}, false},
+		{forget(2), ContractOutput{Err: errClosed}, true}})
+}
