@@ -24,8 +24,8 @@ import (
 
 // LinearConfig configures one concurrent history: one goroutine per stream, each drawing its ops from the
 // one generator (ops.Rules: allocating, freeing its own allocations, recording them on other streams,
-// launching and completing work on its own stream, now and then emptying the cache), all against one
-// engine.
+// launching and completing work on its own stream, now and then emptying the cache; half of them end by
+// forgetting their stream), all against one engine.
 type LinearConfig struct {
 	Policy     string
 	Goroutines int           // streams, one goroutine each; 0: 4
@@ -176,6 +176,7 @@ func runLinearHist(cfg LinearConfig) (LinearResult, []porcupine.Operation, *cont
 	}
 	kc := impl.Config{Policy: cfg.Policy, TestOnlyMutations: cfg.Mutations}
 	var a linearEngine
+	var eng *impl.Allocator // the engine itself: ForgetStream (the serving layer has no call for it)
 	if cfg.Serve {
 		rs := recordedSync{dev: dev, client: map[vmm.Stream]int{}, record: record}
 		for i, s := range streams {
@@ -185,13 +186,13 @@ func runLinearHist(cfg LinearConfig) (LinearResult, []porcupine.Operation, *cont
 		if err != nil {
 			return LinearResult{Err: err}, nil, nil
 		}
-		a = e
+		a, eng = e, e.Allocator()
 	} else {
 		e, err := impl.New(dev, kc)
 		if err != nil {
 			return LinearResult{Err: err}, nil, nil
 		}
-		a = e
+		a, eng = e, e
 	}
 	// Every goroutine draws its ops from the one generator (ops.Rules), on its own stream; seq collects
 	// them with their call times, so an illegal history is also a program that replays single-threaded.
@@ -263,6 +264,19 @@ func runLinearHist(cfg LinearConfig) (LinearResult, []porcupine.Operation, *cont
 					seqMu.Unlock()
 					st.after(o, out.Err == nil, out.Ptr, ptr)
 				}
+			}
+			// Half the goroutines end by forgetting their stream (ForgetStream, C-FORGET: as a thread that
+			// destroys its stream when done; goroutine 0's is the default stream, a misuse), concurrently
+			// with the others' records on it and their reuse of what it freed.
+			if src.Intn(2, "forget?") == 0 {
+				o := ops.Op{Kind: ops.OpForget, Stream: g}
+				at := clock.Load()
+				record(g, contract.ContractInput{Op: contract.COpForgetStream, Stream: s}, func() contract.ContractOutput {
+					return contract.ContractOutput{Err: eng.ForgetStream(s)}
+				})
+				seqMu.Lock()
+				seq = append(seq, timedOp{at, o})
+				seqMu.Unlock()
 			}
 		}(g)
 	}
