@@ -787,7 +787,7 @@ func (e *Env) step(op Op) StepResult {
 		live, requested := e.liveRequested()
 		stats := e.A.TorchStats()
 		res.Violations = append(res.Violations, e.torch.reset(op.Kind, stats, after, len(after.Chunks))...)
-		res.Violations = append(res.Violations, e.torch.check(stats, e.A.TorchSnapshot(), live, requested, len(after.Chunks))...)
+		res.Violations = append(res.Violations, e.torch.check(stats, e.A.TorchSnapshot(), after, live, requested, len(after.Chunks))...)
 	}
 	e.last = after
 	return res

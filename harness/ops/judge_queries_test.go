@@ -132,7 +132,7 @@ func TestResetStatsJudged(t *testing.T) {
 	// At a later step: the judge's base is the reset's, so totals that kept counting do not add up.
 	j = env.torch
 	live, requested := env.liveRequested()
-	if vs := j.check(stale, plain.A.TorchSnapshot(), live, requested, len(v.Chunks)); len(vs) == 0 {
+	if vs := j.check(stale, plain.A.TorchSnapshot(), v, live, requested, len(v.Chunks)); len(vs) == 0 {
 		t.Error("statistics of a run without the resets pass the judge of a run with them")
 	}
 	if vs := env.Finish(); len(vs) > 0 {

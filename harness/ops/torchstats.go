@@ -1,7 +1,9 @@
 package ops
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gmlake/gmlake/impl"
@@ -111,10 +113,10 @@ func transientStat(k int) bool {
 	return n == "segment" || n == "reserved_bytes" || strings.HasPrefix(n, "inactive_split")
 }
 
-// check judges the statistics got and the snapshot snap the engine shows after a step. live is the number
-// of distinct live pointers the ops hold, requested the bytes they asked for, held the physical handles the
-// View says the engine holds.
-func (j *torchStatsJudge) check(got impl.DeviceStats, snap impl.TorchSnapshot, live int, requested uint64, held int) []spec.Violation {
+// check judges the statistics got and the snapshot snap the engine shows after a step, against the View v
+// after it. live is the number of distinct live pointers the ops hold, requested the bytes they asked for,
+// held the physical handles the View says the engine holds.
+func (j *torchStatsJudge) check(got impl.DeviceStats, snap impl.TorchSnapshot, v spec.View, live int, requested uint64, held int) []spec.Violation {
 	var errs []string
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 
@@ -148,6 +150,15 @@ func (j *torchStatsJudge) check(got impl.DeviceStats, snap impl.TorchSnapshot, l
 		s, l, all := ga[k][impl.StatSmall], ga[k][impl.StatLarge], ga[k][impl.StatAll]
 		if s.Current+l.Current != all.Current || s.Allocated+l.Allocated != all.Allocated || s.Freed+l.Freed != all.Freed {
 			bad("%s: all %+v != small %+v + large %+v", statNames[k], all, s, l)
+		}
+	}
+	// inactive_split: the free pBlocks with a mapped neighbour in their segment (PyTorch's is_split), counted
+	// from the View: a View lists the mapped pBlocks, so a neighbour is one that ends where the block starts,
+	// or starts where it ends, in the same reservation.
+	n, bytes := splitInactive(v)
+	for p := impl.StatSmall; p <= impl.StatLarge; p++ {
+		if c, b := got.InactiveSplit[p].Current, got.InactiveSplitBytes[p].Current; c != n[p] || b != bytes[p] {
+			bad("inactive_split[%d] = %d (%d B), the View has %d free pBlocks (%d B) beside a mapped one", p, c, b, n[p], bytes[p])
 		}
 	}
 	errs = append(errs, snapshotAgrees(snap, got)...)
@@ -214,4 +225,45 @@ func snapshotAgrees(snap impl.TorchSnapshot, st impl.DeviceStats) []string {
 		}
 	}
 	return errs
+}
+
+// splitInactive counts, per pool (impl.StatSmall, impl.StatLarge), the free pBlocks of v that share their
+// reservation with an adjacent mapped pBlock, and their bytes.
+func splitInactive(v spec.View) (n, bytes [3]int64) {
+	var pb []spec.Block
+	for _, b := range v.Blocks {
+		if !b.Stitched {
+			pb = append(pb, b)
+		}
+	}
+	slices.SortFunc(pb, func(x, y spec.Block) int { return cmp.Compare(x.Range.Base, y.Range.Base) })
+	resv := func(p vmm.DevicePtr) int {
+		i, _ := slices.BinarySearchFunc(v.Reservations, p, func(r vmm.Range, p vmm.DevicePtr) int {
+			if r.Limit() <= p {
+				return -1
+			}
+			if r.Base > p {
+				return 1
+			}
+			return 0
+		})
+		return i
+	}
+	for i, b := range pb {
+		if b.State != spec.BlockFree {
+			continue
+		}
+		r := resv(b.Range.Base)
+		beside := i > 0 && pb[i-1].Range.Limit() == b.Range.Base && resv(pb[i-1].Range.Base) == r ||
+			i+1 < len(pb) && b.Range.Limit() == pb[i+1].Range.Base && resv(pb[i+1].Range.Base) == r
+		if beside {
+			p := impl.StatLarge
+			if b.SmallPool {
+				p = impl.StatSmall
+			}
+			n[p]++
+			bytes[p] += int64(b.Range.Size)
+		}
+	}
+	return n, bytes
 }
