@@ -192,6 +192,52 @@ func TestGenerateCorpus(t *testing.T) {
 		}
 		write("FuzzOps", fmt.Sprintf("forget-synthetic-%02d", k), b)
 	}
+	// The forget template behind a fault on the event ForgetStream records (format 4), on 64 MiB with two
+	// streams: a 4 MiB block of s1 with work pending on s1, freed; recording s1's last event fails (an error,
+	// or the driver saying s1 is invalid while it exists), so the forget fails and changes nothing; its size
+	// asked on s0 before and after s1's work completes. Written as the generator's choices (script).
+	for _, c := range []struct {
+		name   string
+		result int // forget-fault-result: 0 InvalidHandle, 1 UnknownCUDAError
+	}{{"forget-fault-invalid", 0}, {"forget-fault-error", 1}} {
+		gen, rules := decodeGen(capacities[0], 2 /* streams */, format4Bit)
+		start, total, ok := ops.RuleStart(rules, "forget")
+		if !ok {
+			t.Fatal("no forget rule under format 4")
+		}
+		sc := &script{want: map[string]int{"stream": 1, "forget-default?": 1, "forget-stream": 0, "forget-other": 0,
+			"size-class": 1, "size": int(4*vmm.MiB - 1), "forget-then": 1, "forget-fault?": 0, "forget-fault-call": 0,
+			"forget-fault-result": c.result, "forget-empty?": 1}}
+		sc.out = ops.PutChoice([]byte{0, 1, format4Bit}, start, total)
+		if seq := gen.Make(rules[ruleIndex(rules, "forget")], &belief{next: 1}, sc); sc.bad || len(seq) < 8 || seq[4].Kind != ops.OpForget {
+			t.Fatalf("%s: the script made %v (bad choice: %v)", c.name, seq, sc.bad)
+		}
+		write("FuzzOps", c.name, sc.out)
+	}
+	// A block of s1, then s1 forgotten with nothing after that asks whether its last event completed: the
+	// event stays the engine's until Close, which must destroy it (INV-NOLEAK counts events).
+	gen, rules := decodeGen(capacities[0], 2 /* streams */, format4Bit)
+	out := []byte{0, 1, format4Bit}
+	st := &belief{next: 1}
+	for _, step := range []struct {
+		rule string
+		want map[string]int
+	}{
+		{"alloc", map[string]int{"stream": 1, "size-class": 0, "size": 4096}},
+		{"forget", map[string]int{"repeat?": 1, "stream": 1, "forget-default?": 1, "forget-stream": 0, "forget-other": 0,
+			"size-class": 0, "size": 4096, "forget-then": 0}},
+	} {
+		start, total, _ := ops.RuleStart(rules, step.rule)
+		sc := &script{want: step.want}
+		sc.out = ops.PutChoice(nil, start, total)
+		seq := gen.Make(rules[ruleIndex(rules, step.rule)], st, sc)
+		if sc.bad || len(seq) != 1 {
+			t.Fatalf("forget-last-event, %s: the script made %v (bad choice: %v)", step.rule, seq, sc.bad)
+		}
+		st.apply(seq[0])
+		out = append(out, sc.out...)
+	}
+	write("FuzzOps", "forget-last-event", out)
 }
 
 // Property: every committed FuzzOps corpus entry is a well-formed corpus file that decodes to a program
