@@ -1,8 +1,10 @@
 package harness
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -23,7 +25,8 @@ type ExploreConfig struct {
 	Depth    int      // 0: 4
 	Faults   bool     // also explore allocations under an injected driver fault (map, set_access, create)
 	// FaultCalls, with Faults: the call kinds a fault may hit (nil: map, set_access, create); each is tried
-	// on an allocation of the largest size, a free of the oldest live allocation and an EmptyCache.
+	// on an allocation of the largest size, a free of the oldest live allocation, an EmptyCache and the
+	// end of each capture underway.
 	FaultCalls  []vmm.CallKind
 	MaxLive     int         // no allocation while this many are live (0: no limit): a narrower, deeper universe
 	Knobs       impl.Config // the engine's knobs (EnvConfig.Knobs), e.g. a small stitch threshold
@@ -52,6 +55,10 @@ type ExploreConfig struct {
 	// CaptureStreams: streams 0..CaptureStreams-1 begin and end CUDA graph captures (capture-begin,
 	// capture-end), so frees of blocks recorded on other streams are deferred until the last capture ends.
 	CaptureStreams int
+	// Forget: streams 1..Streams-1 may be forgotten (forget sN: ForgetStream, what a caller does before
+	// cuStreamDestroy), plainly and, with FaultCalls, behind a fault. A forgotten stream's pending work still
+	// completes; no alloc, record or launch on it is explored after (the contract refuses them, C-FORGET).
+	Forget bool
 
 	_ struct{}
 }
@@ -63,10 +70,15 @@ type ExploreResult struct {
 	Steps     int // ops executed, replays included
 	Depth     int // the depth fully explored
 	Truncated bool
-	Violation []spec.Violation
-	Ops       []ops.Op   // the sequence that produced Violation
-	Cfg       ops.Config // the Env configuration the explorer ran (Program prints it with Ops)
-	Elapsed   time.Duration
+	// Fingerprint hashes the set of distinct states within Depth of the root (their canonical hashes): a
+	// universe explored to the same depth reaches the same set on every run and machine, whatever the
+	// budget cut off after it, so a changed fingerprint says the engine, the ops or the hash now reach
+	// other states.
+	Fingerprint uint64
+	Violation   []spec.Violation
+	Ops         []ops.Op   // the sequence that produced Violation
+	Cfg         ops.Config // the Env configuration the explorer ran (Program prints it with Ops)
+	Elapsed     time.Duration
 }
 
 // Program is the sequence that produced Violation as a program (it replays in every checker).
@@ -95,8 +107,11 @@ func DefaultExploreCapacity(policy string) uint64 {
 // exploreOps lists every op enabled in env's current state.
 func exploreOps(env *ops.Env, cfg ExploreConfig) []ops.Op {
 	var seq []ops.Op
-	id := env.NextID()
+	id, gone := env.NextID(), goneSet(env)
 	for s := 0; s < cfg.Streams && (cfg.MaxLive == 0 || len(env.LiveIDs()) < cfg.MaxLive); s++ {
+		if gone[s] {
+			continue
+		}
 		for _, sz := range cfg.Sizes {
 			seq = append(seq, ops.Op{Kind: ops.OpAlloc, ID: id, Size: sz, Stream: s})
 		}
@@ -106,7 +121,7 @@ func exploreOps(env *ops.Env, cfg ExploreConfig) []ops.Op {
 		p := env.Ptr(l)
 		if c, ok := env.Contract.LiveAt(p); ok {
 			for s := 0; s < cfg.Streams; s++ {
-				if env.Streams[s] != c.Stream && !containsStream(c.Uses, env.Streams[s]) {
+				if !gone[s] && env.Streams[s] != c.Stream && !containsStream(c.Uses, env.Streams[s]) {
 					seq = append(seq, ops.Op{Kind: ops.OpRecord, ID: l, Stream: s})
 				}
 			}
@@ -117,11 +132,14 @@ func exploreOps(env *ops.Env, cfg ExploreConfig) []ops.Op {
 		maxPending = 2
 	}
 	for s := 0; s < cfg.Streams; s++ {
-		if env.Hist.Pending(env.Streams[s]) < uint64(maxPending) {
+		if !gone[s] && env.Hist.Pending(env.Streams[s]) < uint64(maxPending) {
 			seq = append(seq, ops.Op{Kind: ops.OpLaunch, Stream: s})
 		}
 		if env.Hist.Pending(env.Streams[s]) > 0 {
 			seq = append(seq, ops.Op{Kind: ops.OpComplete, Stream: s})
+		}
+		if cfg.Forget && s > 0 && !gone[s] {
+			seq = append(seq, ops.Op{Kind: ops.OpForget, Stream: s})
 		}
 	}
 	seq = append(seq, ops.Op{Kind: ops.OpEmptyCache})
@@ -139,6 +157,9 @@ func exploreOps(env *ops.Env, cfg ExploreConfig) []ops.Op {
 			sizes = cfg.Sizes
 		}
 		for s := 0; s < cfg.Streams && (cfg.MaxLive == 0 || len(env.LiveIDs()) < cfg.MaxLive); s++ {
+			if gone[s] {
+				continue
+			}
 			for _, sz := range sizes {
 				seq = append(seq, ops.Op{Kind: ops.OpAlloc, ID: id, Size: sz, Stream: s, Pool: p})
 			}
@@ -169,6 +190,17 @@ func everCreated(env *ops.Env, p int) bool {
 		}
 	}
 	return false
+}
+
+// goneSet is the stream indexes ForgetStream forgot in env's run (the contract's record, C-FORGET).
+func goneSet(env *ops.Env) map[int]bool {
+	gone := map[int]bool{}
+	for s, ds := range env.Streams {
+		if containsStream(env.Contract.Gone, ds) {
+			gone[s] = true
+		}
+	}
+	return gone
 }
 
 // captureSet is the streams capturing a CUDA graph after env's run (SetCapturing fails only after Close
@@ -212,7 +244,7 @@ func faultOps(env *ops.Env, cfg ExploreConfig) [][]ops.Op {
 	var out [][]ops.Op
 	id := env.NextID()
 	if cfg.FaultCalls != nil {
-		live := env.LiveIDs()
+		live, capturing, gone := env.LiveIDs(), captureSet(env), goneSet(env)
 		for _, k := range cfg.FaultCalls {
 			arm := ops.Op{Kind: ops.OpFail, Call: k, N: 1, Result: vmm.UnknownCUDAError}
 			if k == vmm.CallCreate {
@@ -225,6 +257,19 @@ func faultOps(env *ops.Env, cfg ExploreConfig) [][]ops.Op {
 				out = append(out, []ops.Op{arm, {Kind: ops.OpFree, ID: live[0]}, {Kind: ops.OpClearFaults}})
 			}
 			out = append(out, []ops.Op{arm, {Kind: ops.OpEmptyCache}, {Kind: ops.OpClearFaults}})
+			// The end of a capture records the events of the frees it deferred: a failure there keeps
+			// them deferred for the next Alloc, SetCapturing or EmptyCache to try again.
+			for s := 0; s < cfg.CaptureStreams && s < cfg.Streams; s++ {
+				if capturing[s] {
+					out = append(out, []ops.Op{arm, {Kind: ops.OpCaptureEnd, Stream: s}, {Kind: ops.OpClearFaults}})
+				}
+			}
+			// Forgetting a stream records its last event: a failure leaves it known, as before.
+			for s := 1; cfg.Forget && s < cfg.Streams; s++ {
+				if !gone[s] {
+					out = append(out, []ops.Op{arm, {Kind: ops.OpForget, Stream: s}, {Kind: ops.OpClearFaults}})
+				}
+			}
 		}
 		return out
 	}
@@ -303,7 +348,7 @@ func Explore(cfg ExploreConfig) (ExploreResult, error) {
 			return res, nil
 		}
 	}
-	seen := map[uint64]bool{canonicalHash(init, cfg.Pools): true}
+	seen := map[uint64]int{canonicalHash(init, cfg.Pools): 0} // state -> its distance from the root
 	res.States = 1
 	frontier := [][]ops.Op{append([]ops.Op(nil), cfg.Prefix...)}
 	for depth := 0; depth < cfg.Depth && len(frontier) > 0; depth++ {
@@ -311,7 +356,7 @@ func Explore(cfg ExploreConfig) (ExploreResult, error) {
 		for _, prefix := range frontier {
 			if cfg.Deadline > 0 && time.Since(start) > cfg.Deadline || cfg.MaxStates > 0 && res.States >= cfg.MaxStates {
 				res.Truncated = true
-				res.Elapsed = time.Since(start)
+				res.Elapsed, res.Fingerprint = time.Since(start), fingerprint(seen, res.Depth)
 				return res, nil
 			}
 			probe, err := replay(prefix)
@@ -338,10 +383,10 @@ func Explore(cfg ExploreConfig) (ExploreResult, error) {
 				seq := append(append([]ops.Op(nil), prefix...), mv...)
 				if len(vs) == 0 {
 					h := canonicalHash(env, cfg.Pools)
-					if seen[h] {
+					if _, ok := seen[h]; ok {
 						continue
 					}
-					seen[h] = true
+					seen[h] = depth + 1
 					res.States++
 					next = append(next, seq)
 					// Closing must leave nothing behind (INV-NOLEAK), from every distinct state reached.
@@ -350,7 +395,7 @@ func Explore(cfg ExploreConfig) (ExploreResult, error) {
 				}
 				if len(vs) > 0 {
 					res.Violation, res.Ops, res.Cfg = vs, seq, envCfg
-					res.Elapsed = time.Since(start)
+					res.Elapsed, res.Fingerprint = time.Since(start), fingerprint(seen, res.Depth)
 					return res, nil
 				}
 			}
@@ -358,15 +403,16 @@ func Explore(cfg ExploreConfig) (ExploreResult, error) {
 		frontier = next
 		res.Depth = depth + 1
 	}
-	res.Elapsed = time.Since(start)
+	res.Elapsed, res.Fingerprint = time.Since(start), fingerprint(seen, res.Depth)
 	return res, nil
 }
 
 // canonicalHash hashes the observable state: the engine's blocks, chunks and live set, the device's
-// mappings and handles, the stream clock and the outstanding marks, with every virtual address written as
-// (reservation index, offset) and every handle renumbered in order of first mapping, so two states that
-// differ only in the concrete addresses or handle ids the device chose hash the same. With private pools
-// or captures in the run it also covers what decides their future (poolCaptureShape).
+// mappings and handles, the stream clock and the outstanding marks, the streams forgotten, with every
+// virtual address written as (reservation index, offset) and every handle renumbered in order of first
+// mapping, so two states that differ only in the concrete addresses or handle ids the device chose hash
+// the same. With private pools or captures in the run it also covers what decides their future
+// (poolCaptureShape).
 func canonicalHash(env *ops.Env, pools int) uint64 {
 	v := env.View()
 	res := v.Device.Reservations
@@ -413,6 +459,11 @@ func canonicalHash(env *ops.Env, pools int) uint64 {
 	}
 	for _, m := range env.Hist.Marks() {
 		fmt.Fprintf(&b, "K%d:%x:%x:%d:%v;", hname(m.Phys.Handle), m.Phys.Lo, m.Phys.Hi, m.FreedOn, len(m.Clock))
+	}
+	for s, ds := range env.Streams {
+		if containsStream(env.Contract.Gone, ds) {
+			fmt.Fprintf(&b, "F%d;", s) // forgotten: no alloc, record or launch on it any more
+		}
 	}
 	fmt.Fprintf(&b, "|%s", contractShape(env))
 	poolCaptureShape(&b, env, pools, addr)
@@ -473,4 +524,23 @@ func poolCaptureShape(b *strings.Builder, env *ops.Env, pools int, addr func(vmm
 	for _, st := range ts.Stitched {
 		fmt.Fprintf(b, "X%s:%v;", addr(st.Addr), st.Pool)
 	}
+}
+
+// fingerprint hashes the states within depth of the root, independently of the order they were found in
+// (a budget that cuts the next depth short leaves that set whole).
+func fingerprint(seen map[uint64]int, depth int) uint64 {
+	hs := make([]uint64, 0, len(seen))
+	for h, d := range seen {
+		if d <= depth {
+			hs = append(hs, h)
+		}
+	}
+	slices.Sort(hs)
+	f := fnv.New64a()
+	var buf [8]byte
+	for _, h := range hs {
+		binary.LittleEndian.PutUint64(buf[:], h)
+		f.Write(buf[:])
+	}
+	return f.Sum64()
 }

@@ -54,8 +54,8 @@ func TestExplore(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Logf("policy %s, %s universe: depth %d explored in full (truncated=%v): %d distinct states, %d sequences, %d steps, %v",
-					p, u.name, r.Depth, r.Truncated, r.States, r.Sequences, r.Steps, r.Elapsed.Round(time.Millisecond))
+				t.Logf("policy %s, %s universe: depth %d explored in full (truncated=%v): %d distinct states (fingerprint %016x), %d sequences, %d steps, %v",
+					p, u.name, r.Depth, r.Truncated, r.States, r.Fingerprint, r.Sequences, r.Steps, r.Elapsed.Round(time.Millisecond))
 				if r.Violation != nil {
 					path := saveOps(r.Program().String())
 					t.Fatalf("violation after %d ops: %v\nreplay and shrink: gmlake fuzz --replay %s --minimize\n%s",
@@ -80,6 +80,9 @@ func TestExplore(t *testing.T) {
 // pending there (pool-create p1, alloc a0 SIZE s0 p1, record a0 s1, launch s1), so that its free, the
 // pool's release while it is pending, frees deferred by a capture and EmptyCache meet within the budget.
 // gmlake-paper has no private pools: its pools universes run captures only, rooted at a default-pool block.
+// Then the targeted universes (targetedUniverses: the stitch choice over chunks of several granules, the
+// fence at a free, gmlake-paper's collection in realloc_block, the capture flush on two streams with a
+// stream forgotten), each explored in full to its depth.
 // Every invariant after every step, INV-NOLEAK from every distinct state: INV-CONTRACT, INV-NOOVERLAP,
 // INV-MAPPED, INV-NOALIAS, INV-REFCOUNT, INV-STATS, INV-MIRROR, INV-BLOCKS, INV-SIZEPOOL, INV-BESTFIT,
 // INV-STREAM, INV-RELEASESAFE, INV-NOSPURIOUSOOM, INV-NOLEAK, INV-SELFCHECK; INV-POOL and the pool queries
@@ -91,10 +94,6 @@ func TestExploreDeep(t *testing.T) {
 	}
 	if mutationProfile() {
 		budget, poolBudget = 2*time.Second, 2*time.Second
-	}
-	type universe struct {
-		policy string
-		cfg    ExploreConfig
 	}
 	var us []universe
 	for _, p := range impl.Policies {
@@ -132,14 +131,15 @@ func TestExploreDeep(t *testing.T) {
 		us = append(us, universe{p + "/deep", deep}, universe{p + "/faults", faults}, universe{p + "/pools", pc},
 			universe{p + "/pools-pending", rooted})
 	}
+	us = append(us, targetedUniverses()...)
 	for _, u := range us {
 		t.Run(u.policy, func(t *testing.T) {
 			r, err := Explore(u.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s: depth %d explored in full (asked %d, truncated=%v): %d distinct states, %d sequences, %d steps, %v",
-				u.policy, r.Depth, u.cfg.Depth, r.Truncated, r.States, r.Sequences, r.Steps, r.Elapsed.Round(time.Millisecond))
+			t.Logf("%s: depth %d explored in full (asked %d, truncated=%v): %d distinct states (fingerprint %016x), %d sequences, %d steps, %v",
+				u.policy, r.Depth, u.cfg.Depth, r.Truncated, r.States, r.Fingerprint, r.Sequences, r.Steps, r.Elapsed.Round(time.Millisecond))
 			if r.Violation != nil {
 				path := saveOps(r.Program().String())
 				t.Fatalf("violation after %d ops: %v\nreplay and shrink: gmlake fuzz --replay %s --minimize\n%s",
@@ -149,12 +149,13 @@ func TestExploreDeep(t *testing.T) {
 	}
 }
 
-// TestExploreHashSeparatesPoolAndCaptureStates: the explorer's state hash keeps apart states whose View is
-// the same but whose future differs: a free block of a private pool and one of the default pool, a pool
-// that lives and one released, a stream capturing and one not, a run with a pool op and one without (the
-// Env judges them differently from then on); and it merges two runs that reach the same state by
-// different addresses (a pool's block freed, then the same block asked again).
-func TestExploreHashSeparatesPoolAndCaptureStates(t *testing.T) {
+// TestExploreHashSeparatesPoolCaptureAndForgottenStates: the explorer's state hash keeps apart states whose
+// View is the same but whose future differs: a free block of a private pool and one of the default pool, a
+// pool that lives and one released, a stream capturing and one not, a run with a pool op and one without
+// (the Env judges them differently from then on), a stream forgotten and one not (allocations on it are
+// refused from then on); and it merges two runs that reach the same state by different addresses (a pool's
+// block freed, then the same block asked again).
+func TestExploreHashSeparatesPoolCaptureAndForgottenStates(t *testing.T) {
 	const size = 4 * vmm.MiB
 	hash := func(prog ...ops.Op) uint64 {
 		t.Helper()
@@ -186,10 +187,86 @@ func TestExploreHashSeparatesPoolAndCaptureStates(t *testing.T) {
 		{"stream 0 capturing vs not", []ops.Op{{Kind: ops.OpCaptureBegin, Stream: 0}}, nil, false},
 		{"a capture begun and ended vs none", []ops.Op{{Kind: ops.OpCaptureBegin, Stream: 0}, {Kind: ops.OpCaptureEnd, Stream: 0}}, nil, true},
 		{"a live allocation of the pool vs of the default pool", []ops.Op{create, inPool}, []ops.Op{create, inDefault}, false},
+		{"stream 1 forgotten vs not", []ops.Op{{Kind: ops.OpForget, Stream: 1}}, nil, false},
+		{"stream 1 forgotten with a block recorded on it vs not", []ops.Op{inDefault, {Kind: ops.OpRecord, ID: 0, Stream: 1}, free, {Kind: ops.OpForget, Stream: 1}},
+			[]ops.Op{inDefault, {Kind: ops.OpRecord, ID: 0, Stream: 1}, free}, false},
 		{"the pool's block asked again vs kept", []ops.Op{create, inPool, free, again}, []ops.Op{create, {Kind: ops.OpAlloc, ID: 1, Size: size, Pool: 1}}, true},
 	} {
 		if got := hash(c.x...) == hash(c.y...); got != c.same {
 			t.Errorf("%s: same hash %v, want %v\n%s\nvs\n%s", c.what, got, c.same, ops.Format(c.x), ops.Format(c.y))
 		}
 	}
+}
+
+type universe struct {
+	policy string
+	cfg    ExploreConfig
+}
+
+// targetedUniverses are small universes, most rooted at a prefix, that reach within a few ops the states
+// where a decision of the engine shows and that the per-policy universes above reach only past their
+// budget: gmlake's choice of chunks to stitch between several free chunks of different sizes, the fence a
+// free records when it leaves a whole chunk free, gmlake-paper's growth failing while its cached stitched
+// blocks add up to the segment, and the frees a CUDA graph capture deferred, on two streams, flushed when
+// it ends (or not, under a fault), a stream forgotten with frees pending on it. Each is explored in full
+// to its depth within about 2-7 s on the shared 2 cores (make test; 8 s at most); make verify goes 2
+// deeper; gmlake mutate keeps the depth under a 4 s budget.
+func targetedUniverses() []universe {
+	const mib = vmm.MiB
+	extra, budget := 0, 8*time.Second
+	if longProfile() {
+		extra, budget = 2, 10*time.Minute
+	}
+	if mutationProfile() {
+		budget = 4 * time.Second
+	}
+	alloc := func(id int, size uint64, s int) ops.Op {
+		return ops.Op{Kind: ops.OpAlloc, ID: id, Size: size, Stream: s}
+	}
+	free := func(id int) ops.Op { return ops.Op{Kind: ops.OpFree, ID: id} }
+	// stitch: gmlake arena chunks of several granules (ChunkSize 4 MiB: a request maps one chunk of its
+	// size up to 4 MiB), five blocks 2|2|4|2|4 MiB side by side, then 2, 4 and 6 MiB requests and frees:
+	// two 4 MiB chunks apart and a 6 MiB request (the largest, then the smallest chunk covering the rest:
+	// both 4 MiB chunks, no new memory), a 4 MiB block of two 2 MiB chunks beside a 4 MiB chunk (largest
+	// first: 4 + 2, not 2 + 2 + 4), best fit over a merged run, growth at the arena's end (INV-STITCH,
+	// INV-GROWTH).
+	stitch := ExploreConfig{Policy: impl.PolicyGMLake, Streams: 1, MaxLive: 5, MaxPending: 1, Capacity: 24 * mib,
+		Sizes: []uint64{2 * mib, 4 * mib, 6 * mib}, Knobs: impl.Config{ChunkSize: 4 * mib}, Depth: 4 + extra,
+		Prefix: []ops.Op{alloc(0, 2*mib, 0), alloc(1, 2*mib, 0), alloc(2, 4*mib, 0), alloc(3, 2*mib, 0), alloc(4, 4*mib, 0)}}
+	// handoff: a device of 8 MiB, chunks up to 8 MiB, the smallest large-pool request (1 MiB + 512 B) and
+	// one of 6 MiB behind it that ends at its chunk's end, on two streams: freed with work launched after
+	// the free, the small size asked on the other stream must get the 6 MiB chunk back (the fence recorded
+	// at the free says the free completed before that work; INV-NOSPURIOUSOOM, INV-RELEASESAFE).
+	handoff := ExploreConfig{Policy: impl.PolicyGMLake, Streams: 2, MaxLive: 2, MaxPending: 1, Capacity: 8 * mib,
+		Sizes: []uint64{mib + 512, 6 * mib}, Knobs: impl.Config{ChunkSize: 8 * mib}, Depth: 6 + extra}
+	// paper-gc: gmlake-paper stitching from 4 MiB, one 20 MiB segment holding 2|4|2|2 MiB with the 4 MiB
+	// block freed, on a 24 MiB device: a 14 MiB request stitches the hole and the segment's rest, freed
+	// it stays cached; once a block is taken from its parts, the next 14 MiB request's new segment does not
+	// fit, and realloc_block may not collect the cached block (the device has less free than the
+	// segment; INV-PAPERGC), then release_cached_blocks, the retry, out of memory.
+	paper := ExploreConfig{Policy: impl.PolicyGMLakePaper, Streams: 1, MaxLive: 5, MaxPending: 1, Capacity: 24 * mib,
+		Sizes: []uint64{2 * mib, 4 * mib, 14 * mib}, Knobs: impl.Config{StitchMin: 4 * mib}, Depth: 5 + extra,
+		Prefix: []ops.Op{alloc(0, 2*mib, 0), alloc(1, 4*mib, 0), alloc(2, 2*mib, 0), alloc(3, 2*mib, 0), free(1)}}
+	// capture: a block of each stream recorded on the other, work pending on both, a capture begun on
+	// stream 0; both streams may capture (a second capture), so frees deferred by a capture on two streams,
+	// their flush when the last capture ends, the work completing before or after, requests that need the
+	// deferred memory back (the device holds only the two blocks) and EmptyCache meet within the depth;
+	// a record-event or query-event fault before a free, an allocation, an EmptyCache, a capture's end (its
+	// flush fails: the frees stay deferred for the next call to try again) and a forget; stream 1 may be
+	// forgotten, so a deferred free whose streams are all forgotten and done is freed at the flush, one
+	// whose stream's last work is pending waits for it. Depth 5 in every profile:
+	// at 6 it meets a false INV-NOSPURIOUSOOM (testdata/explore/capture-fence.ops: the history stamps a free
+	// made during a capture at the free, the engine fences it only after the capture).
+	capture := ExploreConfig{Policy: impl.PolicyGMLake, Streams: 2, MaxLive: 2, MaxPending: 1, Capacity: 8 * mib,
+		Sizes: []uint64{4 * mib}, CaptureStreams: 2, Forget: true, Depth: 5, Faults: true,
+		FaultCalls: []vmm.CallKind{vmm.CallRecordEvent, vmm.CallQueryEvent},
+		Prefix: []ops.Op{alloc(0, 4*mib, 0), {Kind: ops.OpRecord, ID: 0, Stream: 1}, alloc(1, 4*mib, 1),
+			{Kind: ops.OpRecord, ID: 1, Stream: 0}, {Kind: ops.OpLaunch, Stream: 0}, {Kind: ops.OpLaunch, Stream: 1},
+			{Kind: ops.OpCaptureBegin, Stream: 0}}}
+	us := []universe{{"gmlake/stitch", stitch}, {"gmlake/handoff", handoff}, {"gmlake-paper/paper-gc", paper},
+		{"gmlake/capture", capture}}
+	for i := range us {
+		us[i].cfg.Deadline = budget
+	}
+	return us
 }
