@@ -86,19 +86,21 @@ func (r ExploreResult) Program() *ops.Program { return &ops.Program{Cfg: r.Cfg, 
 
 // DefaultExploreSizes returns the handful of sizes for a policy's universe: sub-chunk, one chunk, a
 // split remainder, and sizes that need several chunks (so that stitching happens under gmlake).
+// gmlake-paper grows PyTorch's segments (20 MiB for a request of 1 to 10 MiB), so it takes their sizes.
 func DefaultExploreSizes(policy string) []uint64 {
 	switch policy {
-	case impl.PolicyCaching, impl.PolicyExpandable:
+	case impl.PolicyCaching, impl.PolicyExpandable, impl.PolicyGMLakePaper:
 		return []uint64{512, 2 * vmm.MiB, 11 * vmm.MiB, 22 * vmm.MiB}
 	}
 	return []uint64{512, 2 * vmm.MiB, 3 * vmm.MiB, 6 * vmm.MiB}
 }
 
-// DefaultExploreCapacity is the device of the universe: 8 chunks of 2 MiB for the stitching policies;
-// PyTorch's policies create 20 MiB segments, so their device holds 3 of those (64 MiB).
+// DefaultExploreCapacity is the device of the universe: 8 chunks of 2 MiB for gmlake; PyTorch's policies
+// and gmlake-paper create 20 MiB segments, so their device holds 3 of those (64 MiB). (On 16 MiB every
+// large request of gmlake-paper ran out of memory: its universes reached only the small pool's states.)
 func DefaultExploreCapacity(policy string) uint64 {
 	switch policy {
-	case impl.PolicyCaching, impl.PolicyExpandable:
+	case impl.PolicyCaching, impl.PolicyExpandable, impl.PolicyGMLakePaper:
 		return 64 * vmm.MiB
 	}
 	return 16 * vmm.MiB

@@ -14,10 +14,12 @@ import (
 // from every distinct state: INV-CONTRACT, INV-NOOVERLAP, INV-MAPPED, INV-NOALIAS, INV-REFCOUNT, INV-STATS,
 // INV-MIRROR, INV-BLOCKS, INV-BESTFIT, INV-STREAM, INV-RELEASESAFE, INV-NOSPURIOUSOOM, INV-NOLEAK,
 // INV-SELFCHECK. States are deduplicated by a canonical hash. The universes:
-//   - "roomy": a device of 8 x 2 MiB chunks (64 MiB for the PyTorch policies, whose segments are 20 MiB),
-//     2 streams, 4 sizes (sub-chunk, one chunk, a split remainder, several chunks);
-//   - "tight": 3 chunks (40 MiB for the PyTorch policies), 3 sizes, so that out-of-memory, release and
-//     stitching under pressure come within a few ops.
+//   - "roomy": a device of 8 x 2 MiB chunks (64 MiB for the PyTorch policies and gmlake-paper, whose
+//     segments are 20 MiB), 2 streams, 4 sizes (sub-chunk, one chunk, a split remainder, several chunks);
+//   - "tight": 3 chunks (40 MiB for the PyTorch policies and gmlake-paper), 3 sizes, so that
+//     out-of-memory, release and stitching under pressure come within a few ops.
+//
+// gmlake-paper stitches from 4 MiB here (its default, 512 MiB, is past every universe).
 //
 // Ops: alloc of each size on each stream, free and record-stream of each live allocation, launch and
 // complete on each stream, empty-cache, and allocations under an injected driver fault (map, set-access,
@@ -40,8 +42,14 @@ func TestExplore(t *testing.T) {
 			{"tight", ExploreConfig{Policy: p, Depth: depth, Faults: true, Deadline: tight,
 				Capacity: 6 * vmm.MiB, Sizes: []uint64{512, 2 * vmm.MiB, 4 * vmm.MiB}}},
 		}
-		if p == impl.PolicyCaching || p == impl.PolicyExpandable {
+		if p == impl.PolicyCaching || p == impl.PolicyExpandable || p == impl.PolicyGMLakePaper {
 			universes[1].cfg.Capacity, universes[1].cfg.Sizes = 40*vmm.MiB, []uint64{512, 2 * vmm.MiB, 22 * vmm.MiB}
+		}
+		if p == impl.PolicyGMLakePaper {
+			// GLake stitches from 512 MiB (fragment_limit): from 4 MiB here, so that its stitching runs.
+			for i := range universes {
+				universes[i].cfg.Knobs.StitchMin = 4 * vmm.MiB
+			}
 		}
 		// The tight universe again through the serving layer (what libgmlake runs): its out of memory
 		// synchronises every stream and retries, so the pending states meet the retry.
