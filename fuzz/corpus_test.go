@@ -214,30 +214,56 @@ func TestGenerateCorpus(t *testing.T) {
 		}
 		write("FuzzOps", c.name, sc.out)
 	}
-	// A block of s1, then s1 forgotten with nothing after that asks whether its last event completed: the
-	// event stays the engine's until Close, which must destroy it (INV-NOLEAK counts events).
-	gen, rules := decodeGen(capacities[0], 2 /* streams */, format4Bit)
-	out := []byte{0, 1, format4Bit}
-	st := &belief{next: 1}
-	for _, step := range []struct {
+	// Programs written as the generator's choices, rule by rule (format 4, 64 MiB, two streams).
+	type step struct {
 		rule string
 		want map[string]int
-	}{
+	}
+	scripted := func(name string, steps []step) {
+		gen, rules := decodeGen(capacities[0], 2 /* streams */, format4Bit)
+		out := []byte{0, 1, format4Bit}
+		st := &belief{next: 1}
+		for _, c := range steps {
+			start, total, _ := ops.RuleStart(rules, c.rule)
+			sc := &script{want: c.want}
+			sc.out = ops.PutChoice(nil, start, total)
+			seq := gen.Make(rules[ruleIndex(rules, c.rule)], st, sc)
+			if sc.bad || len(seq) == 0 {
+				t.Fatalf("%s, %s: the script made %v (bad choice: %v)", name, c.rule, seq, sc.bad)
+			}
+			for _, o := range seq {
+				st.apply(o)
+			}
+			out = append(out, sc.out...)
+		}
+		write("FuzzOps", name, out)
+	}
+	// A block of s1, then s1 forgotten with nothing after that asks whether its last event completed: the
+	// event stays the engine's until Close, which must destroy it (INV-NOLEAK counts events).
+	scripted("forget-last-event", []step{
 		{"alloc", map[string]int{"stream": 1, "size-class": 0, "size": 4096}},
 		{"forget", map[string]int{"repeat?": 1, "stream": 1, "forget-default?": 1, "forget-stream": 0, "forget-other": 0,
 			"size-class": 0, "size": 4096, "forget-then": 0}},
-	} {
-		start, total, _ := ops.RuleStart(rules, step.rule)
-		sc := &script{want: step.want}
-		sc.out = ops.PutChoice(nil, start, total)
-		seq := gen.Make(rules[ruleIndex(rules, step.rule)], st, sc)
-		if sc.bad || len(seq) != 1 {
-			t.Fatalf("forget-last-event, %s: the script made %v (bad choice: %v)", step.rule, seq, sc.bad)
-		}
-		st.apply(seq[0])
-		out = append(out, sc.out...)
-	}
-	write("FuzzOps", "forget-last-event", out)
+	})
+	// The forget template with no fault, then the cache emptied once s1's work completed: what s1 freed
+	// must go back (INV-EMPTIED), its last event having completed.
+	scripted("forget-then-empty", []step{
+		{"forget", map[string]int{"stream": 1, "forget-default?": 1, "forget-stream": 0, "forget-other": 0,
+			"size-class": 1, "size": int(4*vmm.MiB - 1), "forget-then": 1, "forget-fault?": 1, "forget-empty?": 0}},
+	})
+	// The statistics' resets while a freed block waits for another stream's work (active, not reusable):
+	// a 4 MiB block of s0 recorded on s1, work launched on s1, freed, then reset-peak; the work completes and
+	// the block becomes reusable (its active bytes leave: the peak set at the reset stays), then reset-acc.
+	scripted("reset-while-pending", []step{
+		{"alloc", map[string]int{"stream": 0, "size-class": 1, "size": int(4*vmm.MiB - 1)}},
+		{"record", map[string]int{"live": 0, "stream": 1}},
+		{"launch", map[string]int{"stream": 1}},
+		{"free", map[string]int{"live": 0}},
+		{"query", map[string]int{"query": 2}},
+		{"complete", map[string]int{"stream": 1}},
+		{"emptycache", map[string]int{}},
+		{"query", map[string]int{"query": 3}},
+	})
 }
 
 // Property: every committed FuzzOps corpus entry is a well-formed corpus file that decodes to a program
@@ -470,8 +496,8 @@ func TestOptInBitDrawsTheTemplates(t *testing.T) {
 
 // Property: header[2]'s bit 6 (format 4) puts format 4's opt-in rules (forget, query: ForgetStream,
 // LargestCachedBlock, Snapshot and the statistics' resets) in the decoder's list and only then; it changes
-// neither the setup nor, where it is clear, any program: every committed entry but the forget-* ones has it
-// clear (so each decodes exactly as before format 4), and the forget-* entries draw the new ops.
+// neither the setup nor, where it is clear, any program: every committed entry but the forget-* and reset-*
+// ones has it clear (so each decodes exactly as before format 4), and those draw the new ops.
 func TestFormat4BitChangesNoEntry(t *testing.T) {
 	_, off := decodeGen(64*vmm.MiB, 2 /* streams */, optInBit)
 	_, on := decodeGen(64*vmm.MiB, 2 /* streams */, optInBit|format4Bit)
@@ -511,11 +537,12 @@ func TestFormat4BitChangesNoEntry(t *testing.T) {
 		if err != nil || len(b) < headerLen {
 			t.Fatalf("%s: %v", f, err)
 		}
-		forget := strings.HasPrefix(filepath.Base(f), "forget-")
-		if forget != (b[2]&format4Bit != 0) {
-			t.Fatalf("%s: header[2] = %#x: bit 6 is set exactly in the forget-* entries", f, b[2])
+		base := filepath.Base(f)
+		format4 := strings.HasPrefix(base, "forget-") || strings.HasPrefix(base, "reset-")
+		if format4 != (b[2]&format4Bit != 0) {
+			t.Fatalf("%s: header[2] = %#x: bit 6 is set exactly in the forget-* and reset-* entries", f, b[2])
 		}
-		if forget {
+		if format4 {
 			for _, o := range Decode(b).Ops {
 				kinds[o.Kind] = true
 			}
@@ -523,7 +550,7 @@ func TestFormat4BitChangesNoEntry(t *testing.T) {
 	}
 	for _, k := range []ops.OpKind{ops.OpForget, ops.OpLargest, ops.OpSnapshot, ops.OpResetPeak, ops.OpResetAcc} {
 		if !kinds[k] {
-			t.Errorf("no forget-* entry of the corpus draws %v (regenerate it: see TestGenerateCorpus)", k)
+			t.Errorf("no forget-* or reset-* entry of the corpus draws %v (regenerate it: see TestGenerateCorpus)", k)
 		}
 	}
 }
