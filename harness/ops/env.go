@@ -22,7 +22,7 @@ type Config struct {
 	Granularity uint64 // 0: 2 MiB
 	Streams     int    // streams in the environment, the default stream included; 0: 2
 	SyncStreams bool   // stream work completes at once (no Launch/Complete needed)
-	// Knobs are the engine's knobs beyond the policy (ChunkSize, StitchMin, SBlockCache, NoCrossStream):
+	// Knobs are the engine's knobs beyond the policy (every one prints in Header: TestHeaderCarriesEveryKnob):
 	// zero fields take the policy's defaults; Policy and TestOnlyMutations come from the fields here.
 	Knobs     impl.Config
 	Mutations impl.Mutation // seeded bugs to switch on (TestMutationsCaught only)

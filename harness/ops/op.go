@@ -493,6 +493,20 @@ func ParseHeader(line string, cfg *Config) error {
 			integer(&cfg.Knobs.SBlockCache)
 		case "nocross":
 			boolean(&cfg.Knobs.NoCrossStream)
+		case "pagesmall":
+			u64(&cfg.Knobs.PageSizeSmall)
+		case "pagelarge":
+			u64(&cfg.Knobs.PageSizeLarge)
+		case "stitchsave":
+			u64(&cfg.Knobs.StitchSave)
+		case "reuselimit":
+			cfg.Knobs.ReuseLimit, err = strconv.ParseFloat(v, 64)
+		case "defraglevel":
+			integer(&cfg.Knobs.DefragLevel)
+		case "autogc":
+			u64(&cfg.Knobs.AutoGC)
+		case "realloc":
+			boolean(&cfg.Knobs.ReAlloc)
 		default:
 			return fmt.Errorf("unknown setup key %q", k)
 		}

@@ -175,3 +175,44 @@ func TestByteSourceReadsWhatPutChoiceWrote(t *testing.T) {
 		}
 	})
 }
+
+// The setup line carries every knob of impl.Config: each field set alone to a value that is not its zero
+// prints into Header and parses back to the same Config. A knob added to impl.Config and left out of the
+// header fails here, instead of a saved reproducer silently replaying under the default.
+func TestHeaderCarriesEveryKnob(t *testing.T) {
+	notKnobs := map[string]string{
+		"Policy":            "the header's policy=",
+		"TestOnlyMutations": "the header's mutations= (Config.Mutations)",
+		"DebugOOM":          "prints the engine's state on out of memory, changes no decision",
+	}
+	typ := reflect.TypeOf(impl.Config{})
+	for i := 0; i < typ.NumField(); i++ {
+		f := typ.Field(i)
+		if !f.IsExported() || notKnobs[f.Name] != "" {
+			continue
+		}
+		var k impl.Config
+		v := reflect.ValueOf(&k).Elem().Field(i)
+		switch v.Kind() {
+		case reflect.Uint64:
+			v.SetUint(3 << 20)
+		case reflect.Int:
+			v.SetInt(3)
+		case reflect.Float64:
+			v.SetFloat(2.5)
+		case reflect.Bool:
+			v.SetBool(true)
+		default:
+			t.Fatalf("impl.Config.%s is a %v: teach KnobString and ParseHeader to carry it", f.Name, v.Kind())
+		}
+		in := Config{Policy: impl.PolicyGMLakePaper, Capacity: 1 << 30, Granularity: 2 << 20, Streams: 2, Knobs: k}
+		line := in.Header()
+		var out Config
+		if err := ParseHeader(line, &out); err != nil {
+			t.Fatalf("impl.Config.%s: the header %q does not parse: %v", f.Name, line, err)
+		}
+		if !reflect.DeepEqual(out.Knobs, k) {
+			t.Errorf("impl.Config.%s is lost by the header: %q parses to knobs %+v, want %+v", f.Name, line, out.Knobs, k)
+		}
+	}
+}
