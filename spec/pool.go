@@ -41,6 +41,10 @@ type PoolChecker struct {
 	// is still held comes back to life with it); while released, nothing parked constrains anyone.
 	parkedOwner map[vmm.Handle]PoolID
 	parkedVA    map[PoolID][]vmm.Range
+	// owed: parked handles the allocator may keep until a later EmptyCache (INV-POOLRETURN, Returned):
+	// stream work that may use them was pending, or a capture or an armed fault kept the engine from
+	// returning them.
+	owed map[vmm.Handle]bool
 }
 
 // Step checks one step and remembers what it handed out:

@@ -178,3 +178,48 @@ func torchSplitBound(got *Block, size, r uint64, expandable bool) []Violation {
 	}
 	return nil
 }
+
+// PaperShouldSplit is GLake's should_split for a block of gmlake-paper's large pool (max_split_size unset):
+// the rest is split off when it is at least one of GLake's pieces (kGranularity, the engine's chunk size).
+func PaperShouldSplit(blockSize, r, chunk uint64) bool { return blockSize-r >= chunk }
+
+// CheckPaperSplit is INV-TORCH's clause for gmlake-paper's large pool, for one successful Alloc(size) that
+// returned ptr: a large request (rounded to 512 B, above 1 MiB) rounded up to the chunk size (GLake's
+// kGranularity rounding) served by a free pBlock of before that starts at ptr — not one next to a pending
+// block, whose events may complete during the call and merge it larger — gets that block split exactly when
+// PaperShouldSplit says so. Stitched blocks and new segments are GLake's other rules (INV-PAPERGC, the
+// stitch), not judged here.
+func CheckPaperSplit(before, after View, ptr vmm.DevicePtr, size, chunk uint64) []Violation {
+	if size == 0 || chunk == 0 || TorchRoundSize(size) <= torchSmallSize {
+		return nil
+	}
+	r := vmm.AlignUp(size, chunk)
+	got := liveBlockAt(after, ptr, false /* stitched */)
+	if got == nil {
+		return nil
+	}
+	var from uint64
+	for _, b := range before.Blocks {
+		if b.Stitched || b.State != BlockFree || b.Range.Base != ptr || b.SmallPool {
+			continue
+		}
+		for _, p := range before.Blocks {
+			if !p.Stitched && p.State == BlockPending && (p.Range.Limit() == b.Range.Base || b.Range.Limit() == p.Range.Base) {
+				return nil
+			}
+		}
+		from = b.Range.Size
+	}
+	if from < r {
+		return nil // not served from a free block of before, or one that grew during the call
+	}
+	want := from
+	if PaperShouldSplit(from, r, chunk) {
+		want = r
+	}
+	if got.Range.Size != want {
+		return []Violation{violation(InvTorch, "gmlake-paper: Alloc(%d) (rounded %d) from a free block of %s got a block of %s: GLake's should_split (rest >= %s) says %s",
+			size, r, vmm.FormatBytes(from), vmm.FormatBytes(got.Range.Size), vmm.FormatBytes(chunk), vmm.FormatBytes(want))}
+	}
+	return nil
+}

@@ -12,6 +12,7 @@ import (
 type failLog struct {
 	*sim.Device
 	failed []spec.FailedCall // the calls that failed since the last reset, in call order
+	syncs  []streamCall      // the event and stream calls since the last reset (INV-CAPTURESAFE, judge_capture.go)
 }
 
 func (l *failLog) note(k vmm.CallKind, size uint64, err error) {

@@ -523,7 +523,7 @@ func (e *Env) step(op Op) StepResult {
 	e.lastOK = e.lastOK && !e.Cfg.NoChecks
 	e.Ops = append(e.Ops, op)
 	if e.calls != nil {
-		e.calls.failed = e.calls.failed[:0]
+		e.calls.failed, e.calls.syncs = e.calls.failed[:0], e.calls.syncs[:0]
 	}
 	res := StepResult{Op: op}
 	var in contract.ContractInput
@@ -693,7 +693,7 @@ func (e *Env) step(op Op) StepResult {
 		switch {
 		case ok:
 			e.Contract = next
-		case (len(e.capturing) > 0 || e.pooled) && op.Kind == OpAlloc && errors.Is(res.Err, vmm.ErrOutOfMemory):
+		case (len(e.capturing) > 0 || e.pooled) && op.Kind == OpAlloc && errors.Is(res.Err, vmm.ErrOutOfMemory) && res.Ptr == 0:
 		default:
 			res.Violations = append(res.Violations, spec.Violation{Inv: spec.InvContract, Msg: why})
 		}
@@ -714,6 +714,7 @@ func (e *Env) step(op Op) StepResult {
 			// INV-POOL remembers what each pool handed out: keep that memory (its verdicts passed when
 			// the step first ran), or a replayed prefix would forget the ranges a living pool freed.
 			_ = e.poolChk.Step(e.poolStep())
+			_ = e.poolChk.Returned(e.View(), e.Hist.Marks(), len(e.capturing) > 0 || e.faulty, e.Rule.WholeSegments) // what is owed
 		}
 		return res
 	}
@@ -738,6 +739,7 @@ func (e *Env) step(op Op) StepResult {
 			res.Violations = append(res.Violations, spec.CheckBestFit(before, after, res.Ptr, in.Stream, vmm.AlignUp(max(op.Size, 512), 512))...)
 			if haveBefore {
 				res.Violations = append(res.Violations, spec.CheckTorch(e.Cfg.Policy, before, after, res.Ptr, op.Size, e.failedCalls())...)
+				res.Violations = append(res.Violations, e.judgePaperSplit(before, after, res.Ptr, op.Size)...)
 				res.Violations = append(res.Violations, spec.CheckExtend(before, after, res.Ptr)...)
 				if !e.faulty {
 					res.Violations = append(res.Violations, spec.CheckGrowth(e.Growth, before, after, op.Size, in.Stream)...)
@@ -779,8 +781,15 @@ func (e *Env) step(op Op) StepResult {
 		res.Violations = append(res.Violations, spec.CheckEmptied(after, e.Hist.Idle() && len(e.capturing) == 0, e.armed, e.poolChk.Kept())...)
 	}
 	res.Violations = append(res.Violations, e.Hist.CheckRelease(after)...)
+	// INV-CAPTURESAFE, INV-FLUSHED
+	res.Violations = append(res.Violations, e.judgeCapture(op, res.Err, after)...)
+	if haveBefore {
+		res.Violations = append(res.Violations, e.judgeSBlockCache(op, res.Err, before, after)...) // INV-SBCACHE
+	}
 	if e.pooled && !e.closed { // Close releases every pool
 		res.Violations = append(res.Violations, e.poolChk.Step(e.poolStep())...)
+		// INV-POOLRETURN
+		res.Violations = append(res.Violations, e.poolChk.Returned(after, e.Hist.Marks(), len(e.capturing) > 0 || e.faulty, e.Rule.WholeSegments)...)
 		res.Violations = append(res.Violations, e.poolQueries()...)
 	}
 	if !e.closed {

@@ -223,6 +223,9 @@ func (s ContractState) Explain(in ContractInput, out ContractOutput) (ok bool, n
 	}
 	switch in.Op {
 	case COpAlloc:
+		if out.Err != nil && out.Ptr != 0 {
+			return fail("C-FAILZERO: a failed Alloc returns the zero pointer (got %v with the error)", out.Ptr)
+		}
 		if !s.knownStream(in.Stream) {
 			// Under an injected fault the engine may learn nothing about the stream (the stream check
 			// itself may be the call that fails), so any error is legal then; success never is.

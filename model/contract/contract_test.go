@@ -236,3 +236,18 @@ func TestContractForgetStream(t *testing.T) {
 	runSteps(t, s, []cstep{{ContractInput{Op: COpClose}, ContractOutput{}, true}, {forget(2), ContractOutput{Err: errStream}, false},
 		{forget(2), ContractOutput{Err: errClosed}, true}})
 }
+
+// C-FAILZERO: a failed Alloc returns the zero pointer, whatever the error: out of memory, a bad size, an
+// unknown stream, a driver fault.
+func TestContractFailedAllocReturnsZero(t *testing.T) {
+	runSteps(t, testContract(), []cstep{
+		{alloc(8*vmm.MiB, 0), ContractOutput{Ptr: p1}, true},
+		{alloc(8*vmm.MiB, 0), ContractOutput{Ptr: p2, Err: vmm.ErrOutOfMemory}, false},
+		{alloc(8*vmm.MiB, 0), ContractOutput{Err: vmm.ErrOutOfMemory}, true},
+		{alloc(0, 0), ContractOutput{Ptr: p2, Err: errSize}, false},
+		{alloc(vmm.MiB, 9), ContractOutput{Ptr: p2, Err: errStream}, false},
+		{ContractInput{Op: COpInjectFault}, ContractOutput{}, true},
+		{alloc(vmm.MiB, 0), ContractOutput{Ptr: p2, Err: errors.New("driver")}, false},
+		{alloc(vmm.MiB, 0), ContractOutput{Err: errors.New("driver")}, true},
+	})
+}

@@ -1,0 +1,73 @@
+package ops
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/gmlake/gmlake/spec"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// streamCall is one call of the engine that CUDA forbids while a stream captures a graph (INV-CAPTURESAFE):
+// recording or querying an event, or querying a capturing stream.
+type streamCall struct {
+	kind   vmm.CallKind
+	stream vmm.Stream // the stream recorded on or queried (0 for an event query)
+}
+
+func (l *failLog) RecordEvent(e vmm.Event, s vmm.Stream) error {
+	l.syncs = append(l.syncs, streamCall{vmm.CallRecordEvent, s})
+	return l.Device.RecordEvent(e, s)
+}
+
+func (l *failLog) QueryEvent(e vmm.Event) (bool, error) {
+	l.syncs = append(l.syncs, streamCall{vmm.CallQueryEvent, 0})
+	return l.Device.QueryEvent(e)
+}
+
+func (l *failLog) StreamQuery(s vmm.Stream) (bool, error) {
+	l.syncs = append(l.syncs, streamCall{vmm.CallStreamQuery, s})
+	return l.Device.StreamQuery(s)
+}
+
+// judgeCapture judges the two capture rules (spec/SPEC.md) after a step:
+//
+// INV-CAPTURESAFE: while a stream captures a CUDA graph (after the step, so capture-begin's own call counts and
+// capture-end's flush, once no stream captures, does not), the engine records no event and queries none (PyTorch
+// records and queries no event during a capture: cudaEventQuery is illegal then, and its frees wait in
+// insert_events_deferred_until_no_capture), and queries no capturing stream (cuStreamQuery invalidates the
+// capture).
+//
+// INV-FLUSHED: once no stream captures, the frees deferred during the capture proceed: after a capture-end or
+// an EmptyCache that returned no error, or an Alloc that succeeded with no fault armed (PyTorch's malloc
+// records the deferred events first), with no stream capturing, no block is pending without an outstanding
+// event — such a block waits for nothing that can complete, and its memory is never reusable again.
+func (e *Env) judgeCapture(op Op, err error, after spec.View) []spec.Violation {
+	var out []spec.Violation
+	if e.calls != nil && len(e.capturing) > 0 {
+		capturing := map[vmm.Stream]bool{}
+		for i := range e.capturing {
+			capturing[e.stream(i)] = true
+		}
+		for _, c := range e.calls.syncs {
+			if c.kind != vmm.CallStreamQuery || capturing[c.stream] {
+				out = append(out, spec.Violation{Inv: spec.InvCaptureSafe, Msg: fmt.Sprintf(
+					"%v called %v (stream %d) while streams %v capture", op, c.kind, c.stream, slices.Sorted(maps.Keys(e.capturing)))})
+				break
+			}
+		}
+	}
+	if len(e.capturing) > 0 || err != nil || e.closed ||
+		!(op.Kind == OpCaptureEnd || op.Kind == OpEmptyCache || op.Kind == OpAlloc && !e.faulty) {
+		return out
+	}
+	for _, b := range after.Blocks {
+		if b.State == spec.BlockPending && b.Events == 0 {
+			out = append(out, spec.Violation{Inv: spec.InvFlushed, Msg: fmt.Sprintf(
+				"after %v no stream captures, yet block %d %v is pending with no event outstanding (a free deferred during a capture that never proceeds)",
+				op, b.ID, b.Range)})
+		}
+	}
+	return out
+}
