@@ -9,8 +9,8 @@ import (
 	"github.com/gmlake/gmlake/vmm"
 )
 
-// streamCall is one call of the engine that CUDA forbids while a stream captures a graph (INV-CAPTURESAFE):
-// recording or querying an event, or querying a capturing stream.
+// streamCall is one event or stream call of the engine, which INV-CAPTURESAFE judges while a stream captures a
+// graph: querying an event, recording one on a capturing stream, querying a capturing stream.
 type streamCall struct {
 	kind   vmm.CallKind
 	stream vmm.Stream // the stream recorded on or queried (0 for an event query)
@@ -34,10 +34,11 @@ func (l *failLog) StreamQuery(s vmm.Stream) (bool, error) {
 // judgeCapture judges the two capture rules (spec/SPEC.md) after a step:
 //
 // INV-CAPTURESAFE: while a stream captures a CUDA graph (after the step, so capture-begin's own call counts and
-// capture-end's flush, once no stream captures, does not), the engine records no event and queries none (PyTorch
-// records and queries no event during a capture: cudaEventQuery is illegal then, and its frees wait in
-// insert_events_deferred_until_no_capture), and queries no capturing stream (cuStreamQuery invalidates the
-// capture).
+// capture-end's flush, once no stream captures, does not), the engine queries no event (PyTorch's
+// process_events waits until no capture is underway: cudaEventQuery is illegal then, and its frees wait in
+// insert_events_deferred_until_no_capture), and neither records an event on a capturing stream (it would
+// become a node of the graph) nor queries one (cuStreamQuery invalidates the capture). A stream that does not
+// capture may be recorded on (ForgetStream's last event).
 //
 // INV-FLUSHED: once no stream captures, the frees deferred during the capture proceed: after a capture-end or
 // an EmptyCache that returned no error, or an Alloc that succeeded with no fault armed (PyTorch's malloc
@@ -51,7 +52,7 @@ func (e *Env) judgeCapture(op Op, err error, after spec.View) []spec.Violation {
 			capturing[e.stream(i)] = true
 		}
 		for _, c := range e.calls.syncs {
-			if c.kind != vmm.CallStreamQuery || capturing[c.stream] {
+			if c.kind == vmm.CallQueryEvent || capturing[c.stream] {
 				out = append(out, spec.Violation{Inv: spec.InvCaptureSafe, Msg: fmt.Sprintf(
 					"%v called %v (stream %d) while streams %v capture", op, c.kind, c.stream, slices.Sorted(maps.Keys(e.capturing)))})
 				break

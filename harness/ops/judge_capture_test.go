@@ -8,11 +8,11 @@ import (
 	"github.com/gmlake/gmlake/vmm"
 )
 
-// Property (INV-CAPTURESAFE, INV-FLUSHED): during a capture the engine records and queries no event and
-// queries no capturing stream; once the capture ends the frees it deferred proceed, also when recording their
+// Property (INV-CAPTURESAFE, INV-FLUSHED): during a capture the engine queries no event and neither records an
+// event on a capturing stream nor queries one; once the capture ends the frees it deferred proceed, also when recording their
 // events failed at capture-end and an EmptyCache tries again. Every policy runs the scenes clean through the
-// Env; the judge flags an event call or a capturing stream's query made during the capture (and not a query of
-// a stream that does not capture), and a pending block with no event once no stream captures.
+// Env; the judge flags an event query, a record on or a query of a capturing stream made during the capture
+// (and not a record on or a query of a stream that does not capture), and a pending block with no event once no stream captures.
 func TestCaptureJudgesBite(t *testing.T) {
 	scenes := map[string]string{
 		"deferred free flushed at capture-end": "alloc a0 4194304 s0\nrecord a0 s1\ncapture-begin s1\nfree a0\ncapture-end s1\nalloc a1 4194304 s0\n",
@@ -54,7 +54,8 @@ func TestCaptureJudgesBite(t *testing.T) {
 		call streamCall
 		bad  bool
 	}{
-		{streamCall{vmm.CallRecordEvent, env.stream(0)}, true},
+		{streamCall{vmm.CallRecordEvent, env.stream(1)}, true},
+		{streamCall{vmm.CallRecordEvent, env.stream(0)}, false},
 		{streamCall{vmm.CallQueryEvent, 0}, true},
 		{streamCall{vmm.CallStreamQuery, env.stream(1)}, true},
 		{streamCall{vmm.CallStreamQuery, env.stream(0)}, false},
