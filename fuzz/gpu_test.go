@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ import (
 // GPU machine (no Go there; `make gpu` builds bin/fuzz.test):
 //
 //	cd fuzz && ../bin/fuzz.test -test.run OnGPU -test.v -campaign.gpu-time=30s
-//	cd fuzz && ../bin/fuzz.test -test.run '^$' -test.fuzz FuzzOpsOnGPU -test.fuzztime 60s -test.fuzzcachedir /tmp/fuzzcache
+//	cd fuzz && ../bin/fuzz.test -test.run '^$' -test.fuzz FuzzOpsOnGPU -test.fuzztime 60s -test.parallel 8 -test.fuzzcachedir /tmp/fuzzcache
 
 var (
 	gpuCampaignTime = flag.Duration("campaign.gpu-time", 5*time.Second, "how long TestCampaignOnGPU runs each policy")
@@ -99,12 +100,54 @@ func gpuProgram(p *ops.Program) *ops.Program {
 	return q
 }
 
+// fuzzConnections is the CUDA_DEVICE_MAX_CONNECTIONS of FuzzOpsOnGPU's processes. A decoded program gates at
+// most MaxStreams streams, so CUDA's default of 8 hardware queues holds it. At gpu.Connections (32) a
+// context, the 16 workers of a 16-core H200 host ran the GPU out of channel IDs (NVRM: "Failed to allocate
+// Channel ID on heap") and died while testing the seed corpus (the fuzzer: "fuzzing process terminated
+// without fuzzing: EOF").
+const fuzzConnections = 8
+
+// A program's streams fit the queues (a compile error, a negative constant converted to uint, otherwise).
+const _ = uint(fuzzConnections - MaxStreams)
+
+// maxGPUFuzzWorkers is the most fuzzing workers FuzzOpsOnGPU runs with. The GPU time-slices the workers'
+// contexts, so a program's time grows with their number, and the fuzzer kills an input that runs past 10 s.
+// Measured on the H200 (80 s each, the instrumented binary): 4 and 8 workers fuzzed clean (8: 2,590 inputs);
+// 16, the default on its 16-core host, lost a worker while minimizing twice in two runs ("fuzzing process
+// hung or terminated unexpectedly while minimizing"), on inputs that replay alone in 0.4 s.
+const maxGPUFuzzWorkers = 8
+
+// gpuFuzzWorkersFit refuses a fuzzing run of more than maxGPUFuzzWorkers workers (-test.parallel, GOMAXPROCS
+// by default), with the flag to pass; a run of the seed corpus alone (no -test.fuzz) runs in one process.
+func gpuFuzzWorkersFit() error {
+	fz, par := flag.Lookup("test.fuzz"), flag.Lookup("test.parallel")
+	if fz == nil || par == nil || fz.Value.String() == "" {
+		return nil
+	}
+	n, err := strconv.Atoi(par.Value.String())
+	if err != nil || n <= maxGPUFuzzWorkers {
+		return nil
+	}
+	return fmt.Errorf("FuzzOpsOnGPU fuzzes with at most %d workers, one CUDA context each, and -test.parallel is %d "+
+		"(GOMAXPROCS unless set): at 16 the GPU's time-slicing ran inputs past the fuzzer's 10 s limit; "+
+		"pass -test.parallel %d", maxGPUFuzzWorkers, n, maxGPUFuzzWorkers)
+}
+
 // FuzzOpsOnGPU is FuzzOps on the real GPU: the same decoded programs (the serving layer as header[2] says)
 // through one policy each (the input chooses) on harness/gpu.Device, every step judged by the contract, the spec's invariants on
 // the ledger's account and the stream history. Without the pattern check: its read-back is cuMemcpyDtoH on
 // the legacy default stream, which a unit held back on stream 0 would hold back for good (the campaign
 // checks the data path on the GPU, its workers on streams of their own). Seeded with the FuzzOps corpus.
+//
+// Each fuzzing worker is a process with a CUDA context of its own (-test.parallel of them, GOMAXPROCS by
+// default), so the target asks for fuzzConnections hardware queues, not the campaign's gpu.Connections.
 func FuzzOpsOnGPU(f *testing.F) {
+	if err := gpuFuzzWorkersFit(); err != nil {
+		f.Fatal(err)
+	}
+	if os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS") == "" {
+		_ = os.Setenv("CUDA_DEVICE_MAX_CONNECTIONS", strconv.Itoa(fuzzConnections)) // before the context exists
+	}
 	if err := gpuAvailable(); err != nil {
 		f.Skipf("no CUDA GPU here, skipping FuzzOpsOnGPU: %v", err)
 	}
