@@ -25,6 +25,15 @@ type History struct {
 	launched map[vmm.Stream]uint64 // units launched on each stream, ever
 	done     map[vmm.Stream]uint64 // units known completed. Invariant: done[s] <= launched[s]
 	marks    []Mark                // physical byte ranges freed while work was pending
+	// lazy are what INV-NOSPURIOUSOOM alone also counts as waiting: the frees made while a stream captured.
+	// CUDA lets no event be recorded or queried then, so the engine (impl: SetCapturing) records such a
+	// free's fence when it flushes the capture's deferred frees, and the block then waits for the work
+	// launched on its streams up to the flush, not only up to the free. Until Flush a lazy mark is Deferred
+	// (it waits for every stream in its Clock); Flush stamps it with the streams' launched units. INV-STREAM
+	// and INV-RELEASESAFE never read them: they judge what the work at the free requires (marks).
+	// Invariant: a Deferred lazy mark was made while capturing was true, and Flush ran with capturing false.
+	lazy      []Mark
+	capturing bool // some stream captures (SetCapturing)
 }
 
 // Mark is a physical byte range freed while work that may use it was pending: it may be reused by an
@@ -35,6 +44,9 @@ type Mark struct {
 	FreedOn vmm.Stream            // the allocation stream of the freed block
 	Clock   map[vmm.Stream]uint64 // stream -> units launched on it at the free
 	VA      vmm.Range             // the virtual range through which it was in use
+	// Deferred (lazy marks only): freed during a capture and not flushed yet; Clock's values are not
+	// stamped, and every stream in it counts as waited for.
+	Deferred bool
 }
 
 // NewHistory returns an empty history.
@@ -59,6 +71,38 @@ func (h *History) CompletedAll() {
 	h.prune()
 }
 
+// SetCapturing tells the history whether some stream captures (a CUDA graph) now.
+func (h *History) SetCapturing(on bool) { h.capturing = on }
+
+// Flush tells the history that the engine has recorded the fences of the frees deferred during a capture
+// (the capture ended, or an Alloc or EmptyCache ran with no stream capturing): each Deferred lazy mark now
+// waits for the units launched on its streams so far. Without a capture it is a no-op for new frees.
+func (h *History) Flush() {
+	if h.capturing {
+		return
+	}
+	for i := range h.lazy {
+		m := &h.lazy[i]
+		if !m.Deferred {
+			continue
+		}
+		m.Deferred = false
+		clock := map[vmm.Stream]uint64{}
+		for st := range m.Clock {
+			if h.Pending(st) > 0 {
+				clock[st] = h.launched[st]
+			}
+		}
+		m.Clock = clock
+	}
+	h.prune()
+}
+
+// LazyWaiting reports whether a block freed during a capture may still wait for work launched after its
+// free (a lazy mark waits): the contract's "nothing live or waiting" then says nothing about an out of
+// memory, and INV-NOSPURIOUSOOM, which counts the lazy marks, judges it alone.
+func (h *History) LazyWaiting() bool { return len(h.lazy) > 0 }
+
 // Pending returns the units launched on s not known to have completed.
 func (h *History) Pending(s vmm.Stream) uint64 { return h.launched[s] - h.done[s] }
 
@@ -78,15 +122,26 @@ func (h *History) OnFree(before View, ptr vmm.DevicePtr) bool {
 		return false
 	}
 	clock := map[vmm.Stream]uint64{}
-	for _, s := range append([]vmm.Stream{a.Stream}, a.Uses...) {
+	streams := append([]vmm.Stream{a.Stream}, a.Uses...)
+	for _, s := range streams {
 		if h.Pending(s) > 0 {
 			clock[s] = h.launched[s]
+		}
+	}
+	phys, _ := before.Device.Backing(a.Range())
+	if h.capturing {
+		all := map[vmm.Stream]uint64{}
+		for _, s := range streams {
+			all[s] = 0
+		}
+		for _, p := range phys {
+			h.lazy = append(h.lazy, Mark{Phys: p, FreedOn: a.Stream, Clock: all, Deferred: true,
+				VA: vmm.Range{Base: p.VA, Size: p.Hi - p.Lo}})
 		}
 	}
 	if len(clock) == 0 {
 		return true
 	}
-	phys, _ := before.Device.Backing(a.Range())
 	for _, p := range phys {
 		h.marks = append(h.marks, Mark{Phys: p, FreedOn: a.Stream, Clock: clock,
 			VA: vmm.Range{Base: p.VA, Size: p.Hi - p.Lo}})
@@ -101,7 +156,7 @@ func (h *History) waitingFor(m Mark, except vmm.Stream, exceptOK bool) []vmm.Str
 		if exceptOK && s == except {
 			continue
 		}
-		if h.done[s] < n {
+		if m.Deferred || h.done[s] < n {
 			ss = append(ss, s)
 		}
 	}
@@ -156,7 +211,40 @@ func (h *History) OnAlloc(after View, ptr vmm.DevicePtr, s vmm.Stream) []Violati
 		}
 	}
 	h.marks = keep
+	h.lazy = consumed(h.lazy, phys)
 	return dedupe(out)
+}
+
+// consumed returns the marks of ms less the bytes of phys (a new allocation's backing: its owner's own free
+// makes new marks).
+func consumed(ms []Mark, phys []PhysRange) []Mark {
+	var keep []Mark
+	for _, m := range ms {
+		parts := []Mark{m}
+		for _, p := range phys {
+			var next []Mark
+			for _, q := range parts {
+				if p.Handle != q.Phys.Handle || p.Hi <= q.Phys.Lo || q.Phys.Hi <= p.Lo {
+					next = append(next, q)
+					continue
+				}
+				if q.Phys.Lo < p.Lo {
+					left := q
+					left.Phys.Hi, left.VA.Size = p.Lo, p.Lo-q.Phys.Lo
+					next = append(next, left)
+				}
+				if p.Hi < q.Phys.Hi {
+					right := q
+					right.Phys.Lo = p.Hi
+					right.VA = vmm.Range{Base: q.VA.Base.Add(p.Hi - q.Phys.Lo), Size: q.Phys.Hi - p.Hi}
+					next = append(next, right)
+				}
+			}
+			parts = next
+		}
+		keep = append(keep, parts...)
+	}
+	return keep
 }
 
 // CheckRelease is INV-RELEASESAFE: a physical byte freed while work was pending stays backed (its handle
@@ -190,23 +278,33 @@ func (h *History) CheckRelease(v View) []Violation {
 	return dedupe(out)
 }
 
-// prune drops marks whose work has all completed.
+// prune drops marks (and lazy marks) whose work has all completed.
 func (h *History) prune() {
-	keep := h.marks[:0]
-	for _, m := range h.marks {
+	h.marks = h.pruned(h.marks)
+	h.lazy = h.pruned(h.lazy)
+}
+
+func (h *History) pruned(ms []Mark) []Mark {
+	keep := ms[:0]
+	for _, m := range ms {
 		if len(h.waitingFor(m, 0, false)) > 0 {
 			keep = append(keep, m)
 		}
 	}
-	h.marks = keep
+	return keep
 }
+
+// oomMarks are the marks INV-NOSPURIOUSOOM counts as waiting: the marks and the lazy marks.
+func (h *History) oomMarks() [][]Mark { return [][]Mark{h.marks, h.lazy} }
 
 // blockedFor reports whether any byte of handle hd is under a mark still waiting for work on a stream other
 // than s.
 func (h *History) blockedFor(hd vmm.Handle, s vmm.Stream) bool {
-	for _, m := range h.marks {
-		if m.Phys.Handle == hd && len(h.waitingFor(m, s, true)) > 0 {
-			return true
+	for _, ms := range h.oomMarks() {
+		for _, m := range ms {
+			if m.Phys.Handle == hd && len(h.waitingFor(m, s, true)) > 0 {
+				return true
+			}
 		}
 	}
 	return false
@@ -216,9 +314,11 @@ func (h *History) blockedFor(hd vmm.Handle, s vmm.Stream) bool {
 // whose block was allocated on a stream other than s: that block lies in another stream's pool, which a
 // stitch for s may take only once its work completed (a stream-ordered reuse on s needs s's own pool).
 func (h *History) blockedForeign(hd vmm.Handle, s vmm.Stream) bool {
-	for _, m := range h.marks {
-		if m.Phys.Handle == hd && m.FreedOn != s && len(h.waitingFor(m, 0, false)) > 0 {
-			return true
+	for _, ms := range h.oomMarks() {
+		for _, m := range ms {
+			if m.Phys.Handle == hd && m.FreedOn != s && len(h.waitingFor(m, 0, false)) > 0 {
+				return true
+			}
 		}
 	}
 	return false
@@ -226,9 +326,11 @@ func (h *History) blockedForeign(hd vmm.Handle, s vmm.Stream) bool {
 
 // blockedAt reports whether any byte of handle hd is under a mark still waiting for any stream.
 func (h *History) blockedAt(hd vmm.Handle) bool {
-	for _, m := range h.marks {
-		if m.Phys.Handle == hd && len(h.waitingFor(m, 0, false)) > 0 {
-			return true
+	for _, ms := range h.oomMarks() {
+		for _, m := range ms {
+			if m.Phys.Handle == hd && len(h.waitingFor(m, 0, false)) > 0 {
+				return true
+			}
 		}
 	}
 	return false

@@ -439,6 +439,15 @@ func (e *Env) setCapturing(i int, on bool) error {
 	return e.A.SetCapturing(e.caller(i), on)
 }
 
+// flushHist tells the history that the engine flushed the frees deferred during a capture, where it
+// surely did: it flushes at the end of the last capture and at every Alloc and EmptyCache outside one, and
+// what fails stays deferred (impl: flushDeferredLocked), so with a fault armed the history waits on.
+func (e *Env) flushHist() {
+	if len(e.capturing) == 0 && len(e.armed) == 0 {
+		e.Hist.Flush()
+	}
+}
+
 func (e *Env) emptyCache() error {
 	if e.S != nil {
 		return e.S.EmptyCache()
@@ -533,6 +542,7 @@ func (e *Env) step(op Op) StepResult {
 	var haveBefore, refused, unjudged bool
 	switch op.Kind {
 	case OpAlloc:
+		e.flushHist()
 		before, haveBefore = e.viewBefore(), true
 		in = contract.ContractInput{Op: contract.COpAlloc, Size: op.Size, Stream: e.stream(op.Stream)}
 		if op.Pool != 0 {
@@ -611,6 +621,7 @@ func (e *Env) step(op Op) StepResult {
 		e.Hist.CompletedAll()
 	case OpEmptyCache:
 		in = contract.ContractInput{Op: contract.COpEmptyCache}
+		e.flushHist()
 		res.Err = e.emptyCache()
 	case OpFail:
 		in = contract.ContractInput{Op: contract.COpInjectFault}
@@ -682,18 +693,22 @@ func (e *Env) step(op Op) StepResult {
 		} else {
 			delete(e.capturing, op.Stream)
 		}
+		e.Hist.SetCapturing(len(e.capturing) > 0)
+		e.flushHist()
 	}
 	// The serving layer's synchronisations happened before its answer: tell the judges first.
 	e.tellSynced()
 	// The contract: was the answer legal? While a stream captures, frees of blocks used on other streams
-	// wait (impl: SetCapturing), and a living private pool keeps its memory from every other request, so
-	// then an out-of-memory answer is not the contract's to judge (C-OOM): a refusal changes nothing.
+	// wait (impl: SetCapturing), frees deferred by a capture wait after it for the work launched before its
+	// flush (spec.History.LazyWaiting), and a living private pool keeps its memory from every other request,
+	// so then an out-of-memory answer is not the contract's to judge (C-OOM; INV-NOSPURIOUSOOM judges it): a
+	// refusal changes nothing.
 	if !refused && !unjudged {
 		ok, next, why := e.Contract.Explain(in, contract.ContractOutput{Ptr: res.Ptr, Err: res.Err})
 		switch {
 		case ok:
 			e.Contract = next
-		case (len(e.capturing) > 0 || e.pooled) && op.Kind == OpAlloc && errors.Is(res.Err, vmm.ErrOutOfMemory) && res.Ptr == 0:
+		case (len(e.capturing) > 0 || e.pooled || e.Hist.LazyWaiting()) && op.Kind == OpAlloc && errors.Is(res.Err, vmm.ErrOutOfMemory) && res.Ptr == 0:
 		default:
 			res.Violations = append(res.Violations, spec.Violation{Inv: spec.InvContract, Msg: why})
 		}
