@@ -179,38 +179,19 @@ func (h *History) OnAlloc(after View, ptr vmm.DevicePtr, s vmm.Stream) []Violati
 	}
 	phys, _ := after.Device.Backing(a.Range())
 	var out []Violation
-	var keep []Mark
 	for _, m := range h.marks {
-		hit := false
 		for _, p := range phys {
 			if p.Handle == m.Phys.Handle && p.Lo < m.Phys.Hi && m.Phys.Lo < p.Hi {
-				hit = true
 				if w := h.waitingFor(m, s, true); len(w) > 0 {
 					out = append(out, violation(InvStream,
 						"allocation %v on stream %d reuses handle %d bytes [%#x, %#x) freed on stream %d while work on streams %v launched before the free has not completed",
 						a.Range(), s, m.Phys.Handle, max(p.Lo, m.Phys.Lo), min(p.Hi, m.Phys.Hi), m.FreedOn, w))
 				}
-				// Keep the parts of the mark outside p.
-				if m.Phys.Lo < p.Lo {
-					left := m
-					left.Phys.Hi = p.Lo
-					left.VA.Size = p.Lo - m.Phys.Lo
-					keep = append(keep, left)
-				}
-				if p.Hi < m.Phys.Hi {
-					right := m
-					right.Phys.Lo = p.Hi
-					right.VA = vmm.Range{Base: m.VA.Base.Add(p.Hi - m.Phys.Lo), Size: m.Phys.Hi - p.Hi}
-					keep = append(keep, right)
-				}
-				break
+				break // one report a mark
 			}
 		}
-		if !hit {
-			keep = append(keep, m)
-		}
 	}
-	h.marks = keep
+	h.marks = consumed(h.marks, phys)
 	h.lazy = consumed(h.lazy, phys)
 	return dedupe(out)
 }
