@@ -461,23 +461,7 @@ func TestOptInBitDrawsTheTemplates(t *testing.T) {
 			t.Fatalf("opt-in rule %s: in the list without bit 7 %v, with it %v", name, off[name], on[name])
 		}
 	}
-	r := rand.New(rand.NewSource(5))
-	differ := 0
-	for i := 0; i < 100; i++ {
-		b := make([]byte, headerLen+120+r.Intn(300))
-		r.Read(b)
-		b[2] &^= optInBit
-		plain := Decode(b)
-		b[2] |= optInBit
-		if p := Decode(b); !reflect.DeepEqual(p.Cfg, plain.Cfg) {
-			t.Fatalf("bit 7 changes the setup: %s vs %s", p.Cfg.Header(), plain.Cfg.Header())
-		} else if !reflect.DeepEqual(p.Ops, plain.Ops) {
-			differ++
-		}
-	}
-	if differ == 0 {
-		t.Fatal("bit 7 changed no program of 100: the opt-in rules are never drawn")
-	}
+	bitChangesOnlyOps(t, 5 /* seed */, optInBit, "7", "the opt-in rules are never drawn")
 	files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzOps", "optin-*"))
 	if len(files) == 0 {
 		t.Fatal("no optin-* entry in the FuzzOps corpus; regenerate it (see TestGenerateCorpus)")
@@ -509,23 +493,7 @@ func TestFormat4BitChangesNoEntry(t *testing.T) {
 			t.Fatalf("format 4's rule %s: opt-in %v, drawn without bit 6 %v, with it %v", name, ops.OptIn[name], has(off, name), has(on, name))
 		}
 	}
-	r := rand.New(rand.NewSource(6))
-	differ := 0
-	for i := 0; i < 100; i++ {
-		b := make([]byte, headerLen+120+r.Intn(300))
-		r.Read(b)
-		b[2] &^= format4Bit
-		plain := Decode(b)
-		b[2] |= format4Bit
-		if p := Decode(b); !reflect.DeepEqual(p.Cfg, plain.Cfg) {
-			t.Fatalf("bit 6 changes the setup: %s vs %s", p.Cfg.Header(), plain.Cfg.Header())
-		} else if !reflect.DeepEqual(p.Ops, plain.Ops) {
-			differ++
-		}
-	}
-	if differ == 0 {
-		t.Fatal("bit 6 changed no program of 100: format 4's rules are never drawn")
-	}
+	bitChangesOnlyOps(t, 6 /* seed */, format4Bit, "6", "format 4's rules are never drawn")
 	files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzOps", "*"))
 	kinds := map[ops.OpKind]bool{}
 	for _, f := range files {
@@ -552,5 +520,28 @@ func TestFormat4BitChangesNoEntry(t *testing.T) {
 		if !kinds[k] {
 			t.Errorf("no forget-* or reset-* entry of the corpus draws %v (regenerate it: see TestGenerateCorpus)", k)
 		}
+	}
+}
+
+// bitChangesOnlyOps decodes 100 random inputs with header[2]'s bit clear and set: the setup must be the same,
+// and some program must differ (else the rules the bit adds are never drawn; never names them).
+func bitChangesOnlyOps(t *testing.T, seed int64, bit byte, name, never string) {
+	t.Helper()
+	r := rand.New(rand.NewSource(seed))
+	differ := 0
+	for i := 0; i < 100; i++ {
+		b := make([]byte, headerLen+120+r.Intn(300))
+		r.Read(b)
+		b[2] &^= bit
+		plain := Decode(b)
+		b[2] |= bit
+		if p := Decode(b); !reflect.DeepEqual(p.Cfg, plain.Cfg) {
+			t.Fatalf("bit %s changes the setup: %s vs %s", name, p.Cfg.Header(), plain.Cfg.Header())
+		} else if !reflect.DeepEqual(p.Ops, plain.Ops) {
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Fatalf("bit %s changed no program of 100: %s", name, never)
 	}
 }
