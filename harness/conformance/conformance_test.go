@@ -168,6 +168,14 @@ func openGPU(t *testing.T) *cudavmm.Driver {
 		t.Skipf("no CUDA GPU here, skipping the real-device test: %v", err)
 	}
 	t.Cleanup(func() { d.Close() })
+	// GMLAKE_CUDA_HANDLES asks cuMemCreate for shareable handle types ("posix_fd,rdma": PyTorch's expandable
+	// segments' request), so a run can compare them with plain memory (docs/cuda-vmm.md, Shareable handles).
+	if spec := os.Getenv("GMLAKE_CUDA_HANDLES"); spec != "" {
+		if err := d.RequestHandles(spec); err != nil {
+			t.Fatalf("GMLAKE_CUDA_HANDLES=%q: %v", spec, err)
+		}
+	}
+	t.Logf("handles: %s", d.HandleTypes())
 	return d
 }
 

@@ -11,7 +11,6 @@ import "C"
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -101,13 +100,23 @@ func New(device int) (*Driver, error) {
 // (TestConformanceReal), where plain handles give 0 differences; see docs/cuda-vmm.md.
 func (d *Driver) EnableShareableHandles() { d.handles.Store(d.caps) }
 
-// Handle request bits: CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR and CU_MEM_HANDLE_TYPE_FABRIC as the driver
-// numbers them, and the allocFlags.gpuDirectRDMACapable flag.
-const (
-	handlePosixFD = 0x1
-	handleFabric  = 0x8
-	handleRDMA    = 0x100
-)
+// RequestHandles makes later Creates ask for exactly the handle types named in spec, a comma- or
+// space-separated list of "posix_fd", "fabric" and "rdma" ("" or "none": plain memory, the default), e.g.
+// "posix_fd" for fd-exportable memory without the RDMA flag. A name it does not know, or one the device does
+// not support (see HandleTypes), is an error matching vmm.ErrInvalidValue and changes nothing. Create still
+// narrows the request where the driver refuses it, as it does after EnableShareableHandles.
+func (d *Driver) RequestHandles(spec string) error {
+	want, err := parseHandles(spec)
+	if err != nil {
+		return err
+	}
+	if missing := want &^ d.caps; missing != 0 {
+		return vmm.Errorf(vmm.CallCreate, vmm.InvalidValue, "device %d does not support handle type(s) %s (%s)",
+			d.ordinal, handleNames(missing), d.HandleTypes())
+	}
+	d.handles.Store(want)
+	return nil
+}
 
 // handleFallbacks is the order Create narrows its request in when the driver refuses one: drop fabric
 // (needs an IMEX channel even where the device supports it), then the RDMA flag, then POSIX fds.
@@ -117,22 +126,6 @@ var handleFallbacks = []int32{handleFabric, handleRDMA, handlePosixFD}
 // "device: posix_fd fabric rdma; cuMemCreate asks: posix_fd rdma".
 func (d *Driver) HandleTypes() string {
 	return "device: " + handleNames(d.caps) + "; cuMemCreate asks: " + handleNames(d.handles.Load())
-}
-
-func handleNames(h int32) string {
-	var out []string
-	for _, n := range []struct {
-		bit  int32
-		name string
-	}{{handlePosixFD, "posix_fd"}, {handleFabric, "fabric"}, {handleRDMA, "rdma"}} {
-		if h&n.bit != 0 {
-			out = append(out, n.name)
-		}
-	}
-	if len(out) == 0 {
-		return "none"
-	}
-	return strings.Join(out, " ")
 }
 
 // Close releases the primary context (cuDevicePrimaryCtxRelease). The caller must have released everything it

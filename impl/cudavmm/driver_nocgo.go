@@ -31,6 +31,14 @@ func Load() error { return errNoCgo }
 // New fails without cgo, with an error matching vmm.ErrDriverNotLoaded.
 func New(device int) (*Driver, error) { return nil, errNoCgo }
 
+// RequestHandles checks spec's names (an unknown one is vmm.ErrInvalidValue) and then fails: no driver.
+func (d *Driver) RequestHandles(spec string) error {
+	if _, err := parseHandles(spec); err != nil {
+		return err
+	}
+	return errNoCgo
+}
+
 // HandleTypes says there is no driver to ask.
 func (d *Driver) HandleTypes() string { return "no driver" }
 
