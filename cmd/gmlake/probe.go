@@ -13,6 +13,7 @@ import (
 func init() {
 	var device, reps, stitchReps, eventReps int
 	var tol float64
+	var handles string
 	cmd := &cobra.Command{
 		Use:   "probe",
 		Short: "Measure the CUDA VMM call costs on a real GPU and compare them with the cost model",
@@ -29,6 +30,9 @@ marking each cell that differs by more than the tolerance. Needs a GPU with abou
 				return err
 			}
 			defer d.Close()
+			if err := d.RequestHandles(handles); err != nil {
+				return fmt.Errorf("--handles: %w", err)
+			}
 			free, total, err := d.MemInfo()
 			if err != nil {
 				return err
@@ -36,8 +40,8 @@ marking each cell that differs by more than the tolerance. Needs a GPU with abou
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "device %d: granularity %s, %s free of %s\nshareable handles: %s\n", device,
 				vmm.FormatBytes(d.Granularity()), vmm.FormatBytes(free), vmm.FormatBytes(total), d.HandleTypes())
-			// One Create before the table: plain handles by default; after EnableShareableHandles it would settle
-			// what the driver accepts (fabric needs an IMEX channel). The probe measures the default.
+			// One Create before the table settles what the driver accepts of --handles (fabric needs an IMEX
+			// channel); the table measures that.
 			if h, err := d.Create(d.Granularity()); err == nil {
 				_ = d.Release(h)
 			}
@@ -65,6 +69,7 @@ marking each cell that differs by more than the tolerance. Needs a GPU with abou
 	cmd.Flags().IntVar(&reps, "reps", 25, "repetitions per call kind and size (the median is printed)")
 	cmd.Flags().IntVar(&stitchReps, "stitch-reps", 5, "repetitions per stitched-range size")
 	cmd.Flags().IntVar(&eventReps, "event-reps", 1000, "repetitions of each event call")
+	cmd.Flags().StringVar(&handles, "handles", "", "shareable handle types cuMemCreate asks for: posix_fd, fabric, rdma, comma-separated (default: plain memory)")
 	cmd.Flags().Float64Var(&tol, "tolerance", 0.25, "relative difference from the cost model that is flagged")
 	rootCmd.AddCommand(cmd)
 }

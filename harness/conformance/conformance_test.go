@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -14,7 +15,11 @@ import (
 )
 
 func newModel(g uint64) vmm.Driver {
-	return sim.NewDevice(sim.DeviceConfig{Granularity: g, SyncStreams: true})
+	// With GMLAKE_CUDA_HANDLES naming rdma the GPU's handles are GPUDirect-RDMA capable, and the model
+	// poisons them as the H200's driver does (sim.DeviceConfig.RDMAHandles): TestConformanceReal then
+	// checks that rule too.
+	rdma := strings.Contains(os.Getenv("GMLAKE_CUDA_HANDLES"), "rdma")
+	return sim.NewDevice(sim.DeviceConfig{Granularity: g, SyncStreams: true, RDMAHandles: rdma})
 }
 
 // envInt reads a positive integer from the environment, or returns def.
@@ -168,13 +173,7 @@ func openGPU(t *testing.T) *cudavmm.Driver {
 		t.Skipf("no CUDA GPU here, skipping the real-device test: %v", err)
 	}
 	t.Cleanup(func() { d.Close() })
-	// GMLAKE_CUDA_HANDLES asks cuMemCreate for shareable handle types ("posix_fd,rdma": PyTorch's expandable
-	// segments' request), so a run can compare them with plain memory (docs/cuda-vmm.md, Shareable handles).
-	if spec := os.Getenv("GMLAKE_CUDA_HANDLES"); spec != "" {
-		if err := d.RequestHandles(spec); err != nil {
-			t.Fatalf("GMLAKE_CUDA_HANDLES=%q: %v", spec, err)
-		}
-	}
+	// cudavmm.New reads GMLAKE_CUDA_HANDLES (default posix_fd): the handle types cuMemCreate asks for.
 	t.Logf("handles: %s", d.HandleTypes())
 	return d
 }
@@ -256,6 +255,73 @@ func TestEngineIntegritySelf(t *testing.T) {
 			t.Log(rep)
 			if len(rep.Corruptions) > 0 {
 				t.Errorf("%d corrupted allocations", len(rep.Corruptions))
+			}
+			if lk := dev.Leaks(); !lk.Empty() {
+				t.Errorf("after Close: %v", lk)
+			}
+		})
+	}
+}
+
+// TestRDMAPatternsReal runs sim.RDMAPatterns on the GPU: with GPUDirect-RDMA-capable handles exactly the
+// poisoning patterns fail their last map with CUDA_ERROR_UNKNOWN (the rule sim.DeviceConfig.RDMAHandles
+// models); with the default handles (POSIX fd) none does.
+func TestRDMAPatternsReal(t *testing.T) {
+	d := openGPU(t)
+	if !strings.Contains(d.HandleTypes(), "rdma") {
+		t.Skipf("the device does not report GPUDirect RDMA with VMM (%s)", d.HandleTypes())
+	}
+	for _, spec := range []string{"posix_fd", "rdma", "posix_fd,rdma"} {
+		if err := d.RequestHandles(spec); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range sim.RDMAPatterns {
+			last, err := sim.RunRDMAPattern(d, p)
+			if err != nil {
+				t.Fatalf("%s: %v", spec, err)
+			}
+			want := p.Poisoned && strings.Contains(spec, "rdma")
+			if got := errors.Is(last, vmm.UnknownCUDAError); got != want || !want && last != nil {
+				t.Errorf("handles %s, %s: last map = %v, want poisoned %v", spec, p.Name, last, want)
+			}
+		}
+	}
+	if err := d.RequestHandles("posix_fd"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mapCounter counts the Maps its driver fails with CUDA_ERROR_UNKNOWN.
+type mapCounter struct {
+	vmm.Driver
+	unknown int
+}
+
+func (d *mapCounter) Map(p vmm.DevicePtr, size uint64, h vmm.Handle, off uint64) error {
+	err := d.Driver.Map(p, size, h, off)
+	if errors.Is(err, vmm.UnknownCUDAError) {
+		d.unknown++
+	}
+	return err
+}
+
+// TestEngineNeverPoisonsRDMAHandles: every policy runs the integrity workload on a model of GPUDirect-RDMA
+// capable handles (sim.DeviceConfig.RDMAHandles: the H200's driver never maps a handle again once a mapping
+// of it got its first access after another mapping of it was unmapped) without one map failing, so the engine
+// may ask for the RDMA flag (cudavmm's GMLAKE_CUDA_HANDLES=posix_fd,rdma).
+func TestEngineNeverPoisonsRDMAHandles(t *testing.T) {
+	for _, p := range impl.Policies {
+		t.Run(p, func(t *testing.T) {
+			dev := sim.NewDevice(sim.DeviceConfig{SyncStreams: true, RDMAHandles: true})
+			d := &mapCounter{Driver: dev}
+			cfg := integrityCfg(p)
+			cfg.Ops = min(cfg.Ops, 1000)
+			rep, err := EngineIntegrity(d, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.unknown > 0 || len(rep.Corruptions) > 0 {
+				t.Errorf("%d maps of poisoned handles, %d corrupted allocations: %v", d.unknown, len(rep.Corruptions), rep)
 			}
 			if lk := dev.Leaks(); !lk.Empty() {
 				t.Errorf("after Close: %v", lk)

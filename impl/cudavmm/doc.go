@@ -32,16 +32,18 @@
 //
 // # Shareable handles
 //
-// By default physical memory is plain pinned device memory (no shareable handle types). With
-// EnableShareableHandles it is created as PyTorch's expandable segments create it: exportable as a POSIX file
-// descriptor and, where the device reports fabric handles (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED),
-// as a fabric handle, and GPUDirect RDMA capable where the device supports RDMA with VMM. A cuMemCreate the
-// driver refuses for its handle request (NOT_PERMITTED, NOT_SUPPORTED, or INVALID_VALUE for a valid size)
-// is retried narrower (without fabric, then without the RDMA flag, then without POSIX fds) and the narrower
-// request kept. On the H200 (driver 580.159, no IMEX channel) the device reports all three and the first
-// cuMemCreate falls back to POSIX fd + RDMA (docs/results/probe-h200-events.txt); HandleTypes says which.
-// It is off by default because, measured on that H200, cuMemMap of such handles failed with
-// CUDA_ERROR_UNKNOWN on 13 of 10,524 conformance calls (TestConformanceReal), against 0 with plain handles.
+// By default physical memory is created exportable as a POSIX file descriptor where the device supports it
+// (what NCCL's intra-node user-buffer registration needs; PyTorch's expandable segments ask for it too).
+// GMLAKE_CUDA_HANDLES, read by New, or RequestHandles chooses other handle types ("posix_fd", "fabric",
+// "rdma", or "none" for plain memory); EnableShareableHandles asks for everything the device reports, as
+// PyTorch does: POSIX fd, fabric (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED) and the GPUDirect RDMA
+// flag. A cuMemCreate the driver refuses for its handle request (NOT_PERMITTED, NOT_SUPPORTED, or
+// INVALID_VALUE for a valid size) is retried narrower (without fabric, then without the RDMA flag, then
+// without POSIX fds) and the narrower request kept; on the H200 (no IMEX channel) fabric is refused.
+// HandleTypes says what is asked. The RDMA flag has a driver bug on the H200 (driver 580.159): a handle
+// mapped twice, its first mapping unmapped before the other's first cuMemSetAccess, cannot be mapped again
+// while that mapping lives (CUDA_ERROR_UNKNOWN); the engine never makes that pattern (docs/cuda-vmm.md,
+// Shareable handles; model/sim DeviceConfig.RDMAHandles states the rule).
 //
 // Streams created here are blocking (they synchronise with the legacy default stream, vmm.DefaultStream);
 // events have timing disabled. StreamFromHandle wraps a cudaStream_t from elsewhere (PyTorch's) as a

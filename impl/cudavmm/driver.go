@@ -11,6 +11,7 @@ import "C"
 
 import (
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -91,17 +92,30 @@ func New(device int) (*Driver, error) {
 	if rdma != 0 {
 		d.caps |= handleRDMA
 	}
+	// The default request: POSIX-fd-exportable memory where the device supports it (what NCCL's intra-node
+	// user-buffer registration needs; clean over 12,000 conformance calls and no slower than plain memory on
+	// the H200), or what GMLAKE_CUDA_HANDLES names.
+	spec, set := os.LookupEnv("GMLAKE_CUDA_HANDLES")
+	if !set {
+		d.handles.Store(d.caps & handlePosixFD)
+	} else if err := d.RequestHandles(spec); err != nil {
+		C.gm_close(d.dev)
+		return nil, fmt.Errorf("cudavmm: GMLAKE_CUDA_HANDLES=%q: %w", spec, err)
+	}
 	return d, nil
 }
 
-// EnableShareableHandles makes later Creates ask for the shareable handle types and the RDMA flag the device
-// reports (what NCCL user-buffer registration needs). Off by default: on the H200 (driver 580.159) handles
-// created with POSIX fd + RDMA made cuMemMap fail with CUDA_ERROR_UNKNOWN on 13 of 10,524 conformance calls
-// (TestConformanceReal), where plain handles give 0 differences; see docs/cuda-vmm.md.
+// EnableShareableHandles makes later Creates ask for every handle type and flag PyTorch's expandable segments
+// ask for where the device supports them: POSIX fd, fabric and the GPUDirect RDMA flag (what NCCL's
+// registration over InfiniBand needs). Beware the RDMA flag on the H200 (driver 580.159): once a handle's
+// primary mapping is unmapped while it stays mapped elsewhere, the next first cuMemSetAccess of an older
+// mapping makes every later cuMemMap of the handle CUDA_ERROR_UNKNOWN (the rule: model/sim
+// DeviceConfig.RDMAHandles; docs/cuda-vmm.md). The engine never makes that pattern (harness/conformance
+// TestEngineNeverPoisonsRDMAHandles).
 func (d *Driver) EnableShareableHandles() { d.handles.Store(d.caps) }
 
 // RequestHandles makes later Creates ask for exactly the handle types named in spec, a comma- or
-// space-separated list of "posix_fd", "fabric" and "rdma" ("" or "none": plain memory, the default), e.g.
+// space-separated list of "posix_fd", "fabric" and "rdma" ("" or "none": plain memory; New asks for posix_fd where the device supports it), e.g.
 // "posix_fd" for fd-exportable memory without the RDMA flag. A name it does not know, or one the device does
 // not support (see HandleTypes), is an error matching vmm.ErrInvalidValue and changes nothing. Create still
 // narrows the request where the driver refuses it, as it does after EnableShareableHandles.

@@ -57,6 +57,14 @@ type DeviceConfig struct {
 	UniqueAddresses bool
 	// Seed seeds the random source of FailProb.
 	Seed int64
+	// RDMAHandles models handles created GPUDirect-RDMA capable (cudavmm's "rdma" request) as the H200's
+	// driver 580.159 treats them (docs/cuda-vmm.md, Shareable handles). A handle's primary mapping is the one
+	// made when it had none, or the first one after it became dirty; unmapping the primary mapping while
+	// others remain makes the handle dirty. A mapping's first SetAccess while its handle is dirty makes that
+	// mapping bad; while a bad mapping of a handle exists, every Map of the handle, and the first SetAccess
+	// of another mapping of it, fails with UnknownCUDAError. The conformance suite checks the rule against the GPU
+	// (GMLAKE_CUDA_HANDLES=rdma). DeviceState's HandleInfo.Poisoned says which handles have a bad mapping.
+	RDMAHandles bool
 
 	_ struct{}
 }
@@ -74,6 +82,7 @@ type HandleInfo struct {
 	Size     uint64
 	Released bool // Release was called; the memory returns when Mappings drops to 0
 	Mappings int  // how many mappings of it exist
+	Poisoned bool // RDMAHandles: a bad mapping of it exists, so Map of it fails with UnknownCUDAError
 }
 
 // DeviceState is a deep copy of the device's memory state, for the spec checkers. Slices are sorted by
@@ -93,6 +102,12 @@ type handle struct {
 	released bool
 	mappings int    // Invariant: equals the number of mappings in Device.mappings with this handle
 	shadow   shadow // the bytes written to it (sparse; unwritten bytes read 0)
+	// RDMAHandles only (DeviceConfig.RDMAHandles' rule). primary: the base of its primary mapping. dirty:
+	// the primary mapping was unmapped while others remained, and no Map came since. bad: Invariant: the
+	// number of its mappings with bad set; while > 0, Map of it fails.
+	primary vmm.DevicePtr
+	dirty   bool
+	bad     int
 }
 
 // mapping is one Map call's mapping.
@@ -103,7 +118,9 @@ type mapping struct {
 	// access: a SetAccess covering this whole mapping succeeded. Access is per mapping: SetAccess over part
 	// of one is refused (rule 5), so there is no partly accessible mapping.
 	access bool
-	uses   []use // pending Memset writes through this mapping, at most one per stream (device_hazards.go)
+	// bad (RDMAHandles only): its first access was set while its handle was dirty.
+	bad  bool
+	uses []use // pending Memset writes through this mapping, at most one per stream (device_hazards.go)
 }
 
 func (m *mapping) limit() vmm.DevicePtr { return m.base.Add(m.size) }
@@ -114,6 +131,7 @@ type Device struct {
 	capacity uint64
 	costs    *vmm.CostModel
 	sync     bool
+	rdma     bool // DeviceConfig.RDMAHandles
 	// [vaLo, vaHi) holds every address the device hands out; vaHi == 0: no end below 2^64.
 	vaLo, vaHi vmm.DevicePtr
 
@@ -163,7 +181,7 @@ func NewDevice(cfg DeviceConfig) *Device {
 	if costs == nil {
 		costs = vmm.H200Costs()
 	}
-	d := &Device{gran: g, capacity: c, costs: costs, sync: cfg.SyncStreams}
+	d := &Device{gran: g, capacity: c, costs: costs, sync: cfg.SyncStreams, rdma: cfg.RDMAHandles}
 	d.mu.handles = make(map[vmm.Handle]*handle)
 	d.mu.nextHandle = 1
 	d.mu.reservations = btree.NewG(16, func(a, b vmm.Range) bool { return a.Base < b.Base })
@@ -472,7 +490,15 @@ func (d *Device) Map(ptr vmm.DevicePtr, size uint64, h vmm.Handle, offset uint64
 		return d.failLocked(k, vmm.InvalidValue, "rule 3: %v overlaps the mapping [%v, %v) of handle %d",
 			want, m.base, m.limit(), m.h.id)
 	}
+	if hd.bad > 0 {
+		return d.failLocked(k, vmm.UnknownCUDAError, "RDMA-capable handle %d has a bad mapping (one that got its first "+
+			"access after the handle's primary mapping was unmapped): the H200's driver 580 maps it nowhere else "+
+			"until that mapping is unmapped", h)
+	}
 	d.mu.mappings.ReplaceOrInsert(&mapping{base: ptr, size: size, h: hd})
+	if hd.mappings == 0 || hd.dirty {
+		hd.primary, hd.dirty = ptr, false
+	}
 	hd.mappings++
 	d.chargeLocked(k, size)
 	return nil
@@ -583,6 +609,12 @@ func (d *Device) Unmap(ptr vmm.DevicePtr, size uint64) error {
 		d.checkHazardLocked(k, m)
 		d.mu.mappings.Delete(m)
 		m.h.mappings--
+		if m.bad {
+			m.h.bad--
+		}
+		if m.base == m.h.primary {
+			m.h.dirty = m.h.mappings > 0
+		}
 		d.maybeFreeLocked(m.h)
 		d.chargeLocked(k, m.size)
 	}
@@ -610,6 +642,16 @@ func (d *Device) SetAccess(ptr vmm.DevicePtr, size uint64) error {
 		return err
 	}
 	for _, m := range ms {
+		if d.rdma && m.h.bad > 0 && !m.bad && !m.access {
+			return d.failLocked(k, vmm.UnknownCUDAError, "RDMA-capable handle %d has a bad mapping: the H200's driver 580 "+
+				"sets no first access on another mapping of it", m.h.id)
+		}
+	}
+	for _, m := range ms {
+		if d.rdma && !m.access && m.h.dirty {
+			m.bad = true
+			m.h.bad++
+		}
 		m.access = true
 		d.chargeLocked(k, m.size)
 	}
@@ -689,7 +731,7 @@ func (d *Device) snapshotLocked() ([]vmm.Range, []DeviceMapping, []HandleInfo) {
 	})
 	hs := make([]HandleInfo, 0, len(d.mu.handles))
 	for _, h := range d.mu.handles {
-		hs = append(hs, HandleInfo{Handle: h.id, Size: h.size, Released: h.released, Mappings: h.mappings})
+		hs = append(hs, HandleInfo{Handle: h.id, Size: h.size, Released: h.released, Mappings: h.mappings, Poisoned: h.bad > 0})
 	}
 	sortHandles(hs)
 	return rs, ms, hs

@@ -219,7 +219,7 @@ _MODES = ("auto", "cpp", "pluggable")
 # Variables read by this package or by the library itself (besides GMLAKE_<KNOB>).
 _OWN_VARS = {"GMLAKE", "GMLAKE_LIB", "GMLAKE_MODE", "GMLAKE_CACHE", "GMLAKE_POLICY", "GMLAKE_DEVICE",
              "GMLAKE_SIM_CAPACITY", "GMLAKE_MEMORY_FRACTION", "GMLAKE_MEMORY_LIMIT", "GMLAKE_TRACE", "GMLAKE_VERBOSE",
-             "GMLAKE_TEST_PANIC_SIZE", "GMLAKE_PROFILE", "GMLAKE_TIME_DRIVER"}
+             "GMLAKE_TEST_PANIC_SIZE", "GMLAKE_PROFILE", "GMLAKE_TIME_DRIVER", "GMLAKE_CUDA_HANDLES"}
 _SIZE = re.compile(r"^\s*(\d+(\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 
 
@@ -258,6 +258,12 @@ def check_config(environ=None, for_torch=True):
     v = env.get("GMLAKE_TIME_DRIVER")
     if v is not None and v not in ("", "0", "1"):
         raise GMLakeConfigError("GMLAKE_TIME_DRIVER=%r: must be 1 (stats() gives driver_seconds by kind) or 0" % v)
+    v = env.get("GMLAKE_CUDA_HANDLES")
+    if v is not None:
+        bad = [w for w in re.split(r"[, ]+", v.strip()) if w and w not in ("posix_fd", "fabric", "rdma", "none")]
+        if bad:
+            raise GMLakeConfigError("GMLAKE_CUDA_HANDLES=%r: unknown handle type %r: use posix_fd (the default), "
+                                    "fabric, rdma or none, comma-separated" % (v, bad[0]))
     v = env.get("GMLAKE")
     if v is not None and v.lower() not in ("", "0", "1", "true", "false", "yes", "no", "on", "off"):
         raise GMLakeConfigError("GMLAKE=%r: must be 1 (enable gmlake when torch is imported) or 0" % v)

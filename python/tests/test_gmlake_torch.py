@@ -188,12 +188,13 @@ class TestConfigAndEntryPoints(unittest.TestCase):
                          ({"GMLAKE_MEMORY_LIMIT": "lots"}, "GMLAKE_MEMORY_LIMIT"),
                          ({"GMLAKE_DEVICE": "sim"}, "GMLAKE_DEVICE"), ({"GMLAKE_CHUNKSIZE": "1"}, "GMLAKE_CHUNKSIZE"),
                          ({"GMLAKE": "maybe"}, "GMLAKE"), ({"GMLAKE_SHIM": "1"}, "GMLAKE_SHIM"),
-                         ({"GMLAKE_TIME_DRIVER": "yes"}, "GMLAKE_TIME_DRIVER")):
+                         ({"GMLAKE_TIME_DRIVER": "yes"}, "GMLAKE_TIME_DRIVER"),
+                         ({"GMLAKE_CUDA_HANDLES": "posix_fd,rmda"}, "GMLAKE_CUDA_HANDLES")):
             with self.assertRaises(gt.GMLakeConfigError) as cm:
                 gt.check_config(env)
             self.assertIn(var, str(cm.exception))
         gt.check_config({"GMLAKE_POLICY": "expandable", "GMLAKE_MEMORY_LIMIT": "40GiB", "GMLAKE": "1",
-                         "GMLAKE_TIME_DRIVER": "1"})
+                         "GMLAKE_TIME_DRIVER": "1", "GMLAKE_CUDA_HANDLES": "posix_fd,rdma"})
 
     def _run(self, args, env=None, cwd=None, pythonpath_set=False):
         import subprocess
