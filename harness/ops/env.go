@@ -211,8 +211,11 @@ func NewEnv(cfg Config) (*Env, error) {
 		gone: map[int]bool{}}
 	e.Device = cfg.Device
 	if e.Device == nil {
+		// RDMAHandles: the H200's rule for GPUDirect-RDMA-capable handles (model/sim), so every checker that
+		// drives an Env also checks that the engine never makes the call pattern that breaks them (a Map or
+		// SetAccess it then gets is CUDA_ERROR_UNKNOWN, which no judge accepts without an injected fault).
 		e.Dev = sim.NewDevice(sim.DeviceConfig{Capacity: cfg.Capacity, Granularity: cfg.Granularity,
-			SyncStreams: cfg.SyncStreams, Seed: cfg.Seed})
+			SyncStreams: cfg.SyncStreams, Seed: cfg.Seed, RDMAHandles: true})
 		e.Device = e.Dev
 		e.calls = &failLog{Device: e.Dev}
 	} else {
