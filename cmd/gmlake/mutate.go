@@ -27,17 +27,21 @@ func init() {
 	)
 	cmd := &cobra.Command{
 		Use:   "mutate",
-		Short: "Mutation testing: mutate the engine's source and report which checkers kill each mutant",
+		Short: "Mutation testing: mutate the engine's source (and its serving layers) and report which checkers kill each mutant",
 		Long: `mutate generates mutants of the engine (flipped and off-by-one comparisons, dropped statements, swapped
 branches, changed constants, ...; see harness/mutate), compiles each through go test -overlay (the tree is
-not touched), runs every checker's tests against it separately and prints which checkers killed it, the
-score per checker and the survivors. It needs the Go toolchain and runs from the module root.
+not touched), runs every checker's tests that call the mutated folder against it separately (a checker that
+never calls it is not run there, and the figures say so; "unit" is the folder's own package's tests) and
+prints which checkers killed it, the score per checker (timeout kills counted apart) and the survivors.
+It needs the Go toolchain and runs from the module root.
 
 Examples:
   gmlake mutate --list                              # every mutant, no run
   gmlake mutate --sample 80 --seed 12               # a seeded random sample
   gmlake mutate --keys testdata/mutants/sample80.txt # a saved sample (before/after comparisons)
-  gmlake mutate                                     # every mutant (make verify)
+  gmlake mutate                                     # every mutant of impl/
+  gmlake mutate --dir impl,impl/serve               # every mutant of the engine and the serving layer (make verify)
+  gmlake mutate --dir impl/serve --checkers unit,rapid --sample 40 --seed 11
   gmlake mutate --from-json bin/mutants.json         # the figures of a saved run, judged again
 
 Survivors named in the judgement list (--judgements, harness/mutate/testdata/equivalent.txt: one
@@ -45,7 +49,7 @@ Survivors named in the judgement list (--judgements, harness/mutate/testdata/equ
 denominator and print apart, and a judged mutant that some checker kills prints as misjudged.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			all, err := mutate.Generate(".", dir, mutate.Skip)
+			all, err := mutate.GenerateDirs(".", strings.Split(dir, ","), mutate.Skip)
 			if err != nil {
 				return err
 			}
@@ -138,7 +142,7 @@ denominator and print apart, and a judged mutant that some checker kills prints 
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&dir, "dir", "impl", "the package folder to mutate (relative to the module root)")
+	f.StringVar(&dir, "dir", mutate.DefaultDir, "the package folders to mutate, comma-separated (relative to the module root: impl, impl/serve, impl/clib); keys outside impl/ name their folder")
 	f.IntVar(&sample, "sample", 0, "run a seeded random sample of this many mutants (0: all)")
 	f.Uint64Var(&seed, "seed", 1, "the sample's seed")
 	f.StringVar(&keysFile, "keys", "", "run the mutants named in this sample file (one key a line)")

@@ -1,6 +1,7 @@
 // Package mutate is the project's mutation-testing tool: it generates mutants of the engine's source (impl/)
-// with go/ast, compiles each one through `go test -overlay` (no file of the tree is touched), runs every
-// checker's test set against it separately, and reports which checkers killed it. The score is the share of
+// and of the layers libgmlake runs over it (impl/serve, impl/clib) with go/ast, compiles each one through
+// `go test -overlay` (no file of the tree is touched), runs every checker's test set that calls the mutated
+// folder against it separately, and reports which checkers killed it. The score is the share of
 // mutants that compile which at least one checker killed; the target (issue 12) is every non-equivalent mutant
 // killed by at least two independent checkers.
 //
@@ -27,6 +28,8 @@
 //
 // A mutant's key names it independently of line numbers: file, enclosing function, kind, the n-th such site
 // in that function, and the source text replaced (`alloc.go (*Allocator).allocLocked cmp-boundary 3 a < b`).
+// The file is its base name in impl/ (DefaultDir: the keys of every sample saved before other folders were
+// mutated), its path from the module root elsewhere (`impl/serve/engine.go (*Engine).AllocPool ...`).
 // A sample is a list of keys (testdata/mutants/*.txt); measuring the same sample before and after a change to
 // the checkers compares like with like even while the engine's lines move.
 package mutate
@@ -39,6 +42,7 @@ import (
 	"go/token"
 	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -62,7 +66,21 @@ type Mutant struct {
 
 // Key names the mutant stably across line moves.
 func (m Mutant) Key() string {
-	return fmt.Sprintf("%s %s %s %d %s", filepath.Base(m.File), orDash(m.Func), m.Kind, m.Nth, m.Orig)
+	return fmt.Sprintf("%s %s %s %d %s", keyFile(m.File), orDash(m.Func), m.Kind, m.Nth, m.Orig)
+}
+
+// Dir is the folder of the mutated file, relative to the module root ("impl", "impl/serve").
+func (m Mutant) Dir() string { return path.Dir(m.File) }
+
+// DefaultDir is the folder mutated when none is named; its files' keys carry no folder.
+const DefaultDir = "impl"
+
+// keyFile is how a key names a file: its base name in DefaultDir, its module path elsewhere.
+func keyFile(file string) string {
+	if path.Dir(file) == DefaultDir {
+		return path.Base(file)
+	}
+	return file
 }
 
 // Pos is file:line:col.
@@ -110,6 +128,25 @@ func Generate(root, dir string, skip map[string]bool) ([]Mutant, error) {
 			return nil, err
 		}
 		ms, err := generateFile(rel, src)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, ms...)
+	}
+	return all, nil
+}
+
+// GenerateDirs is Generate over several folders, in the order given (a folder named twice counts once).
+func GenerateDirs(root string, dirs []string, skip map[string]bool) ([]Mutant, error) {
+	var all []Mutant
+	done := map[string]bool{}
+	for _, d := range dirs {
+		d = path.Clean(filepath.ToSlash(strings.TrimSpace(d)))
+		if done[d] {
+			continue
+		}
+		done[d] = true
+		ms, err := Generate(root, d, skip)
 		if err != nil {
 			return nil, err
 		}
@@ -428,7 +465,7 @@ func match(all []Mutant, keys []string) []matched {
 	norm := func(fn string) string { return strings.TrimSuffix(fn, "Locked") }
 	near := map[loose][]Mutant{}
 	for _, m := range all {
-		l := loose{filepath.Base(m.File), norm(orDash(m.Func)), m.Kind, m.Orig}
+		l := loose{keyFile(m.File), norm(orDash(m.Func)), m.Kind, m.Orig}
 		near[l] = append(near[l], m)
 	}
 	var out []matched

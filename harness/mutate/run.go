@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -17,25 +19,57 @@ import (
 // Checker is one independent checker's test set: the tests of one package selected by a -run pattern.
 type Checker struct {
 	Name string
-	Pkg  string // package path relative to the module root ("./harness")
-	Run  string // -test.run pattern
-	Env  []string
+	// Pkg is the package path relative to the module root ("./harness"); "" is the mutated folder's own
+	// package (the "unit" checker: impl's tests for impl/, serve's for impl/serve).
+	Pkg string
+	Run string // -test.run pattern
+	Env []string
+	// Dirs are the mutated folders whose code the checker's tests call (nil: every folder). A checker is not
+	// run on a mutant of another folder: it cannot kill it, and the figures say so (Outcome.Unreached).
+	Dirs []string
 	_    struct{}
 }
 
-// Checkers is every checker the project has, each run alone against each mutant. GMLAKE_PROFILE=mutation
-// asks the time-bound ones (exploration) for a shorter budget; the others run exactly as in make test.
+// For returns the checker as it runs on a mutant of folder dir (Pkg resolved), and whether it reaches dir.
+func (c Checker) For(dir string) (Checker, bool) {
+	if c.Dirs != nil && !slices.Contains(c.Dirs, dir) {
+		return c, false
+	}
+	if c.Pkg == "" {
+		c.Pkg = "./" + dir
+	}
+	return c, true
+}
+
+// The folders each checker's tests call. The harness's checkers drive impl.Allocator, the serving layer too
+// where their configuration says Serve (rapid's swarm, porcupine's odd seeds, the explorer's tight-served
+// universe, the fuzz decoder's serve bit, the campaign, the golden F10); the ITF traces, the integrity
+// check and the trace replays drive the engine alone; nothing of the harness calls impl/clib, which only its
+// own tests, the Go facade's (its knob parsing) and capi's (the C library built from the mutant) reach.
+var (
+	engineOnly = []string{"impl"}
+	harnessed  = []string{"impl", "impl/serve"}
+	clibOnly   = []string{"impl/clib"}
+)
+
+// Checkers is every checker the project has, each run alone against each mutant of a folder it reaches.
+// GMLAKE_PROFILE=mutation asks the time-bound ones (exploration) for a shorter budget; the others run
+// exactly as in make test.
 var Checkers = []Checker{
-	{Name: "unit", Pkg: "./impl", Run: "."},
-	{Name: "rapid", Pkg: "./harness", Run: "^TestRapid$"},
-	{Name: "porcupine", Pkg: "./harness", Run: "^TestLinearizable$"},
-	{Name: "explore", Pkg: "./harness", Run: "^(TestExplore|TestExploreDeep)$"},
-	{Name: "itf", Pkg: "./harness", Run: "^TestITFConformance$"},
-	{Name: "findings", Pkg: "./harness", Run: "^(TestFindings|TestScenarioHistories)$"}, // the golden histories
-	{Name: "integrity", Pkg: "./harness/conformance", Run: "^TestEngineIntegritySelf$"},
-	{Name: "replay", Pkg: "./harness/replay", Run: "^(TestBaselinesMatchTorchPeakReserved|TestBundledTracesLivePeakMatchesTorch|TestReplayEveryPolicyMultiStream|TestReplayCachingPeaksByHand|TestGMLakeTargetsOnBundledTraces)$"},
-	{Name: "fuzz", Pkg: "./fuzz", Run: "^(FuzzOps|TestRandomPrograms)$"},
-	{Name: "campaign", Pkg: "./fuzz", Run: "^TestCampaignClean$"},
+	{Name: "unit", Run: "."},
+	{Name: "rapid", Pkg: "./harness", Run: "^TestRapid$", Dirs: harnessed},
+	{Name: "porcupine", Pkg: "./harness", Run: "^TestLinearizable$", Dirs: harnessed},
+	{Name: "explore", Pkg: "./harness", Run: "^(TestExplore|TestExploreDeep)$", Dirs: harnessed},
+	{Name: "itf", Pkg: "./harness", Run: "^TestITFConformance$", Dirs: engineOnly},
+	{Name: "findings", Pkg: "./harness", Run: "^(TestFindings|TestScenarioHistories)$", Dirs: harnessed}, // the golden histories
+	{Name: "integrity", Pkg: "./harness/conformance", Run: "^TestEngineIntegritySelf$", Dirs: engineOnly},
+	{Name: "replay", Pkg: "./harness/replay", Run: "^(TestBaselinesMatchTorchPeakReserved|TestBundledTracesLivePeakMatchesTorch|TestReplayEveryPolicyMultiStream|TestReplayCachingPeaksByHand|TestGMLakeTargetsOnBundledTraces)$", Dirs: engineOnly},
+	{Name: "fuzz", Pkg: "./fuzz", Run: "^(FuzzOps|TestRandomPrograms)$", Dirs: harnessed},
+	{Name: "campaign", Pkg: "./fuzz", Run: "^TestCampaignClean$", Dirs: harnessed},
+	{Name: "facade", Pkg: ".", Run: ".", Dirs: clibOnly},
+	// capi's tests build libgmlake.so with go build; the mutant's overlay reaches that build through
+	// GOFLAGS (runChecker), so the library under test is the mutant's.
+	{Name: "capi", Pkg: "./capi", Run: ".", Dirs: clibOnly},
 }
 
 // Options configure a run.
@@ -57,7 +91,9 @@ type Outcome struct {
 	Invalid  string   // compile error (first line): the mutant is not counted
 	KilledBy []string // checkers whose tests failed
 	TimedOut []string // checkers that ran past the timeout twice (counted as killed: the mutant hangs)
-	Elapsed  time.Duration
+	// Unreached are the checkers of the run not run on the mutant: they never call its folder (Checker.Dirs).
+	Unreached []string `json:",omitempty"`
+	Elapsed   time.Duration
 	// Judged is the reviewed verdict on the mutant from the judgement list (Report.Judge), if it names it.
 	Judged *Judgement `json:",omitempty"`
 }
@@ -71,7 +107,7 @@ type Report struct {
 	Checkers []string
 }
 
-// Run compiles each mutant through an overlay and runs every checker against it.
+// Run compiles each mutant through an overlay and runs every checker that reaches its folder against it.
 func Run(ctx context.Context, ms []Mutant, opt Options) (*Report, error) {
 	if opt.Checkers == nil {
 		opt.Checkers = Checkers
@@ -92,8 +128,35 @@ func Run(ctx context.Context, ms []Mutant, opt Options) (*Report, error) {
 	}
 	defer os.RemoveAll(tmp)
 
+	// The checkers of each folder mutated, their packages resolved (unit is the folder's own package).
+	var dirs []string
+	byDir := map[string][]Checker{}
+	for _, m := range ms {
+		d := m.Dir()
+		if _, ok := byDir[d]; ok {
+			continue
+		}
+		dirs = append(dirs, d)
+		byDir[d] = []Checker{}
+		for _, c := range opt.Checkers {
+			if rc, ok := c.For(d); ok {
+				byDir[d] = append(byDir[d], rc)
+			}
+		}
+	}
+	var all []Checker // every (checker, package) pair once, for the baseline
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		for _, c := range byDir[d] {
+			if !seen[c.Name+"\x00"+c.Pkg] {
+				seen[c.Name+"\x00"+c.Pkg] = true
+				all = append(all, c)
+			}
+		}
+	}
+
 	// The unmutated build must pass every checker, or that checker would kill everything.
-	base, err := build(ctx, root, tmp, nil, opt.Checkers)
+	base, err := build(ctx, root, tmp, nil, all)
 	if err != nil {
 		return nil, fmt.Errorf("building the unmutated checkers: %w", err)
 	}
@@ -101,19 +164,25 @@ func Run(ctx context.Context, ms []Mutant, opt Options) (*Report, error) {
 	timeouts := map[string]time.Duration{}
 	start := time.Now()
 	var took []string
-	for _, c := range opt.Checkers {
+	for _, c := range all {
 		t0 := time.Now()
 		if fail, timedOut := runChecker(ctx, root, base, c, 10*time.Minute); fail || timedOut {
 			return nil, fmt.Errorf("checker %s fails on the unmutated engine: fix it first (go test %s -run '%s')", c.Name, c.Pkg, c.Run)
 		}
-		timeouts[c.Name] = 3*time.Since(t0) + 20*time.Second
+		k := c.Name + "\x00" + c.Pkg
+		timeouts[k] = 3*time.Since(t0) + 20*time.Second
 		if opt.Timeout > 0 {
-			timeouts[c.Name] = opt.Timeout
+			timeouts[k] = opt.Timeout
 		}
-		took = append(took, fmt.Sprintf("%s %.1fs", c.Name, time.Since(t0).Seconds()))
+		took = append(took, fmt.Sprintf("%s(%s) %.1fs", c.Name, c.Pkg, time.Since(t0).Seconds()))
 	}
-	fmt.Fprintf(opt.Log, "baseline: %d checkers pass on the unmutated engine in %v (%s)\n",
-		len(opt.Checkers), time.Since(start).Round(time.Second), strings.Join(took, ", "))
+	fmt.Fprintf(opt.Log, "baseline: %d checkers pass on the unmutated code in %v (%s)\n",
+		len(all), time.Since(start).Round(time.Second), strings.Join(took, ", "))
+	for _, d := range dirs {
+		if miss := unreached(opt.Checkers, d); len(miss) > 0 {
+			fmt.Fprintf(opt.Log, "not run on %s (they never call it): %s\n", d, strings.Join(miss, ","))
+		}
+	}
 
 	rep := &Report{}
 	for _, c := range opt.Checkers {
@@ -124,21 +193,23 @@ func Run(ctx context.Context, ms []Mutant, opt Options) (*Report, error) {
 			return rep, ctx.Err()
 		}
 		t0 := time.Now()
-		o := Outcome{Mutant: m}
-		bins, err := build(ctx, root, tmp, &m, opt.Checkers)
+		cs := byDir[m.Dir()]
+		o := Outcome{Mutant: m, Unreached: unreached(opt.Checkers, m.Dir())}
+		bins, err := build(ctx, root, tmp, &m, cs)
 		// run runs one checker; a timeout is confirmed once with twice the time, since a loaded machine can
 		// slow a checker past its timeout without any hang (a kill must be the mutant's doing).
 		run := func(c Checker) (fail, timedOut bool) {
-			fail, timedOut = runChecker(ctx, root, bins, c, timeouts[c.Name])
+			k := c.Name + "\x00" + c.Pkg
+			fail, timedOut = runChecker(ctx, root, bins, c, timeouts[k])
 			if timedOut && ctx.Err() == nil {
-				fail, timedOut = runChecker(ctx, root, bins, c, 2*timeouts[c.Name])
+				fail, timedOut = runChecker(ctx, root, bins, c, 2*timeouts[k])
 			}
 			return fail, timedOut
 		}
 		if err != nil {
 			o.Invalid = firstLine(err.Error())
 		} else if opt.FirstKill {
-			for _, c := range opt.Checkers {
+			for _, c := range cs {
 				fail, timedOut := run(c)
 				if timedOut {
 					o.TimedOut = append(o.TimedOut, c.Name)
@@ -152,7 +223,7 @@ func Run(ctx context.Context, ms []Mutant, opt Options) (*Report, error) {
 			var mu sync.Mutex
 			sem := make(chan struct{}, opt.Workers)
 			var wg sync.WaitGroup
-			for _, c := range opt.Checkers {
+			for _, c := range cs {
 				wg.Add(1)
 				sem <- struct{}{}
 				go func() {
@@ -177,6 +248,17 @@ func Run(ctx context.Context, ms []Mutant, opt Options) (*Report, error) {
 		fmt.Fprintf(opt.Log, "mutant %d/%d %s: %s [%v]\n", i+1, len(ms), m, o.verdict(), o.Elapsed.Round(100*time.Millisecond))
 	}
 	return rep, nil
+}
+
+// unreached names the checkers of cs that never call folder dir.
+func unreached(cs []Checker, dir string) []string {
+	var out []string
+	for _, c := range cs {
+		if _, ok := c.For(dir); !ok {
+			out = append(out, c.Name)
+		}
+	}
+	return out
 }
 
 func (o Outcome) verdict() string {
@@ -211,54 +293,88 @@ func firstLine(s string) string {
 	return short(s)
 }
 
+// binaries are the test binaries of one build: package -> binary, and the overlay that made them ("":
+// the unmutated build).
+type binaries struct {
+	bin     map[string]string
+	overlay string
+}
+
 // build compiles the test binary of every checker's package under the mutant (nil: none) into a fresh
-// folder and returns package -> binary.
-func build(ctx context.Context, root, tmp string, m *Mutant, cs []Checker) (map[string]string, error) {
+// folder, in one go test -c (its packages compile in parallel).
+func build(ctx context.Context, root, tmp string, m *Mutant, cs []Checker) (binaries, error) {
 	dir, err := os.MkdirTemp(tmp, "bin-")
 	if err != nil {
-		return nil, err
+		return binaries{}, err
 	}
+	out := binaries{bin: map[string]string{}}
 	args := []string{"test", "-c", "-o", dir + string(filepath.Separator)}
 	if m != nil {
 		src, err := os.ReadFile(filepath.Join(root, m.File))
 		if err != nil {
-			return nil, err
+			return binaries{}, err
 		}
 		mf := filepath.Join(dir, "mutant.go")
 		if err := os.WriteFile(mf, m.Apply(src), 0o644); err != nil {
-			return nil, err
+			return binaries{}, err
 		}
-		ov, _ := json.Marshal(map[string]map[string]string{"Replace": {filepath.Join(root, m.File): mf}})
-		of := filepath.Join(dir, "overlay.json")
-		if err := os.WriteFile(of, ov, 0o644); err != nil {
-			return nil, err
+		b, _ := json.Marshal(map[string]map[string]string{"Replace": {filepath.Join(root, m.File): mf}})
+		out.overlay = filepath.Join(dir, "overlay.json")
+		if err := os.WriteFile(out.overlay, b, 0o644); err != nil {
+			return binaries{}, err
 		}
-		args = append(args, "-overlay", of)
+		args = append(args, "-overlay", out.overlay)
 	}
-	pkgs := map[string]string{}
 	var list []string
 	for _, c := range cs {
-		if _, ok := pkgs[c.Pkg]; !ok {
-			pkgs[c.Pkg] = filepath.Join(dir, filepath.Base(c.Pkg)+".test")
+		if _, ok := out.bin[c.Pkg]; !ok {
+			// go test -c -o DIR/ names each binary after the last element of the package's import path.
+			name, err := importBase(root, c.Pkg)
+			if err != nil {
+				return binaries{}, err
+			}
+			out.bin[c.Pkg] = filepath.Join(dir, name+".test")
 			list = append(list, c.Pkg)
 		}
 	}
 	cmd := exec.CommandContext(ctx, "go", append(args, list...)...)
 	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return nil, fmt.Errorf("%s(%v)", out, err)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return binaries{}, fmt.Errorf("%s(%v)", b, err)
 	}
-	return pkgs, nil
+	return out, nil
 }
 
-// runChecker runs one checker's tests from its package folder (tests read testdata/ relative to it).
-func runChecker(ctx context.Context, root string, bins map[string]string, c Checker, timeout time.Duration) (failed, timedOut bool) {
+// importBase is the last element of the import path of package folder pkg ("./impl/serve": serve; ".":
+// the module's own last element, from go.mod).
+func importBase(root, pkg string) (string, error) {
+	if p := path.Clean(filepath.ToSlash(pkg)); p != "." {
+		return path.Base(p), nil
+	}
+	b, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "module" {
+			return path.Base(strings.Trim(f[1], `"`)), nil
+		}
+	}
+	return "", fmt.Errorf("%s: no module line", filepath.Join(root, "go.mod"))
+}
+
+// runChecker runs one checker's tests from its package folder (tests read testdata/ relative to it). Under
+// a mutant, GOFLAGS carries its overlay, so that a test that builds with the go command (capi's, which
+// builds libgmlake.so) builds the mutant too.
+func runChecker(ctx context.Context, root string, bins binaries, c Checker, timeout time.Duration) (failed, timedOut bool) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bins[c.Pkg], "-test.run", c.Run, "-test.count=1", "-test.failfast")
+	cmd := exec.CommandContext(ctx, bins.bin[c.Pkg], "-test.run", c.Run, "-test.count=1", "-test.failfast")
 	cmd.Dir = filepath.Join(root, c.Pkg)
 	cmd.Env = append(append(os.Environ(), "GMLAKE_PROFILE=mutation"), c.Env...)
+	if bins.overlay != "" {
+		cmd.Env = append(cmd.Env, "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -overlay="+bins.overlay))
+	}
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
 	if ctx.Err() == context.DeadlineExceeded {
@@ -284,15 +400,25 @@ type Score struct {
 	Killed, Twice             int // killed by at least one, by at least two checkers
 	Survived                  int // survivors not judged equivalent
 	PerChecker, Alone         map[string]int
+	// A kill that is only a timeout is weaker evidence than a failed judgement (the mutant may only be slow):
+	// TimeoutOnly counts the killed mutants whose every killer timed out, TwiceOnTimeout the mutants killed by
+	// >= 2 checkers of which fewer than 2 failed outright, TimedOut the timeouts per checker.
+	TimeoutOnly, TwiceOnTimeout int
+	TimedOut                    map[string]int
+	// Ran is, per checker, the non-equivalent mutants it was run on: those of the folders it calls.
+	Ran map[string]int
 }
 
 // NonEquivalent is the score's denominator.
 func (s Score) NonEquivalent() int { return s.Valid - s.Equivalent }
 
 // Score sums the outcomes.
-func (r *Report) Score() Score {
-	s := Score{Generated: len(r.Outcomes), PerChecker: map[string]int{}, Alone: map[string]int{}}
-	for _, o := range r.Outcomes {
+func (r *Report) Score() Score { return r.score(r.Outcomes) }
+
+func (r *Report) score(os []Outcome) Score {
+	s := Score{Generated: len(os), PerChecker: map[string]int{}, Alone: map[string]int{},
+		TimedOut: map[string]int{}, Ran: map[string]int{}}
+	for _, o := range os {
 		switch {
 		case o.Invalid != "":
 			s.Invalid++
@@ -303,16 +429,31 @@ func (r *Report) Score() Score {
 			continue
 		}
 		s.Valid++
+		for _, c := range r.Checkers {
+			if !slices.Contains(o.Unreached, c) {
+				s.Ran[c]++
+			}
+		}
 		if !o.Killed() {
 			s.Survived++
 			continue
 		}
 		s.Killed++
+		outright := len(o.KilledBy) - len(o.TimedOut)
+		if outright == 0 {
+			s.TimeoutOnly++
+		}
 		if len(o.KilledBy) >= 2 {
 			s.Twice++
+			if outright < 2 {
+				s.TwiceOnTimeout++
+			}
 		}
 		for _, c := range o.KilledBy {
 			s.PerChecker[c]++
+		}
+		for _, c := range o.TimedOut {
+			s.TimedOut[c]++
 		}
 		if len(o.KilledBy) == 1 {
 			s.Alone[o.KilledBy[0]]++
@@ -328,16 +469,50 @@ func pct(a, b int) float64 {
 	return 100 * float64(a) / float64(b)
 }
 
-// Summary prints the score, the kills per checker, the survivors (with their verdicts), the mutants only
-// one checker kills, and the judged-equivalent mutants apart.
+// Summary prints the score (per folder too when the run mutated several), the kills per checker (how many
+// of them timeouts, and on how many mutants the checker ran: a checker that never calls a folder is not run
+// on its mutants), the survivors (with their verdicts), the mutants only one checker kills, and the
+// judged-equivalent mutants apart.
 func (r *Report) Summary(w io.Writer) Score {
 	s := r.Score()
 	n := s.NonEquivalent()
-	fmt.Fprintf(w, "mutants: %d generated, %d compile (%d invalid), %d judged equivalent; of the %d others: %d killed (%.1f%%), %d killed by >= 2 checkers (%.1f%%), %d survived\n",
-		s.Generated, s.Valid, s.Invalid, s.Equivalent, n, s.Killed, pct(s.Killed, n), s.Twice, pct(s.Twice, n), s.Survived)
-	fmt.Fprintf(w, "%-10s %7s %7s %s\n", "checker", "kills", "score", "only-killer")
+	line := func(what string, s Score) {
+		n := s.NonEquivalent()
+		fmt.Fprintf(w, "%s: %d generated, %d compile (%d invalid), %d judged equivalent; of the %d others: %d killed (%.1f%%), %d killed by >= 2 checkers (%.1f%%), %d survived\n",
+			what, s.Generated, s.Valid, s.Invalid, s.Equivalent, n, s.Killed, pct(s.Killed, n), s.Twice, pct(s.Twice, n), s.Survived)
+	}
+	line("mutants", s)
+	var dirs []string
+	byDir := map[string][]Outcome{}
+	for _, o := range r.Outcomes {
+		d := o.Mutant.Dir()
+		if _, ok := byDir[d]; !ok {
+			dirs = append(dirs, d)
+		}
+		byDir[d] = append(byDir[d], o)
+	}
+	if len(dirs) > 1 {
+		for _, d := range dirs {
+			line("  of "+d, r.score(byDir[d]))
+		}
+	}
+	fmt.Fprintf(w, "timeouts: %d kills are timeouts only; %d of the %d kills by >= 2 checkers rest on a timeout (fewer than 2 checkers failed outright)\n",
+		s.TimeoutOnly, s.TwiceOnTimeout, s.Twice)
+	fmt.Fprintf(w, "%-10s %7s %7s %11s %8s %s\n", "checker", "kills", "score", "only-killer", "timeouts", "ran-on")
 	for _, c := range r.Checkers {
-		fmt.Fprintf(w, "%-10s %7d %6.1f%% %d\n", c, s.PerChecker[c], pct(s.PerChecker[c], n), s.Alone[c])
+		ran := fmt.Sprintf("%d", s.Ran[c])
+		if s.Ran[c] < n {
+			var not []string
+			for _, d := range dirs {
+				if sd := r.score(byDir[d]); sd.Ran[c] == 0 && sd.NonEquivalent() > 0 {
+					not = append(not, d)
+				}
+			}
+			if len(not) > 0 {
+				ran += " (never calls " + strings.Join(not, ", ") + ": not run there)"
+			}
+		}
+		fmt.Fprintf(w, "%-10s %7d %6.1f%% %11d %8d %s\n", c, s.PerChecker[c], pct(s.PerChecker[c], n), s.Alone[c], s.TimedOut[c], ran)
 	}
 	for _, o := range r.Outcomes {
 		switch {
@@ -351,6 +526,9 @@ func (r *Report) Summary(w io.Writer) Score {
 				how += ", timeout"
 			}
 			fmt.Fprintf(w, "killed by one only (%s): %s\n", how, o.Mutant)
+		case o.Killed() && len(o.KilledBy)-len(o.TimedOut) < 2:
+			fmt.Fprintf(w, "killed by >= 2 resting on a timeout (%s; timeout: %s): %s\n",
+				strings.Join(o.KilledBy, ","), strings.Join(o.TimedOut, ","), o.Mutant)
 		case o.Killed():
 		case o.Judged == nil:
 			fmt.Fprintf(w, "survivor: %s\n", o.Mutant)
