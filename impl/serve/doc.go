@@ -20,5 +20,7 @@
 //     driver's vmm.StreamSyncer), the default stream and every remembered stream are synchronised (not
 //     during a graph capture, where that is illegal) and the engine allocates once more.
 //
-// EmptyCache synchronises the same way first, as torch.cuda.empty_cache does.
+// EmptyCache synchronises the same way first, as torch.cuda.empty_cache does. ForgetStream (a caller's
+// stream about to be destroyed) goes through the layer too: it unmaps the caller's value, or stops
+// synchronising the caller's own stream (see Engine.ForgetStream).
 package serve

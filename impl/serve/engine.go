@@ -39,14 +39,15 @@ type Engine struct {
 	sync  vmm.StreamSyncer
 
 	// mapped maps a caller's stream value to a stream of the driver's (Config.MapStreams only; nil
-	// otherwise). Guarded by mapMu. Invariant: mapped[0] == vmm.DefaultStream, and no two keys map to the
-	// same stream.
+	// otherwise). Guarded by mapMu. Invariant: mapped[0] == vmm.DefaultStream, no two keys map to the
+	// same stream, and no key maps to a stream the engine forgot (ForgetStream unmaps it).
 	mapMu  sync.Mutex
 	mapped map[vmm.Stream]vmm.Stream
 
-	// seen holds every driver stream allocated on or recorded on (keys vmm.Stream; the default stream is
-	// synchronised anyway), lastSeen the latest, so the hot path touches seen only when the stream changes.
-	// Both are read by syncStreams. Written without a lock (sync.Map, atomic).
+	// seen holds every driver stream allocated on or recorded on successfully (keys vmm.Stream; the default stream is
+	// synchronised anyway), less the caller's own streams forgotten (ForgetStream), lastSeen the latest, so
+	// the hot path touches seen only when the stream changes. Both are read by syncStreams. Written without
+	// a lock (sync.Map, atomic).
 	seen     sync.Map
 	lastSeen atomic.Uint64
 
@@ -129,7 +130,7 @@ func (e *Engine) CallerStream(s vmm.Stream) vmm.Stream {
 	return s
 }
 
-// remember notes that driver stream s has work of the engine's (allocated or recorded on).
+// remember notes that driver stream s has work of the engine's (allocated or recorded on, successfully).
 func (e *Engine) remember(s vmm.Stream) {
 	if e.sync == nil || e.lastSeen.Load() == uint64(s) {
 		return
@@ -177,7 +178,6 @@ func (e *Engine) AllocPool(size uint64, s vmm.Stream, pool impl.PoolID) (vmm.Dev
 	if err != nil {
 		return 0, err
 	}
-	e.remember(ds)
 	p, err := e.a.AllocPool(size, ds, pool)
 	if err != nil && e.total != 0 && size > e.total && errors.Is(err, impl.ErrInvalidSize) {
 		// The engine refuses a request larger than the device as an invalid size; PyTorch says out of
@@ -193,6 +193,9 @@ func (e *Engine) AllocPool(size uint64, s vmm.Stream, pool impl.PoolID) (vmm.Dev
 	}
 	if err != nil && errors.Is(err, vmm.ErrOutOfMemory) {
 		e.ooms.Add(1)
+	}
+	if err == nil {
+		e.remember(ds) // (after the engine's answer: a refused call, on a forgotten stream say, leaves nothing to wait for)
 	}
 	return p, err
 }
@@ -216,9 +219,51 @@ func (e *Engine) RecordStream(p vmm.DevicePtr, s vmm.Stream) error {
 	if err != nil {
 		return err
 	}
+	if err := e.a.RecordStream(p, ds); err != nil {
+		return err
+	}
 	e.remember(ds)
-	return e.a.RecordStream(p, ds)
+	return nil
 }
+
+// ForgetStream tells the engine that the caller's stream s is about to be destroyed (impl.ForgetStream:
+// the blocks used on it wait for the work it was given; Alloc and RecordStream on it are refused from then
+// on), and the layer forgets it too:
+//   - under Config.MapStreams the caller value s is unmapped, so that a stream the caller makes later and
+//     that gets the same value (CUDA reuses a destroyed stream's address) is a new stream of the driver's,
+//     not the forgotten one the engine refuses. The driver stream made for s stays the layer's (the
+//     caller never saw it, so nobody destroys it): its work still completes, and the layer still
+//     synchronises it, which keeps the out-of-memory retry waiting for it as PyTorch's device-wide one does;
+//   - otherwise s is the caller's own stream, destroyed right after: the layer no longer synchronises it
+//     (synchronising a destroyed stream is an error, and on CUDA a use after free); the engine fences the
+//     blocks used on it with the last event it recorded on s.
+//
+// A value the layer never mapped is mapped first (the engine forgets a stream it never met: nothing waits
+// on it). An error changes nothing: the stream stays mapped and synchronised.
+func (e *Engine) ForgetStream(s vmm.Stream) error {
+	if e.mapped == nil {
+		if err := e.a.ForgetStream(s); err != nil {
+			return err
+		}
+		e.forgetSeen(s)
+		return nil
+	}
+	ds, err := e.Stream(s)
+	if err != nil {
+		return err
+	}
+	e.mapMu.Lock()
+	defer e.mapMu.Unlock()
+	if err := e.a.ForgetStream(ds); err != nil {
+		return err
+	}
+	delete(e.mapped, s) // (not caller value 0: the engine refuses to forget the default stream)
+	return nil
+}
+
+// forgetSeen drops driver stream s from the streams syncStreams synchronises. (lastSeen may stay s: only
+// a successful call on s remembers it, and the engine refuses every call on a forgotten stream.)
+func (e *Engine) forgetSeen(s vmm.Stream) { e.seen.Delete(s) }
 
 // EmptyCache returns every cached (free) byte to the device, after the streams' work has completed (as
 // torch.cuda.empty_cache, which synchronises the device).
