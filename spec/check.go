@@ -41,6 +41,7 @@ const (
 	InvCaptureSafe   = "INV-CAPTURESAFE" // judged by harness/ops (judge_capture.go: the engine's event calls)
 	InvFlushed       = "INV-FLUSHED"     // judged by harness/ops (judge_capture.go)
 	InvSBlockCache   = "INV-SBCACHE"     // judged by harness/ops (judge_sbcache.go)
+	InvServe         = "INV-SERVE"       // judged by harness/ops (judge_serve.go: the serving layer's promises)
 )
 
 // StateInvariants lists the invariants Check evaluates on a single View, with their predicates.

@@ -117,7 +117,11 @@ type Env struct {
 	capturing map[int]bool
 	// gone: stream indexes a forget op forgot (ForgetStream succeeded): the caller destroys them, so no
 	// work is launched on them any more (launch is refused); what they had still completes.
-	gone    map[int]bool
+	gone map[int]bool
+	// serve: INV-SERVE's record (judge_serve.go).
+	serve serveJudge
+	// forgot: the caller values forgotten through the serving layer's mapping (see unmapped).
+	forgot  map[vmm.Stream]bool
 	checker vmm.Stream     // with Patterns: the device stream the patterns are written and read on
 	size    map[int]uint64 // allocation id -> bytes requested (for the pattern check)
 	Ops     []Op           // executed, in order: the reproducer
@@ -208,7 +212,7 @@ func NewEnv(cfg Config) (*Env, error) {
 	}
 	e := &Env{Cfg: cfg, Hist: spec.NewHistory(), ptrs: map[int]vmm.DevicePtr{}, live: map[int]bool{},
 		pools: map[int]int{}, poolOf: map[vmm.DevicePtr]int{}, capturing: map[int]bool{}, size: map[int]uint64{},
-		gone: map[int]bool{}}
+		gone: map[int]bool{}, forgot: map[vmm.Stream]bool{}}
 	e.Device = cfg.Device
 	if e.Device == nil {
 		// RDMAHandles: the H200's rule for GPUDirect-RDMA-capable handles (model/sim), so every checker that
@@ -435,6 +439,19 @@ func (e *Env) allocPool(size uint64, i, pool int) (vmm.DevicePtr, error) {
 	return e.A.AllocPool(size, e.caller(i), poolID(pool))
 }
 
+func (e *Env) forgetStream(i int) error {
+	if e.S != nil {
+		return e.S.ForgetStream(e.caller(i))
+	}
+	return e.A.ForgetStream(e.caller(i))
+}
+
+// unmapped reports whether stream index i's caller value was forgotten through the serving layer's mapping
+// (serve.Engine.ForgetStream unmaps it): a caller that destroyed the stream has no such value any more, and
+// the layer would map it to a new stream, which the judges, whose streams are fixed, do not know. Ops that
+// hand the layer that value are refused (serve's own tests check the new mapping).
+func (e *Env) unmapped(i int) bool { return e.other != 0 && e.forgot[e.caller(i)] }
+
 func (e *Env) setCapturing(i int, on bool) error {
 	if e.S != nil {
 		return e.S.SetCapturing(e.caller(i), on)
@@ -543,7 +560,13 @@ func (e *Env) step(op Op) StepResult {
 	// refused: the op did not run on this device (a fault without fault injection); unjudged: the
 	// contract knows nothing of it (pools, capture, launch on no stream), the Env judges it itself.
 	var haveBefore, refused, unjudged bool
-	switch op.Kind {
+	kind := op.Kind
+	if e.unmapped(op.Stream) && (kind == OpAlloc || kind == OpRecord || kind == OpCaptureBegin || kind == OpCaptureEnd || kind == OpForget) {
+		// The caller value of a stream forgotten through the serving layer's mapping names no stream any
+		// more (unmapped): the op would hand the layer a value it now maps to a new stream.
+		refused, kind = true, OpKind(255) // no such kind: the switch below runs nothing
+	}
+	switch kind {
 	case OpAlloc:
 		e.flushHist()
 		before, haveBefore = e.viewBefore(), true
@@ -662,13 +685,16 @@ func (e *Env) step(op Op) StepResult {
 			e.pools[op.Pool] = n
 		}
 	case OpForget:
-		// ForgetStream, called by the engine's users before cuStreamDestroy (gmlake.Allocator.DestroyStream);
-		// the serving layer has no call of its own for it, so the engine is told directly, with the device
-		// stream the layer maps the index to. The contract judges the answer (C-FORGET).
+		// ForgetStream, called by the engine's users before cuStreamDestroy (gmlake.Allocator.DestroyStream),
+		// through the serving layer when there is one (it unmaps the caller's value). The contract judges
+		// the answer (C-FORGET).
 		in = contract.ContractInput{Op: contract.COpForgetStream, Stream: e.stream(op.Stream)}
-		res.Err = e.A.ForgetStream(in.Stream)
+		res.Err = e.forgetStream(op.Stream)
 		if res.Err == nil && op.Stream >= 0 && op.Stream < len(e.Streams) {
 			e.gone[op.Stream] = true
+		}
+		if res.Err == nil && e.other != 0 {
+			e.forgot[e.caller(op.Stream)] = true
 		}
 	case OpLargest:
 		unjudged = true // judged after every step (INV-LARGEST, judge_largest.go)
@@ -699,6 +725,8 @@ func (e *Env) step(op Op) StepResult {
 		e.Hist.SetCapturing(len(e.capturing) > 0)
 		e.flushHist()
 	}
+	// What the serving layer promises (INV-SERVE), judged while e.synced still holds its synchronisations.
+	res.Violations = append(res.Violations, e.judgeServe(op, res, refused)...)
 	// The serving layer's synchronisations happened before its answer: tell the judges first.
 	e.tellSynced()
 	// The contract: was the answer legal? While a stream captures, frees of blocks used on other streams

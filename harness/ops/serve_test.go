@@ -2,6 +2,7 @@ package ops
 
 import (
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 
@@ -122,4 +123,71 @@ free a1
 		t.Fatalf("caller value %#x is the device's stream itself: the layer mapped nothing", uint64(e.callers[1]))
 	}
 	noViolations(t, e, rs)
+}
+
+// TestServeForgetGoesThroughTheLayer: forget under the serving layer is the layer's ForgetStream: the
+// caller value of stream 1 is unmapped (a new stream given the same value would get a new device stream,
+// where it used to keep the forgotten one), the memory freed on it still waits for its work, and the ops
+// that would hand the layer that value again are refused (the judges' streams are fixed), never misjudged.
+func TestServeForgetGoesThroughTheLayer(t *testing.T) {
+	e, rs := runText(t, Config{Capacity: 64 * vmm.MiB, Streams: 3, Serve: true}, `alloc a0 58720256 s1
+launch s1
+free a0
+forget s1
+alloc a1 1048576 s1
+forget s1
+alloc a2 58720256 s2
+free a2
+`)
+	for _, i := range []int{4, 5} {
+		if rs[i].Err != nil || rs[i].Ptr != 0 {
+			t.Fatalf("step %d (%v) on the forgotten caller value: %#x, %v; want it refused (not run)", i, rs[i].Op, rs[i].Ptr, rs[i].Err)
+		}
+	}
+	if rs[6].Err != nil {
+		t.Fatalf("%v: %v, want success after the layer synchronised the forgotten stream's work", rs[6].Op, rs[6].Err)
+	}
+	noViolations(t, e, rs)
+	s, err := e.S.Stream(e.callers[1])
+	if err != nil || s == e.Streams[1] {
+		t.Fatalf("caller value %#x after forget s1 maps to %d (%v): still the forgotten stream %d", uint64(e.callers[1]), s, err, e.Streams[1])
+	}
+}
+
+// TestServeJudgeBites: INV-SERVE flags an out of memory answered without synchronising every stream the
+// engine was given work on, an EmptyCache that did not synchronise, and counters that disagree with the
+// steps; the real runs above pass it.
+func TestServeJudgeBites(t *testing.T) {
+	e, rs := runText(t, Config{Capacity: 64 * vmm.MiB, Streams: 3, Serve: true}, "alloc a0 1048576 s1\nfree a0\n")
+	noViolations(t, e, rs)
+	oom := StepResult{Err: vmm.ErrOutOfMemory}
+	cases := []struct {
+		name   string
+		op     Op
+		res    StepResult
+		synced []vmm.Stream
+		want   string
+	}{
+		{"oom without a synchronisation", Op{Kind: OpAlloc, Size: vmm.MiB, Stream: 2}, oom, nil, "without synchronising"},
+		{"oom without stream 1", Op{Kind: OpAlloc, Size: vmm.MiB, Stream: 2}, oom, []vmm.Stream{vmm.DefaultStream}, "without synchronising"},
+		{"empty cache without a synchronisation", Op{Kind: OpEmptyCache}, StepResult{}, nil, "did not synchronise"},
+		{"a retry the layer did not count", Op{Kind: OpAlloc, Size: vmm.MiB, Stream: 2}, StepResult{}, []vmm.Stream{vmm.DefaultStream, e.Streams[1]}, "counters"},
+	}
+	for _, c := range cases {
+		e.synced = c.synced
+		saved, served := e.serve.want, maps.Clone(e.serve.served)
+		vs := e.judgeServe(c.op, c.res, false /* refused */)
+		e.synced, e.serve.want, e.serve.served = nil, saved, served
+		if len(vs) == 0 || !strings.Contains(vs[0].Msg, c.want) || vs[0].Inv != spec.InvServe {
+			t.Errorf("%s: %v, want an %s violation saying %q", c.name, vs, spec.InvServe, c.want)
+		}
+	}
+	// Every stream synchronised, the counters told: nothing to say.
+	e.synced = []vmm.Stream{vmm.DefaultStream, e.Streams[1]}
+	e.serve.want.Syncs-- // (judgeServe counts this synchronisation; the layer made none)
+	e.serve.want.OOMs--
+	if vs := e.judgeServe(Op{Kind: OpAlloc, Size: vmm.MiB, Stream: 2}, oom, false /* refused */); len(vs) != 0 {
+		t.Errorf("an out of memory after synchronising every stream: %v, want none", vs)
+	}
+	e.synced = nil
 }

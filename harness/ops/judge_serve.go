@@ -1,0 +1,106 @@
+package ops
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/gmlake/gmlake/impl/serve"
+	"github.com/gmlake/gmlake/spec"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// serveJudge is what judgeServe remembers between steps (Config.Serve).
+type serveJudge struct {
+	// want: the layer's counters as the steps so far say they must be.
+	want serve.Counters
+	// served: the device streams the engine was given work on (an allocation or a RecordStream that
+	// succeeded), which an out-of-memory retry must synchronise; a caller's own stream forgotten (no
+	// mapping) leaves it, a mapped one stays (the layer made it and still synchronises it).
+	served map[vmm.Stream]bool
+}
+
+// judgeServe judges, under the serving layer (Config.Serve), what the layer itself promises (impl/serve),
+// after the step and before its synchronisations are told to the judges (e.synced holds them):
+//   - an out of memory that Alloc returns for a request no larger than the device, outside a capture,
+//     comes after a synchronisation of the default stream and of every stream the engine was given work
+//     on: the retry waited for everything, so the out of memory is real;
+//   - EmptyCache outside a capture synchronises first (torch.cuda.empty_cache);
+//   - the layer's counters (the C library's oom_sync_retries and sync_errors) say what the steps did:
+//     one synchronisation per step that synchronised, one retry per Alloc that succeeded after it, one OOM
+//     per Alloc answered out of memory, no synchronisation error (the Env's synchroniser never fails);
+//   - on the simulated device, the engine never holds more physical memory than MemoryLimit.
+func (e *Env) judgeServe(op Op, res StepResult, refused bool) []spec.Violation {
+	if e.S == nil {
+		return nil
+	}
+	var out []spec.Violation
+	bad := func(format string, args ...any) {
+		out = append(out, spec.Violation{Inv: spec.InvServe, Msg: fmt.Sprintf(format, args...)})
+	}
+	j := &e.serve
+	if j.served == nil {
+		j.served = map[vmm.Stream]bool{}
+	}
+	synced := len(e.synced) > 0
+	if synced {
+		j.want.Syncs++
+	}
+	capturing := e.A.Capturing()
+	switch {
+	case refused:
+	case op.Kind == OpEmptyCache:
+		if !capturing && !synced {
+			bad("%v outside a capture did not synchronise the streams first", op)
+		}
+	case op.Kind == OpAlloc:
+		oom := errors.Is(res.Err, vmm.ErrOutOfMemory)
+		if oom {
+			j.want.OOMs++
+		}
+		if res.Err == nil && synced {
+			j.want.SyncRetries++
+		}
+		if oom && !capturing && op.Size <= e.Device.Capacity() {
+			var missing []vmm.Stream
+			for _, s := range append([]vmm.Stream{vmm.DefaultStream}, sortedStreams(j.served)...) {
+				if !slices.Contains(e.synced, s) {
+					missing = append(missing, s)
+				}
+			}
+			if len(missing) > 0 {
+				bad("%v answered out of memory without synchronising streams %v first (synchronised %v): the retry did not wait for their work", op, missing, e.synced)
+			}
+		}
+		if res.Err == nil {
+			j.served[e.stream(op.Stream)] = true
+		}
+	case op.Kind == OpRecord:
+		if res.Err == nil {
+			j.served[e.stream(op.Stream)] = true
+		}
+	case op.Kind == OpForget:
+		if res.Err == nil && e.other == 0 {
+			delete(j.served, e.stream(op.Stream))
+		}
+	}
+	if got := e.S.Counters(); got != j.want {
+		bad("the layer's counters are %+v after %v, want %+v", got, op, j.want)
+		j.want = got // one report per disagreement
+	}
+	if e.Dev != nil && e.Cfg.MemoryLimit != 0 {
+		if used := e.Dev.State().Used; used > e.Cfg.MemoryLimit {
+			bad("the engine holds %d physical bytes after %v, over the memory limit of %d", used, op, e.Cfg.MemoryLimit)
+		}
+	}
+	return out
+}
+
+func sortedStreams(m map[vmm.Stream]bool) []vmm.Stream {
+	out := make([]vmm.Stream, 0, len(m))
+	for s := range m {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
