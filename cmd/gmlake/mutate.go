@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -49,15 +51,25 @@ Survivors named in the judgement list (--judgements, harness/mutate/testdata/equ
 denominator and print apart, and a judged mutant that some checker kills prints as misjudged.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			all, err := mutate.GenerateDirs(".", strings.Split(dir, ","), mutate.Skip)
+			dirs := strings.Split(dir, ",")
+			for i := range dirs {
+				dirs[i] = path.Clean(strings.TrimSpace(dirs[i]))
+			}
+			all, err := mutate.GenerateDirs(".", dirs, mutate.Skip)
 			if err != nil {
 				return err
 			}
 			var judged map[string]mutate.Judgement
 			if judgeFile != "" {
-				js, err := mutate.ReadJudgements(judgeFile)
+				read, err := mutate.ReadJudgements(judgeFile)
 				if err != nil {
 					return err
+				}
+				var js []mutate.Judgement // those of the folders mutated
+				for _, j := range read {
+					if slices.Contains(dirs, mutate.KeyDir(j.Key)) {
+						js = append(js, j)
+					}
 				}
 				var stale []mutate.Judgement
 				judged, stale = mutate.Judge(all, js)

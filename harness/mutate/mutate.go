@@ -44,6 +44,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -74,6 +75,26 @@ func (m Mutant) Dir() string { return path.Dir(m.File) }
 
 // DefaultDir is the folder mutated when none is named; its files' keys carry no folder.
 const DefaultDir = "impl"
+
+// KeyDir is the folder of the mutant a key names: DefaultDir for a bare file name, else the file's folder.
+func KeyDir(key string) string {
+	f, _, _ := strings.Cut(key, " ")
+	if !strings.Contains(f, "/") {
+		return DefaultDir
+	}
+	return path.Dir(f)
+}
+
+// KeyDirs is the folders the keys name, in first-seen order.
+func KeyDirs(keys []string) []string {
+	var out []string
+	for _, k := range keys {
+		if d := KeyDir(k); !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
 
 // keyFile is how a key names a file: its base name in DefaultDir, its module path elsewhere.
 func keyFile(file string) string {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
@@ -80,7 +81,8 @@ type Options struct {
 	Workers  int       // checkers run at once for one mutant (0: 2)
 	Log      io.Writer // progress, one line per mutant
 	// FirstKill runs the checkers one at a time and stops at the first that kills the mutant (make test's
-	// sample: only "killed or not" matters, not by whom).
+	// sample: only "killed or not" matters, not by whom), building each checker's package only when its
+	// turn comes.
 	FirstKill bool
 	_         struct{}
 }
@@ -195,7 +197,14 @@ func Run(ctx context.Context, ms []Mutant, opt Options) (*Report, error) {
 		t0 := time.Now()
 		cs := byDir[m.Dir()]
 		o := Outcome{Mutant: m, Unreached: unreached(opt.Checkers, m.Dir())}
-		bins, err := build(ctx, root, tmp, &m, cs)
+		var bins binaries
+		var err error
+		if opt.FirstKill && len(cs) > 0 {
+			// Only the first checker's package now; the others' only if it does not kill (below).
+			bins, err = build(ctx, root, tmp, &m, cs[:1])
+		} else {
+			bins, err = build(ctx, root, tmp, &m, cs)
+		}
 		// run runs one checker; a timeout is confirmed once with twice the time, since a loaded machine can
 		// slow a checker past its timeout without any hang (a kill must be the mutant's doing).
 		run := func(c Checker) (fail, timedOut bool) {
@@ -210,6 +219,14 @@ func Run(ctx context.Context, ms []Mutant, opt Options) (*Report, error) {
 			o.Invalid = firstLine(err.Error())
 		} else if opt.FirstKill {
 			for _, c := range cs {
+				if _, ok := bins.bin[c.Pkg]; !ok {
+					more, err := build(ctx, root, tmp, &m, []Checker{c})
+					if err != nil {
+						o.Invalid = firstLine(err.Error())
+						break
+					}
+					maps.Copy(bins.bin, more.bin)
+				}
 				fail, timedOut := run(c)
 				if timedOut {
 					o.TimedOut = append(o.TimedOut, c.Name)
