@@ -260,6 +260,10 @@ func Run(ctx context.Context, ms []Mutant, opt Options) (*Report, error) {
 			sortByChecker(o.KilledBy, opt.Checkers)
 			sortByChecker(o.TimedOut, opt.Checkers)
 		}
+		if ctx.Err() != nil {
+			// Interrupted while this mutant ran: its checkers were killed, which says nothing about it.
+			return rep, ctx.Err()
+		}
 		o.Elapsed = time.Since(t0)
 		rep.Outcomes = append(rep.Outcomes, o)
 		fmt.Fprintf(opt.Log, "mutant %d/%d %s: %s [%v]\n", i+1, len(ms), m, o.verdict(), o.Elapsed.Round(100*time.Millisecond))
