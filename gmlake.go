@@ -47,16 +47,17 @@ type (
 
 // Errors (errors.Is). Out-of-memory errors are *OOMError and match vmm.ErrOutOfMemory.
 var (
-	ErrInvalidSize    = impl.ErrInvalidSize
-	ErrUnknownPointer = impl.ErrUnknownPointer
-	ErrInteriorPtr    = impl.ErrInteriorPtr
-	ErrDoubleFree     = impl.ErrDoubleFree
-	ErrUnknownStream  = impl.ErrUnknownStream
-	ErrClosed         = impl.ErrClosed
-	ErrUnknownPolicy  = impl.ErrUnknownPolicy
-	ErrBadConfig      = impl.ErrBadConfig
-	ErrOutOfMemory    = vmm.ErrOutOfMemory
-	ErrBadKnob        = clib.ErrBadKnob
+	ErrInvalidSize     = impl.ErrInvalidSize
+	ErrUnknownPointer  = impl.ErrUnknownPointer
+	ErrInteriorPtr     = impl.ErrInteriorPtr
+	ErrDoubleFree      = impl.ErrDoubleFree
+	ErrUnknownStream   = impl.ErrUnknownStream
+	ErrClosed          = impl.ErrClosed
+	ErrUnknownPolicy   = impl.ErrUnknownPolicy
+	ErrBadConfig       = impl.ErrBadConfig
+	ErrStreamCapturing = impl.ErrStreamCapturing
+	ErrOutOfMemory     = vmm.ErrOutOfMemory
+	ErrBadKnob         = clib.ErrBadKnob
 )
 
 // Options configures New and NewSimulated. The zero value is the default policy with its defaults.

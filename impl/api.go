@@ -78,6 +78,10 @@ var (
 	ErrClosed         = errors.New("gmlake: allocator is closed")
 	ErrUnknownPolicy  = errors.New("gmlake: unknown policy")
 	ErrBadConfig      = errors.New("gmlake: invalid configuration")
+	// ErrStreamCapturing: ForgetStream of a stream that captures a CUDA graph (SetCapturing on). Its last
+	// event cannot be recorded (it would become a node of the graph) and destroying the stream would
+	// invalidate the capture: end the capture first.
+	ErrStreamCapturing = errors.New("gmlake: stream is capturing a CUDA graph")
 )
 
 // OOMError says that a request could not be served even after stitching, releasing the cache and retrying.

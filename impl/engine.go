@@ -319,7 +319,9 @@ func streamErr(s vmm.Stream, err error) error {
 // ErrUnknownStream; Free of blocks used on s works as before. The default stream cannot be forgotten
 // (ErrUnknownStream). A stream destroyed without ForgetStream is noticed at the first driver call on it
 // that fails; its claims end with it (the caller must have synchronized it), since nothing is left to wait
-// on. A failed call changes nothing.
+// on. A stream that captures a CUDA graph (SetCapturing) cannot be forgotten until its capture ends
+// (ErrStreamCapturing): no event may be recorded on it, and destroying it would invalidate the capture.
+// A failed call changes nothing.
 func (a *Allocator) ForgetStream(s vmm.Stream) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -332,6 +334,9 @@ func (a *Allocator) ForgetStream(s vmm.Stream) error {
 	ss := a.streams[s]
 	if ss != nil && ss.gone {
 		return fmt.Errorf("%w %d: already forgotten", ErrUnknownStream, s)
+	}
+	if a.capturing[s] {
+		return fmt.Errorf("%w: ForgetStream(%d): end the capture before destroying the stream", ErrStreamCapturing, s)
 	}
 	if ss == nil { // never used here: nothing to fence
 		ss = a.newStreamStateLocked(s)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -288,6 +289,59 @@ func TestEmptyCacheNeverRacesPendingWrites(t *testing.T) {
 			if err := dev.HazardError(); !errors.Is(err, sim.ErrHazard) {
 				t.Fatalf("unmapping %v under a pending write: HazardError() = %v, want %v", m.VA, err, sim.ErrHazard)
 			}
+		})
+	}
+}
+
+// ForgetStream of a stream that captures a CUDA graph is refused (ErrStreamCapturing) and changes nothing:
+// no event is recorded on the capturing stream (it would become a node of the graph), the stream stays
+// known, the free deferred by the capture still waits for it; once the capture ended the stream can be
+// forgotten, and the deferred free then waits for its last event.
+func TestForgetStreamRefusedWhileItCaptures(t *testing.T) {
+	for _, policy := range []string{PolicyCaching, PolicyGMLake} {
+		t.Run(policy, func(t *testing.T) {
+			a, dev := newTest(t, policy, 1<<30, false /* sync */)
+			s, err := dev.CreateStream()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := mustAlloc(t, a, 8*MiB, vmm.DefaultStream)
+			if err := a.RecordStream(p, s); err != nil {
+				t.Fatal(err)
+			}
+			dev.Launch(s)
+			if err := a.SetCapturing(s, true); err != nil {
+				t.Fatal(err)
+			}
+			mustFree(t, a, p) // deferred: no event may be recorded during the capture
+			before, records := a.Snapshot(), dev.Counts()[vmm.CallRecordEvent]
+			if err := a.ForgetStream(s); !errors.Is(err, ErrStreamCapturing) {
+				t.Fatalf("ForgetStream of a capturing stream = %v, want %v", err, ErrStreamCapturing)
+			}
+			if got := dev.Counts()[vmm.CallRecordEvent]; got != records {
+				t.Fatalf("the refused ForgetStream recorded %d events on the capturing stream", got-records)
+			}
+			if after := a.Snapshot(); !reflect.DeepEqual(before, after) {
+				t.Fatalf("the refused ForgetStream changed the allocator:\nbefore %+v\nafter  %+v", before, after)
+			}
+			q := mustAlloc(t, a, MiB, s) // still known
+			mustFree(t, a, q)
+			if err := a.SetCapturing(s, false); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.ForgetStream(s); err != nil {
+				t.Fatalf("ForgetStream after the capture ended: %v", err)
+			}
+			if r := mustAlloc(t, a, 8*MiB, vmm.DefaultStream); r == p {
+				t.Fatalf("Alloc reused %v while the forgotten stream's work on it is pending", p)
+			} else {
+				mustFree(t, a, r)
+			}
+			dev.CompleteAll()
+			if err := dev.DestroyStream(s); err != nil {
+				t.Fatal(err)
+			}
+			closeClean(t, a, dev)
 		})
 	}
 }
