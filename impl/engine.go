@@ -786,30 +786,35 @@ func (a *Allocator) freeBlockLocked(x *block) {
 	}
 }
 
-// onlyPendingBesides reports whether b's fixed segment (in an arena: the chunks under b) holds no live
-// block, only free and pending ones: it becomes releasable once those events complete, and a fence recorded only then would also wait for the
-// stream's later work (a spurious out-of-memory found by the swarm checker: a block freed beside a
-// pending neighbour stayed unreleasable while its stream kept working).
+// onlyPendingBesides reports whether b's fixed segment (in an arena: one of the chunks under b) holds no live
+// block, only free and pending ones: it becomes releasable once those events complete, and a fence recorded
+// only then would also wait for the stream's later work (a spurious out-of-memory found by the swarm checker:
+// a block freed beside a pending neighbour stayed unreleasable while its stream kept working). In an arena
+// each chunk under b counts alone: b may end in a chunk that only pending and free blocks share while the
+// chunk it starts in holds a live block (found by the generator's fence template: the chunk b ends in,
+// wholly free once its neighbour's event completed, waited for work launched after b's free).
 func onlyPendingBesides(b *pBlock) bool {
 	seg := b.seg
-	lo, hi := vmm.Bytes(0), seg.size
-	if seg.arena {
-		// In an arena the unit is a chunk: look at the blocks that share b's chunks.
-		i := seg.chunkIndex(b.segOff())
-		if i >= seg.numChunks() {
-			return false
-		}
-		lo, hi = seg.chunks[i].off, seg.chunks[i].off+seg.chunks[i].size
-		for j := i + 1; j < seg.numChunks() && seg.chunks[j].off < b.segOff()+b.size; j++ {
-			hi = seg.chunks[j].off + seg.chunks[j].size
+	if !seg.arena {
+		return !liveWithin(seg, 0, seg.size)
+	}
+	// In an arena the unit is a chunk: look at the blocks that share each of b's chunks.
+	for j := seg.chunkIndex(b.segOff()); j < seg.numChunks() && seg.chunks[j].off < b.segOff()+b.size; j++ {
+		if !liveWithin(seg, seg.chunks[j].off, seg.chunks[j].off+seg.chunks[j].size) {
+			return true
 		}
 	}
+	return false
+}
+
+// liveWithin reports whether a live block of seg overlaps its bytes [lo, hi).
+func liveWithin(seg *segment, lo, hi vmm.Bytes) bool {
 	for x := seg.head; x != nil; x = x.next {
 		if x.state == Live && x.segOff() < hi && x.segOff()+x.size > lo {
-			return false
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // releasableLocked reports whether free block b holds a unit that could be released or stitched: a whole fixed
