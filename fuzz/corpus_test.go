@@ -451,9 +451,9 @@ func TestOptInBitDrawsTheTemplates(t *testing.T) {
 	}
 	off, on := names(false), names(true)
 	for name := range ops.OptIn {
-		if format4Rules[name] {
+		if format4Rules[name] || undecodedRules[name] {
 			if on[name] {
-				t.Fatalf("format 4's rule %s is drawn under bit 7", name)
+				t.Fatalf("rule %s (format 4's, or one no bit draws yet) is drawn under bit 7", name)
 			}
 			continue
 		}
@@ -491,6 +491,11 @@ func TestFormat4BitChangesNoEntry(t *testing.T) {
 	for name := range format4Rules {
 		if !ops.OptIn[name] || has(off, name) || !has(on, name) {
 			t.Fatalf("format 4's rule %s: opt-in %v, drawn without bit 6 %v, with it %v", name, ops.OptIn[name], has(off, name), has(on, name))
+		}
+	}
+	for name := range undecodedRules {
+		if has(on, name) {
+			t.Fatalf("rule %s is drawn by the decoder, though no header bit opts in to it yet", name)
 		}
 	}
 	bitChangesOnlyOps(t, 6 /* seed */, format4Bit, "6", "format 4's rules are never drawn")

@@ -67,6 +67,11 @@ const (
 // (bit 7).
 var format4Rules = map[string]bool{"forget": true, "query": true}
 
+// undecodedRules are the opt-in rules added after format 4: no header bit draws them yet (a rule in the list
+// would change what every format-3 or format-4 entry decodes to), so the decoder leaves them out; rapid's
+// swarm draws them, and the golden scenarios (harness/testdata/scenarios) hold their states.
+var undecodedRules = map[string]bool{"capture-flush": true, "close-fault": true, "fence": true}
+
 // serveLimits are the memory caps of a decoded program run through the serving layer, as the swarm draws
 // them (ops.DrawSwarm's swarm-limit): none, half the device, the device less one granule.
 func serveLimits(capacity uint64) []uint64 { return []uint64{0, capacity / 2, capacity - 2*vmm.MiB} }
@@ -113,7 +118,8 @@ var commonSizes = append(ops.Thresholds("", impl.Config{}, 2*vmm.MiB), 64*vmm.Mi
 func decodeGen(capacity uint64, streams int, h2 byte) (*ops.Gen, []ops.Rule) {
 	sw := ops.Swarm{Streams: streams, Faults: ops.SwarmFaultCalls}
 	for _, r := range ops.Rules {
-		if ops.OptIn[r.Name] && (format4Rules[r.Name] && h2&format4Bit != 0 || !format4Rules[r.Name] && h2&optInBit != 0) {
+		if ops.OptIn[r.Name] && !undecodedRules[r.Name] &&
+			(format4Rules[r.Name] && h2&format4Bit != 0 || !format4Rules[r.Name] && h2&optInBit != 0) {
 			sw.OptIn = append(sw.OptIn, r.Name)
 		}
 	}

@@ -42,6 +42,7 @@ const (
 	InvFlushed       = "INV-FLUSHED"     // judged by harness/ops (judge_capture.go)
 	InvSBlockCache   = "INV-SBCACHE"     // judged by harness/ops (judge_sbcache.go)
 	InvServe         = "INV-SERVE"       // judged by harness/ops (judge_serve.go: the serving layer's promises)
+	InvChunk         = "INV-CHUNK"       // spec/chunk.go (CheckChunks)
 )
 
 // StateInvariants lists the invariants Check evaluates on a single View, with their predicates.

@@ -77,7 +77,9 @@ type GrowthRule struct {
 	// CrossStream: the policy stitches chunks of other streams whose frees completed (gmlake unless
 	// Config.NoCrossStream); INV-STITCH then judges only steps where no other stream has a free block.
 	CrossStream bool
-	_           struct{}
+	// Chunk: the chunk size gmlake grows by (ChunkSize); 0 judges nothing (INV-CHUNK).
+	Chunk uint64
+	_     struct{}
 }
 
 // CheckGrowth is INV-GROWTH for one successful Alloc(size) on stream s under gmlake (rule.StitchMin > 0),

@@ -98,6 +98,11 @@ type Env struct {
 	// eventFault: a fault on cuEventDestroy was armed at some point: the event it hit stays on the device
 	// (the engine documents it: nothing of the allocator's leaks), so INV-NOLEAK then ignores events.
 	eventFault bool
+	// eventsLost: an engine call ran while a fault on cuEventDestroy was armed (C-CLOSE then does not count
+	// events: the one it hit is not the allocator's any more); closeErr: what the first Close returned
+	// (INV-NOLEAK is not judged after a Close that reported a failure: C-CLOSE judged it).
+	eventsLost bool
+	closeErr   error
 	closed     bool
 	// pools: the use count of each private pool the ops created (0: released); poolOf: the pool each
 	// live pointer was asked from; pooled: a pool op ran (INV-POOL is checked from then on).
@@ -186,7 +191,7 @@ func PolicyOOMRule(policy string, gran uint64) spec.OOMRule {
 // knobs set them. A larger Save than the engine's only loosens the bound.
 func GrowthRule(k impl.Config, capacity, gran uint64) spec.GrowthRule {
 	r := spec.GrowthRule{StitchMin: k.StitchMin, Save: k.StitchSave, Granularity: gran, Reuse: 5, /* impl: reuseLimit */
-		CrossStream: !k.NoCrossStream}
+		CrossStream: !k.NoCrossStream, Chunk: spec.ChunkSize(k.ChunkSize, capacity, gran)}
 	if r.StitchMin == 0 {
 		r.StitchMin = 2 * gran
 	}
@@ -522,7 +527,7 @@ func errorKind(err error) string {
 		name string
 	}{{impl.ErrInvalidSize, "invalid size"}, {impl.ErrUnknownPointer, "unknown pointer"}, {impl.ErrInteriorPtr, "interior pointer"},
 		{impl.ErrDoubleFree, "double free"}, {impl.ErrUnknownStream, "unknown stream"}, {impl.ErrClosed, "closed"},
-		{impl.ErrUnknownPool, "unknown pool"}, {impl.ErrBadConfig, "bad config"},
+		{impl.ErrUnknownPool, "unknown pool"}, {impl.ErrBadConfig, "bad config"}, {impl.ErrStreamCapturing, "stream capturing"},
 		{vmm.ErrOutOfMemory, "out of memory"}} {
 		if errors.Is(err, k.err) {
 			return k.name
@@ -553,6 +558,11 @@ func (e *Env) step(op Op) StepResult {
 	e.Ops = append(e.Ops, op)
 	if e.calls != nil {
 		e.calls.failed, e.calls.syncs = e.calls.failed[:0], e.calls.syncs[:0]
+	}
+	switch op.Kind {
+	case OpFail, OpClearFaults, OpLaunch, OpComplete, OpCompleteAll, OpClose: // no engine call before Close
+	default:
+		e.eventsLost = e.eventsLost || slices.Contains(e.armed, vmm.CallDestroyEvent)
 	}
 	res := StepResult{Op: op}
 	var in contract.ContractInput
@@ -667,7 +677,12 @@ func (e *Env) step(op Op) StepResult {
 		e.faulty, e.armed = false, nil
 	case OpClose:
 		in = contract.ContractInput{Op: contract.COpClose}
+		wasClosed := e.closed
 		_, res.Err = e.A.Close()
+		if !wasClosed {
+			e.closeErr = res.Err
+			res.Violations = append(res.Violations, judgeClose(op, res.Err, e.Device.Leaks(), e.eventsLost)...)
+		}
 		e.closed = true
 		if res.Err == nil || !e.faulty {
 			e.live = map[int]bool{}
@@ -690,7 +705,10 @@ func (e *Env) step(op Op) StepResult {
 		// the answer (C-FORGET).
 		in = contract.ContractInput{Op: contract.COpForgetStream, Stream: e.stream(op.Stream)}
 		res.Err = e.forgetStream(op.Stream)
-		if res.Err == nil && op.Stream >= 0 && op.Stream < len(e.Streams) {
+		if e.capturing[op.Stream] && op.Stream != 0 && !e.gone[op.Stream] { // else C-FORGET's ErrUnknownStream first
+			unjudged = true // refused, changing nothing: the contract's state stays as it is
+			res.Violations = append(res.Violations, e.judgeForgetCapturing(op, res.Err)...)
+		} else if res.Err == nil && op.Stream >= 0 && op.Stream < len(e.Streams) {
 			e.gone[op.Stream] = true
 		}
 		if res.Err == nil && e.other != 0 {
@@ -766,7 +784,11 @@ func (e *Env) step(op Op) StepResult {
 	}
 	snap := e.A.Snapshot()
 	after := ViewOf(snap, e.deviceState())
-	res.Violations = append(res.Violations, spec.Check(after)...)
+	if e.closeErr == nil {
+		// After a Close that reported a failure the device keeps what Close could not release, and the
+		// engine, closed, no longer holds it: C-CLOSE judged that Close, no state invariant applies.
+		res.Violations = append(res.Violations, spec.Check(after)...)
+	}
 	res.Violations = append(res.Violations, e.judgeSnapshot(snap)...) // INV-SNAPSHOT
 	if op.Kind != OpLargest {
 		e.largest = e.A.LargestCachedBlock()
@@ -795,6 +817,9 @@ func (e *Env) step(op Op) StepResult {
 				}
 			}
 		}
+	}
+	if op.Kind == OpAlloc && haveBefore && res.Err == nil && !e.faulty {
+		res.Violations = append(res.Violations, spec.CheckChunks(e.Growth, before, after)...) // INV-CHUNK (gmlake)
 	}
 	if op.Kind == OpAlloc && haveBefore && res.Err != nil {
 		res.Violations = append(res.Violations, judgeFailClean(op, before, after, res.Err)...) // INV-FAILCLEAN
@@ -1021,7 +1046,7 @@ func (e *Env) Finish() []spec.Violation {
 			out = append(out, spec.Violation{Inv: spec.InvNoLeak, Msg: "Close failed: " + r.Err.Error()})
 		}
 	}
-	if l := e.Device.Leaks(); (!l.Empty() || len(l.Events) > 0 && !e.eventFault) && !e.Cfg.Ignore[spec.InvNoLeak] {
+	if l := e.Device.Leaks(); (!l.Empty() || len(l.Events) > 0 && !e.eventFault) && e.closeErr == nil && !e.Cfg.Ignore[spec.InvNoLeak] {
 		// Events count too: every event the engine created (fences, free events, its pool) must be
 		// destroyed by Close. The streams are the environment's own, not the engine's.
 		out = append(out, spec.Violation{Inv: spec.InvNoLeak, Msg: "device leak report after Close: " + l.String()})

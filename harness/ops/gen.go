@@ -2,10 +2,13 @@ package ops
 
 import (
 	"math/rand"
+	"slices"
 	"sort"
 
 	"pgregory.net/rapid"
 
+	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/spec"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -51,6 +54,24 @@ import (
 //   - query (opt-in): one of the engine's queries and resets that change no memory: largest
 //     (LargestCachedBlock, judged after every step anyway), snapshot (Snapshot, against the Env's record),
 //     reset-peak and reset-acc (the statistics' resets, then judged against the reset model);
+//   - capture-flush (a template; opt-in): a block recorded on another stream with work pending there, freed
+//     while its stream captures (the free is deferred: no event may be recorded during a capture), then one
+//     of: the capturing stream forgotten (a misuse: ErrStreamCapturing, nothing changes) and the capture
+//     ended; the recorded stream forgotten during the capture (its last event is recorded on a stream that
+//     does not capture) and its work completed before or after the capture's end (the deferred free then
+//     waits for nothing, or for that event); with faults on, the flush at the capture's end failing on its
+//     event record and again at the EmptyCache after it (the free stays deferred; EmptyCache reports it),
+//     then the cache emptied clean; or the cache emptied and the size asked again during the capture and
+//     after it;
+//   - close-fault (opt-in): rarely, completeall, a fault on a call Close makes (cuEventDestroy once; an
+//     unmap, release or address free four times in a row, past the engine's retries) and Close: a Close that
+//     reports no error left nothing on the device (C-CLOSE);
+//   - fence (a template; opt-in): the fence a free stamps on its stream (gmlake's chunks, Gen.chunk): a
+//     granule, then a chunk taken in two halves, the device filled behind it, the second half recorded on
+//     another stream with work pending there, both freed (the first beside a live block that only touches
+//     the chunk), work launched after the frees, the other stream's work completed, the whole chunk asked on
+//     the other stream; or the device taken whole and freed, a granule taken back, the rest taken and freed,
+//     work launched after the free, a chunk asked on another stream (INV-NOSPURIOUSOOM judges the answer);
 //   - close: rarely, completeall and Close mid-sequence (every call after must fail with ErrClosed);
 //   - fail, clearfaults: a fault on one of the swarm's call kinds, N-th next call, a driver result.
 //
@@ -95,7 +116,8 @@ type Rule struct {
 // OptIn are the rules that are off unless the swarm names them (Swarm.OptIn) or the caller does (Gen.On's
 // only). A rule added to the table changes what a given string of choices decodes to; an opt-in rule
 // leaves the programs of saved byte strings (the fuzz corpus) as they were until their owner opts in.
-var OptIn = map[string]bool{"fragments": true, "handoff": true, "forget": true, "query": true}
+var OptIn = map[string]bool{"fragments": true, "handoff": true, "forget": true, "query": true, "capture-flush": true,
+	"close-fault": true, "fence": true}
 
 // Gen is the generator for one sequence: the swarm's configuration and rules switched off, the sizes it
 // draws from, and the requests made so far (sizes-repeat).
@@ -288,6 +310,94 @@ var Rules = []Rule{
 	{"query", 1, func(g *Gen, st State, src Source) []Op {
 		return []Op{{Kind: []OpKind{OpLargest, OpSnapshot, OpResetPeak, OpResetAcc}[src.Intn(4, "query")]}}
 	}},
+	{"capture-flush", 1, func(g *Gen, st State, src Source) []Op {
+		c, x := g.home(src), st.NextID()
+		o := (c + 1 + src.Intn(max(g.Streams-1, 1), "capflush-other")) % g.Streams
+		sz := g.size(src)
+		seq := []Op{{Kind: OpAlloc, ID: x, Size: sz, Stream: c}, {Kind: OpRecord, ID: x, Stream: o},
+			{Kind: OpLaunch, Stream: o}, {Kind: OpCaptureBegin, Stream: c}, {Kind: OpFree, ID: x}}
+		faults := len(g.Swarm.Faults) > 0
+		switch src.Intn(4, "capflush-then") {
+		case 0: // the capturing stream forgotten: a misuse, refused (C-FORGET), then the capture ends
+			seq = append(seq, Op{Kind: OpForget, Stream: c}, Op{Kind: OpCaptureEnd, Stream: c},
+				Op{Kind: OpComplete, Stream: o})
+		case 1: // the recorded stream forgotten during the capture, its work completed before or after its end
+			seq = append(seq, Op{Kind: OpForget, Stream: o})
+			if src.Intn(2, "capflush-complete-first?") == 0 {
+				seq = append(seq, Op{Kind: OpComplete, Stream: o}, Op{Kind: OpCaptureEnd, Stream: c})
+			} else {
+				seq = append(seq, Op{Kind: OpCaptureEnd, Stream: c}, Op{Kind: OpComplete, Stream: o})
+			}
+		case 2: // the flush at the capture's end fails, and again at the EmptyCache after it; then it proceeds
+			if faults {
+				seq = append(seq, Op{Kind: OpFail, Call: vmm.CallRecordEvent, N: 1, Result: vmm.UnknownCUDAError},
+					Op{Kind: OpCaptureEnd, Stream: c},
+					Op{Kind: OpFail, Call: vmm.CallRecordEvent, N: 1, Result: vmm.UnknownCUDAError},
+					Op{Kind: OpEmptyCache}, Op{Kind: OpClearFaults})
+			} else {
+				seq = append(seq, Op{Kind: OpCaptureEnd, Stream: c})
+			}
+			seq = append(seq, Op{Kind: OpEmptyCache}, Op{Kind: OpComplete, Stream: o})
+		case 3: // the cache emptied and the size asked again during the capture, then after it
+			seq = append(seq, Op{Kind: OpEmptyCache}, Op{Kind: OpAlloc, ID: x + 1, Size: sz, Stream: c},
+				Op{Kind: OpCaptureEnd, Stream: c}, Op{Kind: OpEmptyCache}, Op{Kind: OpComplete, Stream: o},
+				Op{Kind: OpAlloc, ID: x + 2, Size: sz, Stream: o})
+		}
+		return seq
+	}},
+	{"close-fault", 1, func(g *Gen, st State, src Source) []Op {
+		var calls []vmm.CallKind
+		for _, k := range []vmm.CallKind{vmm.CallDestroyEvent, vmm.CallUnmap, vmm.CallRelease, vmm.CallFreeAddress} {
+			if slices.Contains(g.Swarm.Faults, k) {
+				calls = append(calls, k)
+			}
+		}
+		if len(calls) == 0 || src.Intn(8, "close-fault?") != 0 {
+			return nil // rarely: it ends the sequence
+		}
+		k, n := calls[src.Intn(len(calls), "close-fault-call")], 1+src.Intn(3, "close-fault-n")
+		r := []vmm.Result{vmm.UnknownCUDAError, vmm.InvalidValue}[src.Intn(2, "close-fault-result")]
+		seq := []Op{{Kind: OpCompleteAll}}
+		tries := 1
+		if k != vmm.CallDestroyEvent {
+			tries = 4 // the engine retries a failed release three times: the fault must outlast them
+		}
+		for i := 0; i < tries; i++ {
+			seq = append(seq, Op{Kind: OpFail, Call: k, N: n + i, Result: r})
+		}
+		return append(seq, Op{Kind: OpClose})
+	}},
+	{"fence", 1, func(g *Gen, st State, src Source) []Op {
+		a, x := g.home(src), st.NextID()
+		b := (a + 1 + src.Intn(max(g.Streams-1, 1), "fence-other")) % g.Streams
+		c := g.chunk()
+		if src.Intn(2, "fence-beside-live?") == 0 {
+			// A chunk of one granule, then a chunk of c bytes taken in two halves; the second half recorded on
+			// b with work pending there, both freed (the first beside a live block that only touches the
+			// chunk), work launched on a after the frees, b's work completed, the whole chunk asked on b
+			// with the device full: the fence stamped at the frees lets the engine hand it out.
+			if c < 2*g.Gran || g.Capacity < g.Gran+c {
+				return nil
+			}
+			seq := []Op{{Kind: OpAlloc, ID: x, Size: g.Gran, Stream: a}, {Kind: OpAlloc, ID: x + 1, Size: c, Stream: a}}
+			if fill := g.Capacity - g.Gran - c; fill > 0 {
+				seq = append(seq, Op{Kind: OpAlloc, ID: x + 5, Size: fill, Stream: a})
+			}
+			return append(seq, Op{Kind: OpFree, ID: x + 1}, Op{Kind: OpAlloc, ID: x + 2, Size: c / 2, Stream: a},
+				Op{Kind: OpAlloc, ID: x + 3, Size: c / 2, Stream: a}, Op{Kind: OpRecord, ID: x + 3, Stream: b},
+				Op{Kind: OpLaunch, Stream: b}, Op{Kind: OpFree, ID: x + 3}, Op{Kind: OpFree, ID: x + 2},
+				Op{Kind: OpLaunch, Stream: a}, Op{Kind: OpComplete, Stream: b}, Op{Kind: OpAlloc, ID: x + 4, Size: c, Stream: b})
+		}
+		// The device taken whole and freed, one granule taken back and the rest taken and freed (a block
+		// to the last byte of the last chunk, beside a live block in the chunk before), work launched on a
+		// after the free, a chunk asked on b: the fence stamped at the free covers the chunk's last use.
+		if g.Capacity < g.Gran+c {
+			return nil
+		}
+		return []Op{{Kind: OpAlloc, ID: x, Size: g.Capacity, Stream: a}, {Kind: OpFree, ID: x},
+			{Kind: OpAlloc, ID: x + 1, Size: g.Gran, Stream: a}, {Kind: OpAlloc, ID: x + 2, Size: g.Capacity - g.Gran, Stream: a},
+			{Kind: OpFree, ID: x + 2}, {Kind: OpLaunch, Stream: a}, {Kind: OpAlloc, ID: x + 3, Size: c, Stream: b}}
+	}},
 	{"handoff", 1, func(g *Gen, st State, src Source) []Op {
 		a, x := g.home(src), st.NextID()
 		b := (a + 1 + src.Intn(max(g.Streams-1, 1), "handoff-other")) % g.Streams
@@ -332,6 +442,15 @@ func (g *Gen) Next(rules []Rule, st State, src Source) (string, []Op) {
 }
 
 // size draws a request size (see the sizes above).
+// chunk is the chunk size the fence template builds its states on: gmlake's (spec.ChunkSize), two granules
+// under the other policies.
+func (g *Gen) chunk() uint64 {
+	if g.Policy == impl.PolicyGMLake {
+		return spec.ChunkSize(g.Swarm.Knobs.ChunkSize, g.Capacity, g.Gran)
+	}
+	return 2 * g.Gran
+}
+
 func (g *Gen) size(src Source) uint64 {
 	var sz uint64
 	if len(g.Sizes) > 0 {

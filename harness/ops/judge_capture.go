@@ -38,8 +38,8 @@ func (l *failLog) StreamQuery(s vmm.Stream) (bool, error) {
 // process_events waits until no capture is underway: cudaEventQuery is illegal then, and its frees wait in
 // insert_events_deferred_until_no_capture), and neither records an event on a capturing stream (it would
 // become a node of the graph) nor queries one (cuStreamQuery invalidates the capture). A stream that does not
-// capture may be recorded on (ForgetStream's last event). Forgetting a stream that captures is the caller's
-// misuse (cudaStreamDestroy invalidates the capture): not judged.
+// capture may be recorded on (ForgetStream's last event); ForgetStream of a stream that captures is refused
+// (C-FORGET, judgeForgetCapturing) and records nothing.
 //
 // INV-FLUSHED: once no stream captures, the frees deferred during the capture proceed: after a capture-end or
 // an EmptyCache that returned no error, or an Alloc that succeeded with no fault armed (PyTorch's malloc
@@ -47,7 +47,7 @@ func (l *failLog) StreamQuery(s vmm.Stream) (bool, error) {
 // event — such a block waits for nothing that can complete, and its memory is never reusable again.
 func (e *Env) judgeCapture(op Op, err error, after spec.View) []spec.Violation {
 	var out []spec.Violation
-	if e.calls != nil && len(e.capturing) > 0 && !(op.Kind == OpForget && e.capturing[op.Stream]) {
+	if e.calls != nil && len(e.capturing) > 0 {
 		capturing := map[vmm.Stream]bool{}
 		for i := range e.capturing {
 			capturing[e.stream(i)] = true

@@ -25,14 +25,18 @@ package contract
 //     nothing (C-FREE).
 //   - RecordStream(p, s): p live and s known: succeeds and adds s to p's uses; otherwise an error, no change.
 //   - EmptyCache: succeeds (fails only under an injected fault), changes nothing observable.
-//   - Close: succeeds; afterwards every call fails with ErrClosed.
+//   - Close: succeeds (under an injected fault it may fail); afterwards every call fails with ErrClosed.
+//     C-CLOSE, that a Close returning no error left nothing on the device, needs the device's leak report:
+//     harness/ops judges it.
 //   - ForgetStream(s) (C-FORGET): the caller is about to destroy stream s. The default stream, or a stream
 //     already forgotten: exactly ErrUnknownStream, nothing changes. A known stream: succeeds (under an
 //     injected fault it may fail, changing nothing); from then on s is unknown (Alloc and RecordStream on it
 //     are ErrUnknownStream), while the ranges freed before still wait for the work s had been given (the
 //     caller gives it no more: Launch(s) is not called after it; Complete(s) still completes what it had).
 //     A stream the device does not know: succeeds (the engine need not check it: destroying it is the
-//     caller's business) or fails with ErrUnknownStream; it stays unknown.
+//     caller's business) or fails with ErrUnknownStream; it stays unknown. A stream that captures a CUDA
+//     graph is refused with ErrStreamCapturing, changing nothing: the contract has no captures, so
+//     harness/ops judges that clause (and does not step the contract).
 //   - Launch(s), Complete(s), CompleteAll: the test's clock (work on streams); InjectFault, ClearFaults:
 //     whether a driver fault may be pending. They always "succeed".
 

@@ -1,0 +1,82 @@
+package ops
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/model/sim"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// Property (C-CLOSE): a Close that returns no error left nothing on the device. The scene: a block cached,
+// an unmap fault armed four times in a row (past the engine's retries), Close. The Env judges the real run
+// clean (Close reports the failure), and the judge flags a Close that returned no error over the same leak
+// report, a leaked event too unless an event may have been lost before, and passes an empty report.
+func TestCloseJudgeBites(t *testing.T) {
+	env, err := NewEnv(Config{Policy: impl.PolicyGMLake, Capacity: 256 << 20, Streams: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := Parse("alloc a0 4194304 s0\nfree a0\ncompleteall\nfail unmap 1 CUDA_ERROR_UNKNOWN\n"+
+		"fail unmap 2 CUDA_ERROR_UNKNOWN\nfail unmap 3 CUDA_ERROR_UNKNOWN\nfail unmap 4 CUDA_ERROR_UNKNOWN\nclose\n", "scene")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last StepResult
+	for _, op := range prog.Ops {
+		if last = env.Step(op); len(last.Violations) > 0 {
+			t.Fatalf("%v: %v", op, last.Violations)
+		}
+	}
+	if last.Err == nil {
+		t.Fatal("Close under four unmap faults returned no error: the scene missed its fault")
+	}
+	leaks := env.Device.Leaks()
+	if leaks.Empty() {
+		t.Fatal("the failed Close left nothing on the device: the scene tests nothing")
+	}
+	if vs := judgeClose(Op{Kind: OpClose}, last.Err, leaks, false); len(vs) != 0 {
+		t.Fatalf("the judge rejects a Close that reported its failure: %v", vs)
+	}
+	if vs := judgeClose(Op{Kind: OpClose}, nil, leaks, false); len(vs) != 1 || !strings.Contains(vs[0].Msg, "C-CLOSE") {
+		t.Fatalf("a Close that hid its failure: want one C-CLOSE violation, got %v", vs)
+	}
+	event := sim.LeakReport{Events: []vmm.Event{7}}
+	if vs := judgeClose(Op{Kind: OpClose}, nil, event, false); len(vs) != 1 {
+		t.Fatalf("a Close that left an event and reported no error: want one violation, got %v", vs)
+	}
+	if vs := judgeClose(Op{Kind: OpClose}, nil, event, true); len(vs) != 0 {
+		t.Fatalf("an event a fault hit before Close is not Close's: got %v", vs)
+	}
+	if vs := judgeClose(Op{Kind: OpClose}, nil, sim.LeakReport{Streams: []vmm.Stream{1}}, false); len(vs) != 0 {
+		t.Fatalf("the environment's own streams are not the allocator's: got %v", vs)
+	}
+}
+
+// Property (C-FORGET, INV-CAPTURESAFE): ForgetStream of a stream that captures a graph is refused with exactly
+// ErrStreamCapturing; the judge passes that answer (ErrClosed after Close) and flags a success or another error.
+func TestForgetCapturingJudgeBites(t *testing.T) {
+	env, err := NewEnv(Config{Policy: impl.PolicyGMLake, Capacity: 256 << 20, Streams: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []Op{{Kind: OpAlloc, ID: 0, Size: 4 << 20, Stream: 1}, {Kind: OpCaptureBegin, Stream: 1}} {
+		if r := env.Step(op); r.Err != nil || len(r.Violations) > 0 {
+			t.Fatalf("%v: %v %v", op, r.Err, r.Violations)
+		}
+	}
+	op := Op{Kind: OpForget, Stream: 1}
+	if r := env.Step(op); !errors.Is(r.Err, impl.ErrStreamCapturing) || len(r.Violations) > 0 {
+		t.Fatalf("%v while s1 captures: %v %v, want ErrStreamCapturing and no violation", op, r.Err, r.Violations)
+	}
+	for _, c := range []struct {
+		err error
+		bad bool
+	}{{impl.ErrStreamCapturing, false}, {nil, true}, {impl.ErrUnknownStream, true}} {
+		if vs := env.judgeForgetCapturing(op, c.err); (len(vs) > 0) != c.bad {
+			t.Errorf("answer %v: violations %v, want bad=%v", c.err, vs, c.bad)
+		}
+	}
+}
