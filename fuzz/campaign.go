@@ -112,7 +112,7 @@ type Summary struct {
 	BytesAlloced  uint64            `json:"bytes_allocated"`
 	BytesVerified uint64            `json:"bytes_verified"`
 	Checks        uint64            `json:"checks"`
-	PeakReserved  uint64            `json:"peak_reserved_bytes"`
+	PeakReserved  uint64            `json:"peak_reserved_bytes"` // since the last reset-peak (the query rule's)
 	PeakAllocated uint64            `json:"peak_allocated_bytes"`
 	DriverCalls   map[string]uint64 `json:"driver_calls"`
 	Violations    int               `json:"violations"`
@@ -122,6 +122,8 @@ type Summary struct {
 	Syncs         uint64            `json:"syncs"`        // the serving layer synchronised every stream (EmptyCache, out of memory)
 	SyncRetries   uint64            `json:"sync_retries"` // requests served only after that synchronisation
 	Rules         map[string]uint64 `json:"rules"`        // the generator's rules the workers drew, by name
+	Forgets       uint64            `json:"forgets"`      // ForgetStream calls (the default stream's refusals included)
+	Queries       uint64            `json:"queries"`      // largest, snapshot, reset-peak and reset-acc, each judged with the workers paused
 	Failure       string            `json:"failure,omitempty"`
 	Replay        string            `json:"replay,omitempty"`          // the one command that reproduces and shrinks the failure
 	Trace         string            `json:"trace,omitempty"`           // the saved program
@@ -135,15 +137,26 @@ func (s *Summary) OK() bool { return s.Violations == 0 && s.Leaks == 0 }
 
 // campaign is the shared state of a running campaign.
 type campaign struct {
-	cfg     CampaignConfig
-	dev     ops.Device    // the device: its stream clock (launch, complete) and, but for ledgerOnSim, what the judge sees
-	sim     *sim.Device   // the simulated device; nil on cuda
-	gpu     *gpu.Device   // the GPU; nil on sim
-	led     *gpu.Ledger   // ledgerOnSim: the ledger over the simulated device (the engine's driver); else nil
-	drv     vmm.Driver    // the engine's driver: dev, or led
-	e       *serve.Engine // the serving layer over the engine, what libgmlake runs
-	a       *impl.Allocator
-	streams []vmm.Stream // index -> device stream (index 0: the default stream on sim; on the GPU a stream of its own)
+	cfg CampaignConfig
+	dev ops.Device    // the device: its stream clock (launch, complete) and, but for ledgerOnSim, what the judge sees
+	sim *sim.Device   // the simulated device; nil on cuda
+	gpu *gpu.Device   // the GPU; nil on sim
+	led *gpu.Ledger   // ledgerOnSim: the ledger over the simulated device (the engine's driver); else nil
+	drv vmm.Driver    // the engine's driver: dev, or led
+	e   *serve.Engine // the serving layer over the engine, what libgmlake runs
+	a   *impl.Allocator
+	// smu guards streams and gone, and orders ForgetStream against the calls on a stream: every alloc,
+	// record (with the use after it) and launch holds it for reading, a forget for writing, so a call on a
+	// stream comes wholly before its forget or after it, and after it is judged as C-FORGET says.
+	smu     sync.RWMutex
+	streams []vmm.Stream // index -> device stream (index 0: the default stream on sim; on the GPU a stream of its own); guarded by smu
+	// gone[i]: ForgetStream(streams[i]) succeeded; no launch on it after, and Alloc and RecordStream on it
+	// must be exactly impl.ErrUnknownStream. Guarded by smu.
+	gone []bool
+	// spare: the streams that may still be made for workers whose stream was forgotten (each moves to a new
+	// one); at 0 a forget of a worker's stream is skipped. Guarded by smu.
+	spare   int
+	created []vmm.Stream // the simulated device's streams the campaign made (destroyed at its end)
 	checker vmm.Stream   // the stream every worker's patterns are written and read on (the engine never sees it)
 	limit   uint64       // the serving layer's cap (0: none)
 	budget  uint64
@@ -159,6 +172,14 @@ type campaign struct {
 	rulesMu sync.Mutex
 	rules   map[string]uint64 // rule name -> draws; guarded by rulesMu
 
+	// The statistics' reset model (INV-TORCHSTATS), written by a query op with every worker paused (the
+	// gate held for writing), read by the lock-step check: each value's Current at the last reset-acc, and
+	// the physical handles held then (zero before any).
+	statsBase impl.DeviceStats
+	heldBase  int
+	queries   atomic.Uint64 // query ops run (largest, snapshot, reset-peak, reset-acc)
+	forgets   atomic.Uint64 // ForgetStream calls made (the default stream's refusals included)
+
 	log opLog
 	sum Summary
 }
@@ -168,7 +189,8 @@ type campaign struct {
 type worker struct {
 	c                                                      *campaign
 	i                                                      int
-	s                                                      vmm.Stream
+	home                                                   int        // the index of the worker's stream (a new one after its forget)
+	s                                                      vmm.Stream // streams[home]
 	rng                                                    *rand.Rand
 	src                                                    ops.Source
 	gen                                                    *ops.Gen
@@ -271,7 +293,7 @@ func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
 			return nil, fmt.Errorf("%w: %d streams on a GPU; at most %d (harness/gpu.Connections, less the checker's, the default and the clock's streams)",
 				ErrBadConfig, cfg.Streams, gpu.Connections-3)
 		}
-		g, err := gpu.Open(gpu.Config{Ordinal: cfg.CUDADevice, Capacity: cfg.Capacity, MaxGates: cfg.Streams + 2})
+		g, err := gpu.Open(gpu.Config{Ordinal: cfg.CUDADevice, Capacity: cfg.Capacity, MaxGates: cfg.Streams + 2 + spareStreams(cfg)})
 		if err != nil {
 			return nil, fmt.Errorf("fuzz: --device cuda: %w", err)
 		}
@@ -297,16 +319,9 @@ func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
 	}
 	// On the GPU every worker has a stream of its own, the first too: the pattern's read-back
 	// (cuMemcpyDtoH) runs on the legacy default stream, which a held-back unit there would hold back.
-	var created []vmm.Stream
-	newStream := func() (vmm.Stream, error) {
-		s, err := c.dev.CreateStream()
-		if err == nil && c.sim != nil {
-			created = append(created, s) // gpu.Device destroys its own at Close
-		}
-		return s, err
-	}
+	newStream := c.newStream
 	defer func() {
-		for _, s := range created {
+		for _, s := range c.created {
 			c.sim.DestroyStream(s)
 		}
 	}()
@@ -320,6 +335,8 @@ func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
 		}
 		c.streams = append(c.streams, s)
 	}
+	c.gone = make([]bool, len(c.streams))
+	c.spare = spareStreams(cfg)
 	if c.checker, err = newStream(); err != nil {
 		return nil, fmt.Errorf("fuzz: creating the checker's stream: %w", err)
 	}
@@ -398,6 +415,33 @@ loop:
 	}
 	c.summarize(elapsed, true)
 	return &c.sum, nil
+}
+
+// spareStreams is how many streams a campaign may make for workers whose stream was forgotten: as many as it
+// has workers on the simulated device; on a GPU what gpu.Connections leaves (each is a gate and a hardware queue).
+func spareStreams(cfg CampaignConfig) int {
+	if cfg.Device == "cuda" {
+		return max(0, min(cfg.Streams, gpu.Connections-3-cfg.Streams))
+	}
+	return cfg.Streams
+}
+
+// newStream makes a stream on the device (the simulated device's are destroyed at the campaign's end,
+// gpu.Device destroys its own at Close).
+func (c *campaign) newStream() (vmm.Stream, error) {
+	s, err := c.dev.CreateStream()
+	if err == nil && c.sim != nil {
+		c.created = append(c.created, s)
+	}
+	return s, err
+}
+
+// streamCount is how many streams the campaign has made for its workers (forgotten ones included): the
+// replay's stream count.
+func (c *campaign) streamCount() int {
+	c.smu.RLock()
+	defer c.smu.RUnlock()
+	return len(c.streams)
 }
 
 func (c *campaign) ops() uint64 {
@@ -484,23 +528,33 @@ func (c *campaign) watchdog(start time.Time, hangAfter time.Duration, done <-cha
 func (c *campaign) lockstepCheck() {
 	c.gate.Lock()
 	defer c.gate.Unlock()
-	var live []*liveAlloc
-	for _, w := range c.workers {
-		live = append(live, w.live...)
-	}
-	sort.Slice(live, func(i, j int) bool { return live[i].ptr < live[j].ptr })
+	live := c.liveLocked()
 	c.sum.Checks++
 	if c.led != nil && c.sim != nil {
 		if l, d := c.led.State(), c.sim.State(); !reflect.DeepEqual(l, d) {
 			c.fail(spec.Violation{Inv: CheckLedger, Msg: fmt.Sprintf("the ledger's account differs from the device's:\nledger %+v\ndevice %+v", l, d)})
 		}
 	}
-	if v := checkState(c.a.Snapshot(), c.state(), live); len(v) > 0 {
+	snap := c.a.Snapshot()
+	if v := checkState(snap, c.state(), live); len(v) > 0 {
 		for _, x := range v {
 			c.fail(x)
 		}
 	}
+	for _, v := range checkStatsPaused(c.a.TorchStats(), c.statsBase, c.heldBase, len(snap.Chunks), live) {
+		c.fail(v)
+	}
 	c.checkHazards()
+}
+
+// liveLocked is what every worker holds live, in address order (the gate held for writing: every worker paused).
+func (c *campaign) liveLocked() []*liveAlloc {
+	var live []*liveAlloc
+	for _, w := range c.workers {
+		live = append(live, w.live...)
+	}
+	sort.Slice(live, func(i, j int) bool { return live[i].ptr < live[j].ptr })
+	return live
 }
 
 // checkHazards fails the campaign on any rule-9 hazard the simulated device saw (an unmap racing pending
@@ -518,13 +572,15 @@ func (c *campaign) checkHazards() {
 // --- the workers ---
 
 // campaignRules are the rules of the one generator (ops.Rules) the workers draw from, at the generator's
-// weights; alloc first (a worker's fallback). Left out, because a concurrent run cannot judge them: pools
+// weights; alloc first (a worker's fallback). forget forgets the worker's own stream (C-FORGET judged; the
+// worker moves to a new stream, worker.forget) and query runs its op with every worker paused, judged by
+// ops.Env's own judges (worker.query). Left out, because a concurrent run cannot judge them: pools
 // (pool ids and the capture flag are the whole engine's, not a stream's), double-free (the freed pointer may
 // be another worker's live allocation by then), bad-stream (under the serving layer any stream value is a
 // stream), close, and faults (a fault armed for the N-th next call hits whichever worker makes it). rapid,
 // the explorer and the fuzz targets run those single-threaded.
 var campaignRules = []string{"alloc", "alloc-threshold", "free", "free-interior", "record", "launch", "complete",
-	"completeall", "emptycache", "pending-pair"}
+	"completeall", "emptycache", "pending-pair", "forget", "query"}
 
 // workerState is a worker's view of its run for the generator (ops.State), in the worker's own ids: the
 // generator's templates number their allocations x, x+1, ... from NextID, so each worker numbers its own,
@@ -544,7 +600,7 @@ func (s *workerState) NextID() int     { return s.next }
 // directions, one never frees across streams, another never empties the cache).
 func (c *campaign) newWorker(i int, s vmm.Stream) *worker {
 	rng := rand.New(rand.NewSource(c.cfg.Seed*1_000_003 + int64(i)))
-	w := &worker{c: c, i: i, s: s, rng: rng, src: ops.RandSource(rng),
+	w := &worker{c: c, i: i, home: i, s: s, rng: rng, src: ops.RandSource(rng),
 		st: &workerState{next: 1}, byID: map[int]*liveAlloc{}, global: map[int]int{}}
 	sw := ops.Swarm{Streams: len(c.streams), Off: map[string]bool{}}
 	if i > 0 {
@@ -616,11 +672,18 @@ func (w *worker) run(o ops.Op) {
 			w.record(l, o.Stream)
 		}
 	case ops.OpLaunch:
-		c.log.add(o, nil)
-		c.dev.Launch(c.streams[o.Stream])
+		c.smu.RLock()
+		if !c.gone[o.Stream] { // a forgotten stream is destroyed: no work is submitted to it any more
+			c.log.add(o, nil)
+			c.dev.Launch(c.streams[o.Stream])
+		}
+		c.smu.RUnlock()
 	case ops.OpComplete:
+		c.smu.RLock()
+		s := c.streams[o.Stream]
+		c.smu.RUnlock()
 		c.log.add(o, nil)
-		c.dev.Complete(c.streams[o.Stream])
+		c.dev.Complete(s)
 	case ops.OpCompleteAll:
 		c.log.add(o, nil)
 		c.dev.CompleteAll()
@@ -630,6 +693,97 @@ func (w *worker) run(o ops.Op) {
 		if err := c.e.EmptyCache(); err != nil {
 			c.fail(spec.Violation{Inv: CheckError, Msg: fmt.Sprintf("EmptyCache: %v", err)})
 		}
+	case ops.OpForget:
+		w.forget(o.Stream)
+	case ops.OpLargest, ops.OpSnapshot, ops.OpResetPeak, ops.OpResetAcc:
+		w.query(o)
+	}
+}
+
+// forget runs ForgetStream on stream j (what a caller does before cuStreamDestroy), judged by C-FORGET: the
+// default stream or one already forgotten is refused with exactly impl.ErrUnknownStream, any other succeeds
+// (a campaign injects no fault). The generator forgets a worker's own stream (Gen.Home); the worker then
+// moves to a new stream, or, with no spare stream left, the forget is skipped (on the GPU the first worker's
+// stream too: a replay on the simulated device has the default stream there, which it cannot forget). The
+// memory the stream freed or was recorded on waits for its work (INV-STREAM: the patterns, the hazards).
+func (w *worker) forget(j int) {
+	c := w.c
+	if j != w.home || (c.gpu != nil && j == 0) {
+		return
+	}
+	c.smu.Lock()
+	defer c.smu.Unlock()
+	s, refused := c.streams[j], c.streams[j] == vmm.DefaultStream || c.gone[j]
+	if !refused && c.spare == 0 {
+		return
+	}
+	var next vmm.Stream
+	if !refused {
+		var err error
+		if next, err = c.newStream(); err != nil {
+			c.fail(spec.Violation{Inv: CheckError, Msg: fmt.Sprintf("creating a stream for worker %d after its stream's forget: %v", w.i, err)})
+			return
+		}
+	}
+	c.log.add(ops.Op{Kind: ops.OpForget, Stream: j}, nil)
+	c.forgets.Add(1)
+	err := c.a.ForgetStream(s)
+	switch {
+	case refused && !errors.Is(err, impl.ErrUnknownStream):
+		c.fail(spec.Violation{Inv: spec.InvContract, Msg: fmt.Sprintf("C-FORGET: ForgetStream(stream %d, the default or forgotten) of worker %d: got %v, want %v", s, w.i, err, impl.ErrUnknownStream)})
+	case !refused && err != nil:
+		c.fail(spec.Violation{Inv: spec.InvContract, Msg: fmt.Sprintf("C-FORGET: ForgetStream(stream %d) of worker %d: %v", s, w.i, err)})
+	case !refused:
+		c.gone[j] = true
+		c.spare--
+		c.streams = append(c.streams, next)
+		c.gone = append(c.gone, false)
+		w.home, w.s, w.gen.Home = len(c.streams)-1, next, len(c.streams)-1
+	}
+}
+
+// query runs a query op (largest, snapshot, reset-peak, reset-acc) with every worker paused (the gate held
+// for writing, as the lock-step check), judged by ops.Env's own judges of it: INV-LARGEST (the answer against
+// the View of the same state), INV-SNAPSHOT (the spec's invariants and the live set on it, and that it is a
+// query and a deep copy), INV-TORCHSTATS's reset model (after reset-peak every peak is its current, after
+// reset-acc every total and num_* counter is zero; the lock-step checks then count from there).
+func (w *worker) query(o ops.Op) {
+	c := w.c
+	c.gate.RUnlock()
+	c.gate.Lock()
+	defer func() {
+		c.gate.Unlock()
+		c.gate.RLock()
+	}()
+	if c.stop.Load() {
+		return
+	}
+	c.log.add(ops.Op{Kind: o.Kind}, nil)
+	c.queries.Add(1)
+	var vs []spec.Violation
+	switch o.Kind {
+	case ops.OpLargest:
+		got := c.a.LargestCachedBlock()
+		vs = ops.JudgeLargest(ops.ViewOf(c.a.Snapshot(), c.state()), got, false /* pooled: no pool ops in a campaign */)
+	case ops.OpSnapshot:
+		snap := c.a.Snapshot()
+		vs = checkState(snap, c.state(), c.liveLocked())
+		vs = append(vs, ops.JudgeSnapshotQuery(c.a, snap)...)
+	case ops.OpResetPeak, ops.OpResetAcc:
+		if o.Kind == ops.OpResetPeak {
+			c.a.ResetPeakStats()
+		} else {
+			c.a.ResetAccumulatedStats()
+		}
+		got := c.a.TorchStats()
+		v := ops.ViewOf(c.a.Snapshot(), c.state())
+		vs = ops.JudgeReset(o.Kind, got, v)
+		if o.Kind == ops.OpResetAcc {
+			c.statsBase, c.heldBase = got, len(v.Chunks)
+		}
+	}
+	for _, v := range vs {
+		c.fail(v)
 	}
 }
 
@@ -650,9 +804,20 @@ func (w *worker) alloc(o ops.Op) {
 	}
 	id := c.nextID.Add(1)
 	w.global[o.ID] = int(id)
-	s := c.streams[o.Stream]
 	op := ops.Op{Kind: ops.OpAlloc, ID: int(id), Size: size, Stream: o.Stream}
+	c.smu.RLock()
+	s, gone := c.streams[o.Stream], c.gone[o.Stream]
 	ptr, err := c.e.Alloc(size, s)
+	c.smu.RUnlock()
+	if gone && size != 0 {
+		// C-FORGET: an allocation on a forgotten stream is refused, exactly so, with no pointer.
+		c.log.add(op, nil)
+		c.log.add(ops.Op{Kind: ops.OpFree, ID: int(id)}, nil)
+		if !errors.Is(err, impl.ErrUnknownStream) || ptr != 0 {
+			c.fail(spec.Violation{Inv: spec.InvContract, Msg: fmt.Sprintf("C-FORGET: Alloc(%d) on forgotten stream %d: got %v, %v; want 0, %v", size, s, ptr, err, impl.ErrUnknownStream)})
+		}
+		return
+	}
 	if size == 0 {
 		c.log.add(op, nil)
 		if !errors.Is(err, impl.ErrInvalidSize) {
@@ -730,8 +895,17 @@ func (w *worker) free(l *liveAlloc) {
 // follow.) The log says `launch sj` for the other stream's use (the replay's pending work).
 func (w *worker) record(l *liveAlloc, j int) {
 	c := w.c
+	c.smu.RLock()
+	defer c.smu.RUnlock()
 	s := c.streams[j]
 	c.log.add(ops.Op{Kind: ops.OpRecord, ID: int(l.id), Stream: j}, nil)
+	if c.gone[j] {
+		// C-FORGET: a forgotten stream is refused, exactly so; nothing is used on it.
+		if err := c.e.RecordStream(l.ptr, s); !errors.Is(err, impl.ErrUnknownStream) {
+			c.fail(spec.Violation{Inv: spec.InvContract, Msg: fmt.Sprintf("C-FORGET: RecordStream(%v, forgotten stream %d) of allocation %d: got %v, want %v", l.ptr, s, l.id, err, impl.ErrUnknownStream)})
+		}
+		return
+	}
 	if err := c.e.RecordStream(l.ptr, s); err != nil {
 		c.fail(spec.Violation{Inv: CheckError, Msg: fmt.Sprintf("RecordStream(%v, stream %d) of allocation %d: %v", l.ptr, s, l.id, err)})
 		return
@@ -833,6 +1007,7 @@ func (c *campaign) summarize(el time.Duration, withStats bool) {
 		k := c.e.Counters()
 		s.Syncs, s.SyncRetries = k.Syncs, k.SyncRetries
 	}
+	s.Forgets, s.Queries = c.forgets.Load(), c.queries.Load()
 	c.rulesMu.Lock()
 	s.Rules = maps.Clone(c.rules)
 	c.rulesMu.Unlock()
@@ -858,7 +1033,7 @@ func (c *campaign) replayConfig() ops.Config {
 	if limit >= capacity {
 		limit = 0
 	}
-	return ops.Config{Policy: c.cfg.Policy, Capacity: capacity, Streams: len(c.streams), Seed: c.cfg.Seed,
+	return ops.Config{Policy: c.cfg.Policy, Capacity: capacity, Streams: c.streamCount(), Seed: c.cfg.Seed,
 		Mutations: c.cfg.Mutations, Patterns: true, Serve: true, MemoryLimit: limit}
 }
 
@@ -879,7 +1054,7 @@ func (c *campaign) saveFailureLog() (*ops.Program, string) {
 	c.sum.Failure = first.String()
 	replay := "gmlake fuzz --replay " + path + " --minimize"
 	header := []string{
-		fmt.Sprintf("gmlake fuzz campaign failure: policy %s, device %s, seed %d, %d streams", c.cfg.Policy, c.cfg.Device, c.cfg.Seed, len(c.streams)),
+		fmt.Sprintf("gmlake fuzz campaign failure: policy %s, device %s, seed %d, %d streams", c.cfg.Policy, c.cfg.Device, c.cfg.Seed, c.streamCount()),
 		"violation: " + oneLine(first.String()),
 		"the last operations before the failure, interleaved from all workers (allocations still live from before come first)",
 		"reproduce and shrink: " + replay,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -145,5 +146,60 @@ func TestCampaignLedgerAgreesWithDevice(t *testing.T) {
 	}
 	if !s.OK() || s.Checks < 2 {
 		t.Fatalf("%d checks, %d violations, %d leaks: %s", s.Checks, s.Violations, s.Leaks, s.Failure)
+	}
+}
+
+// Property: the campaign runs the forget and query rules (C-FORGET, INV-LARGEST, INV-SNAPSHOT and
+// INV-TORCHSTATS's reset model judged): the first worker's stream, the default one, is refused with exactly
+// ErrUnknownStream, the others' are forgotten and each such worker moves to a new stream; the queries run with
+// every worker paused; the run stays clean, every allocation freed.
+func TestCampaignForgetsStreamsAndRunsQueries(t *testing.T) {
+	s, err := RunCampaign(context.Background(), CampaignConfig{Policy: impl.PolicyGMLake, Duration: campaignTime(), Seed: 7,
+		Streams: 3, Capacity: 1 * vmm.GiB, CheckEvery: 50 * time.Millisecond, OutDir: t.TempDir(), MinimizeFor: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.OK() {
+		t.Fatalf("%d violations, %d leaks: %s; %s", s.Violations, s.Leaks, s.Failure, s.Replay)
+	}
+	// 3 workers, 3 spare streams: the default stream's refusals and at least the spares' forgets.
+	if s.Rules["forget"] == 0 || s.Rules["query"] == 0 || s.Forgets < 4 || s.Queries == 0 || s.Allocs != s.Frees {
+		t.Fatalf("forget drawn %d, made %d; query drawn %d, run %d; %d allocs, %d frees", s.Rules["forget"], s.Forgets,
+			s.Rules["query"], s.Queries, s.Allocs, s.Frees)
+	}
+	t.Logf("%d ops, %d forgets, %d queries, %d checks", s.Ops, s.Forgets, s.Queries, s.Checks)
+}
+
+// Property: the paused statistics check flags totals that do not count from the last reset-acc, a peak
+// below its current, handles counted off the ledger and a live count the workers do not hold, and passes
+// the engine's own statistics of a state.
+func TestCheckStatsPausedBites(t *testing.T) {
+	a, err := impl.New(sim.NewDevice(sim.DeviceConfig{Capacity: 64 * vmm.MiB}), impl.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.Alloc(3*vmm.MiB, vmm.DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := []*liveAlloc{{ptr: p, size: 3 * vmm.MiB}}
+	got, held := a.TorchStats(), len(a.Snapshot().Chunks)
+	if vs := checkStatsPaused(got, impl.DeviceStats{}, 0, held, live); vs != nil {
+		t.Fatalf("the engine's own statistics flagged: %v", vs)
+	}
+	for _, c := range []struct {
+		what string
+		mut  func(g, base *impl.DeviceStats, heldBase *int, live *[]*liveAlloc)
+	}{
+		{"allocated not counted from the reset", func(g, b *impl.DeviceStats, _ *int, _ *[]*liveAlloc) { b.AllocatedBytes[impl.StatAll].Current = 1 }},
+		{"peak below current", func(g, _ *impl.DeviceStats, _ *int, _ *[]*liveAlloc) { g.ReservedBytes[impl.StatLarge].Peak = 0 }},
+		{"handles off the ledger", func(_, _ *impl.DeviceStats, h *int, _ *[]*liveAlloc) { *h = 1 }},
+		{"a live allocation the workers do not hold", func(_, _ *impl.DeviceStats, _ *int, l *[]*liveAlloc) { *l = nil }},
+	} {
+		g, b, h, l := got, impl.DeviceStats{}, 0, live
+		c.mut(&g, &b, &h, &l)
+		if vs := checkStatsPaused(g, b, h, held, l); len(vs) == 0 {
+			t.Errorf("%s: not flagged", c.what)
+		}
 	}
 }

@@ -92,3 +92,51 @@ func checkContract(snap impl.Snapshot, live []*liveAlloc) []spec.Violation {
 	}
 	return out
 }
+
+// checkStatsPaused judges the statistics (INV-TORCHSTATS) at a lock-step pause of a campaign, as far as a
+// run whose steps are not each observed allows (ops.Env judges every step: it also knows the highest value
+// each reached): no Current below 0 or above its Peak; small plus large is all; allocated - freed counts
+// from the Currents at the last reset-acc (base; zero before any), and num_device_alloc - num_device_free
+// from the physical handles held then (heldBase); the allocations and requested bytes current are what the
+// workers hold.
+func checkStatsPaused(got, base impl.DeviceStats, heldBase, held int, live []*liveAlloc) []spec.Violation {
+	var errs []string
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	names := []string{"allocation", "segment", "active", "inactive_split", "allocated_bytes", "reserved_bytes",
+		"active_bytes", "inactive_split_bytes", "requested_bytes"}
+	ga := []impl.StatArray{got.Allocation, got.Segment, got.Active, got.InactiveSplit, got.AllocatedBytes,
+		got.ReservedBytes, got.ActiveBytes, got.InactiveSplitBytes, got.RequestedBytes}
+	ba := []impl.StatArray{base.Allocation, base.Segment, base.Active, base.InactiveSplit, base.AllocatedBytes,
+		base.ReservedBytes, base.ActiveBytes, base.InactiveSplitBytes, base.RequestedBytes}
+	for k := range ga {
+		for i, g := range ga[k] {
+			if g.Current < 0 || g.Peak < g.Current {
+				bad("%s[%d]: current %d, peak %d", names[k], i, g.Current, g.Peak)
+			}
+			if g.Allocated-g.Freed != g.Current-ba[k][i].Current {
+				bad("%s[%d]: allocated %d - freed %d != current %d - %d at the last reset-acc", names[k], i, g.Allocated, g.Freed, g.Current, ba[k][i].Current)
+			}
+		}
+		a, s, l := ga[k][impl.StatAll], ga[k][impl.StatSmall], ga[k][impl.StatLarge]
+		if s.Current+l.Current != a.Current || s.Allocated+l.Allocated != a.Allocated || s.Freed+l.Freed != a.Freed {
+			bad("%s: all %+v != small %+v + large %+v", names[k], a, s, l)
+		}
+	}
+	if got.NumDeviceAlloc-got.NumDeviceFree != int64(held-heldBase) {
+		bad("num_device_alloc %d - num_device_free %d != %d physical handles held - %d at the last reset-acc", got.NumDeviceAlloc, got.NumDeviceFree, held, heldBase)
+	}
+	var requested uint64
+	for _, l := range live {
+		requested += l.size
+	}
+	if c := got.Allocation[impl.StatAll].Current; c != int64(len(live)) {
+		bad("allocation.current = %d, the workers hold %d live allocations", c, len(live))
+	}
+	if c := got.RequestedBytes[impl.StatAll].Current; c != int64(requested) {
+		bad("requested_bytes.current = %d, the workers' live allocations asked for %d", c, requested)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return []spec.Violation{{Inv: spec.InvTorchStats, Msg: strings.Join(errs, "; ")}}
+}
