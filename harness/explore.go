@@ -59,6 +59,11 @@ type ExploreConfig struct {
 	// cuStreamDestroy), plainly and, with FaultCalls, behind a fault. A forgotten stream's pending work still
 	// completes; no alloc, record or launch on it is explored after (the contract refuses them, C-FORGET).
 	Forget bool
+	// Resets: reset-peak and reset-acc (torch.cuda.reset_peak_memory_stats, reset_accumulated_memory_stats)
+	// are moves too, and the state hash covers what INV-TORCHSTATS reads (statsShape): the statistics'
+	// currents, peaks and what the totals count from, so a universe with them splits states that differ only
+	// in their history's peaks. Off, the statistics are not hashed (their totals grow with every op).
+	Resets bool
 
 	_ struct{}
 }
@@ -145,6 +150,9 @@ func exploreOps(env *ops.Env, cfg ExploreConfig) []ops.Op {
 		}
 	}
 	seq = append(seq, ops.Op{Kind: ops.OpEmptyCache})
+	if cfg.Resets {
+		seq = append(seq, ops.Op{Kind: ops.OpResetPeak}, ops.Op{Kind: ops.OpResetAcc})
+	}
 	for p := 1; p <= cfg.Pools; p++ {
 		if env.A.PoolUseCount(explorePool(p)) == 0 {
 			seq = append(seq, ops.Op{Kind: ops.OpPoolCreate, Pool: p})
@@ -350,7 +358,14 @@ func Explore(cfg ExploreConfig) (ExploreResult, error) {
 			return res, nil
 		}
 	}
-	seen := map[uint64]int{canonicalHash(init, cfg.Pools): 0} // state -> its distance from the root
+	hash := func(env *ops.Env) uint64 {
+		h := canonicalHash(env, cfg.Pools)
+		if cfg.Resets {
+			h = statsHash(h, env)
+		}
+		return h
+	}
+	seen := map[uint64]int{hash(init): 0} // state -> its distance from the root
 	res.States = 1
 	frontier := [][]ops.Op{append([]ops.Op(nil), cfg.Prefix...)}
 	for depth := 0; depth < cfg.Depth && len(frontier) > 0; depth++ {
@@ -384,7 +399,7 @@ func Explore(cfg ExploreConfig) (ExploreResult, error) {
 				}
 				seq := append(append([]ops.Op(nil), prefix...), mv...)
 				if len(vs) == 0 {
-					h := canonicalHash(env, cfg.Pools)
+					h := hash(env)
 					if _, ok := seen[h]; ok {
 						continue
 					}
@@ -526,6 +541,41 @@ func poolCaptureShape(b *strings.Builder, env *ops.Env, pools int, addr func(vmm
 	for _, st := range ts.Stitched {
 		fmt.Fprintf(b, "X%s:%v;", addr(st.Addr), st.Pool)
 	}
+}
+
+// statsHash mixes into the state hash h what INV-TORCHSTATS reads of env's state, for a universe with the
+// reset moves (ExploreConfig.Resets): the engine's statistics, each value's current and peak, whether its
+// allocated and freed totals are zero (right after reset-acc they must be) and what they count (allocated -
+// freed), the num_* counters the same way, the engine's own peaks (the View's Stats), and the judge's model
+// (ops.Env.StatsModel: the highest currents seen since the last reset-peak, the currents and the handles
+// held at the last reset-acc). The absolute totals are left out: they grow with every op, and no judge reads
+// them but through those.
+func statsHash(h uint64, env *ops.Env) uint64 {
+	var b strings.Builder
+	got := env.A.TorchStats()
+	seen, base, heldBase := env.StatsModel()
+	arrays := func(s *impl.DeviceStats) []impl.StatArray {
+		return []impl.StatArray{s.Allocation, s.Segment, s.Active, s.InactiveSplit, s.AllocatedBytes, s.ReservedBytes,
+			s.ActiveBytes, s.InactiveSplitBytes, s.RequestedBytes}
+	}
+	ga, sa, ba := arrays(&got), arrays(&seen), arrays(&base)
+	for k := range ga {
+		for i, g := range ga[k] {
+			fmt.Fprintf(&b, "%d:%d:%v:%v:%d:%d:%d;", g.Current, g.Peak, g.Allocated == 0, g.Freed == 0, g.Allocated-g.Freed,
+				sa[k][i].Current, ba[k][i].Current)
+		}
+	}
+	n := func(x int64) string { return map[bool]string{true: "0", false: "+"}[x == 0] }
+	fmt.Fprintf(&b, "N%s%s%s%s:%d:%d;", n(got.NumAllocRetries), n(got.NumOOMs), n(got.NumDeviceAlloc), n(got.NumDeviceFree),
+		got.NumDeviceAlloc-got.NumDeviceFree, heldBase)
+	st := env.A.Stats()
+	fmt.Fprintf(&b, "P%d:%d:%d", st.PeakAllocatedBytes, st.PeakRequestedBytes, st.PeakReservedBytes)
+	f := fnv.New64a()
+	var buf [8]byte
+	binary.LittleEndian.PutUint64(buf[:], h)
+	f.Write(buf[:])
+	f.Write([]byte(b.String()))
+	return f.Sum64()
 }
 
 // fingerprint hashes the states within depth of the root, independently of the order they were found in

@@ -90,7 +90,10 @@ func TestExplore(t *testing.T) {
 // gmlake-paper has no private pools: its pools universes run captures only, rooted at a default-pool block.
 // Then the targeted universes (targetedUniverses: the stitch choice over chunks of several granules, the
 // fence at a free, gmlake-paper's collection in realloc_block, the capture flush on two streams with a
-// stream forgotten), each explored in full to its depth.
+// stream forgotten, the flush of one deferred free in two ops, with a record fault at capture-end and
+// EmptyCache, realloc_block's test before it collects, and the statistics' resets under caching), each
+// explored in full to its depth; the last three also explore reset-peak and reset-acc, INV-TORCHSTATS's
+// model in the state hash (ExploreConfig.Resets).
 // Every invariant after every step, INV-NOLEAK from every distinct state: INV-CONTRACT, INV-NOOVERLAP,
 // INV-MAPPED, INV-NOALIAS, INV-REFCOUNT, INV-STATS, INV-MIRROR, INV-BLOCKS, INV-SIZEPOOL, INV-BESTFIT,
 // INV-STREAM, INV-RELEASESAFE, INV-NOSPURIOUSOOM, INV-NOLEAK, INV-SELFCHECK; INV-POOL and the pool queries
@@ -216,9 +219,10 @@ type universe struct {
 // budget: gmlake's choice of chunks to stitch between several free chunks of different sizes, the fence a
 // free records when it leaves a whole chunk free, gmlake-paper's growth failing while its cached stitched
 // blocks add up to the segment, and the frees a CUDA graph capture deferred, on two streams, flushed when
-// it ends (or not, under a fault), a stream forgotten with frees pending on it. Each is explored in full
-// to its depth within about 2-7 s on the shared 2 cores (make test; 8 s at most); make verify goes 2
-// deeper; gmlake mutate keeps the depth under a 4 s budget.
+// it ends (or not, under a fault), a stream forgotten with frees pending on it; the statistics' resets
+// after each of those (flush, paper-grow, stats). Each is explored in full to its depth within about 2-7 s
+// on the shared 2 cores (make test; 8 s at most); make verify goes 2 deeper; gmlake mutate keeps the depth
+// under a 4 s budget.
 func targetedUniverses() []universe {
 	const mib = vmm.MiB
 	extra, budget := 0, 8*time.Second
@@ -272,10 +276,79 @@ func targetedUniverses() []universe {
 		Prefix: []ops.Op{alloc(0, 4*mib, 0), {Kind: ops.OpRecord, ID: 0, Stream: 1}, alloc(1, 4*mib, 1),
 			{Kind: ops.OpRecord, ID: 1, Stream: 0}, {Kind: ops.OpLaunch, Stream: 0}, {Kind: ops.OpLaunch, Stream: 1},
 			{Kind: ops.OpCaptureBegin, Stream: 0}}}
+	// flush: the capture universe's flush in two ops: a block of stream 0 recorded on stream 1 with work
+	// pending there, freed while stream 0 captures (deferred), then stream 1 forgotten, its work completed,
+	// the capture ended (the flush frees the block at once: every stream it was used on is gone and done), or
+	// the capture's end under a record-event fault (the free stays deferred) and then EmptyCache under one too
+	// (its flush fails: the call must say so; INV-FLUSHED judges an EmptyCache that returns no error), an
+	// allocation needing the deferred memory back, the resets. Depth 5 in full.
+	flush := ExploreConfig{Policy: impl.PolicyGMLake, Streams: 2, MaxLive: 2, MaxPending: 1, Capacity: 8 * mib,
+		Sizes: []uint64{4 * mib}, CaptureStreams: 1, Forget: true, Resets: true, Depth: 5 + extra, Faults: true,
+		FaultCalls: []vmm.CallKind{vmm.CallRecordEvent},
+		Prefix: []ops.Op{alloc(0, 4*mib, 0), {Kind: ops.OpRecord, ID: 0, Stream: 1}, {Kind: ops.OpLaunch, Stream: 1},
+			{Kind: ops.OpCaptureBegin, Stream: 0}, free(0)}}
+	// paper-grow: paper-gc's segment with the 14 MiB stitched block built and cached: a 4 MiB request takes
+	// the hole back from under it, and the next 14 MiB request's segment does not fit a device with 4 MiB free
+	// while the stream's cached stitched blocks add up to the segment: realloc_block must not collect them
+	// (paperGrowLocked's `devFree <= size || garbage < size`; INV-PAPERGC), then release_cached_blocks, the
+	// retry and out of memory; with the resets, so that the statistics of an out of memory (num_alloc_retries,
+	// num_ooms) are reset and counted again. Depth 4 in full.
+	paperGrow := paper
+	paperGrow.Prefix = append(append([]ops.Op(nil), paper.Prefix...), alloc(4, 14*mib, 0), free(4))
+	paperGrow.Sizes, paperGrow.Resets, paperGrow.Depth = []uint64{4 * mib, 14 * mib}, true, 4+extra
+	// stats: the tight universe of caching (PyTorch's segments: 2 MiB small, 20 MiB large, released whole)
+	// with the resets: a peak or a total that does not restart, or restarts from the wrong value, after
+	// allocations, splits, frees, out of memory and EmptyCache (INV-TORCHSTATS's reset model).
+	stats := ExploreConfig{Policy: impl.PolicyCaching, Streams: 2, MaxLive: 2, MaxPending: 1, Capacity: 40 * mib,
+		Sizes: []uint64{512, 22 * mib}, Resets: true, Depth: 5 + extra}
 	us := []universe{{"gmlake/stitch", stitch}, {"gmlake/handoff", handoff}, {"gmlake-paper/paper-gc", paper},
-		{"gmlake/capture", capture}}
+		{"gmlake/capture", capture}, {"gmlake/flush", flush}, {"gmlake-paper/paper-grow", paperGrow}, {"caching/stats", stats}}
 	for i := range us {
 		us[i].cfg.Deadline = budget
 	}
 	return us
+}
+
+// TestExploreStatsHashSeparatesResetStates: in a universe with the reset moves the state hash keeps apart
+// states that differ only in what INV-TORCHSTATS reads (a peak left by a freed allocation and the same state
+// after reset-peak; totals counted before and after reset-acc), which the hash without them merges, and it
+// merges what the judges cannot tell apart (a second reset right after the first).
+func TestExploreStatsHashSeparatesResetStates(t *testing.T) {
+	run := func(prog ...ops.Op) *ops.Env {
+		t.Helper()
+		env, err := ops.NewEnv(ops.Config{Policy: impl.PolicyGMLake, Capacity: 16 * vmm.MiB, Streams: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { env.Finish() })
+		for _, o := range prog {
+			if r := env.Step(o); len(r.Violations) > 0 {
+				t.Fatalf("%v: %v", o, r.Violations)
+			}
+		}
+		return env
+	}
+	peak, acc := ops.Op{Kind: ops.OpResetPeak}, ops.Op{Kind: ops.OpResetAcc}
+	used := []ops.Op{{Kind: ops.OpAlloc, ID: 0, Size: 4 * vmm.MiB}, {Kind: ops.OpFree, ID: 0}, {Kind: ops.OpEmptyCache}}
+	with := func(extra ...ops.Op) []ops.Op { return append(append([]ops.Op(nil), used...), extra...) }
+	for _, c := range []struct {
+		what       string
+		x, y       []ops.Op
+		sameStates bool // canonicalHash alone
+		sameStats  bool // with statsHash
+	}{
+		{"the peak of a freed allocation vs reset", with(), with(peak), true, false},
+		{"totals before vs after reset-acc", with(), with(acc), true, false},
+		{"reset-peak once vs twice", with(peak), with(peak, peak), true, true},
+		{"reset-acc once vs twice", with(acc), with(acc, acc), true, true},
+	} {
+		x, y := run(c.x...), run(c.y...)
+		hx, hy := canonicalHash(x, 0 /* pools */), canonicalHash(y, 0)
+		if (hx == hy) != c.sameStates {
+			t.Errorf("%s: same state hash %v, want %v", c.what, hx == hy, c.sameStates)
+		}
+		if got := statsHash(hx, x) == statsHash(hy, y); got != c.sameStats {
+			t.Errorf("%s: same hash with the statistics %v, want %v\n%s\nvs\n%s", c.what, got, c.sameStats, ops.Format(c.x), ops.Format(c.y))
+		}
+	}
 }

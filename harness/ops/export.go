@@ -27,3 +27,10 @@ func JudgeReset(k OpKind, got impl.DeviceStats, after spec.View) []spec.Violatio
 func JudgeSnapshotQuery(a *impl.Allocator, first impl.Snapshot) []spec.Violation {
 	return (&Env{A: a}).judgeSnapshotQuery(first)
 }
+
+// StatsModel is what INV-TORCHSTATS remembers of the run (the explorer's state hash covers it in a universe
+// with the reset moves): for each value the highest Current seen after a step since the last reset-peak, its
+// Current at the last reset-acc, and the physical handles held then.
+func (e *Env) StatsModel() (seen, base impl.DeviceStats, heldBase int) {
+	return e.torch.seen, e.torch.base, e.torch.heldBase
+}
