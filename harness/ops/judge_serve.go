@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/impl/serve"
 	"github.com/gmlake/gmlake/spec"
 	"github.com/gmlake/gmlake/vmm"
@@ -25,6 +26,10 @@ type serveJudge struct {
 //   - an out of memory that Alloc returns for a request no larger than the device, outside a capture,
 //     comes after a synchronisation of the default stream and of every stream the engine was given work
 //     on: the retry waited for everything, so the out of memory is real;
+//   - a request larger than the device (into a pool that lives) is an out of memory, as PyTorch says, not
+//     the engine's invalid size;
+//   - its error says so: an *impl.OOMError with the bytes asked for and what the engine holds (reserved,
+//     live, cached), as PyTorch's out-of-memory message tells them;
 //   - EmptyCache outside a capture synchronises first (torch.cuda.empty_cache);
 //   - the layer's counters (the C library's oom_sync_retries and sync_errors) say what the steps did:
 //     one synchronisation per step that synchronised, one retry per Alloc that succeeded after it, one OOM
@@ -70,6 +75,20 @@ func (e *Env) judgeServe(op Op, res StepResult, refused bool) []spec.Violation {
 			}
 			if len(missing) > 0 {
 				bad("%v answered out of memory without synchronising streams %v first (synchronised %v): the retry did not wait for their work", op, missing, e.synced)
+			}
+		}
+		if op.Size > e.Device.Capacity() && !e.closed && (op.Pool == 0 || e.pools[op.Pool] > 0) && !oom {
+			bad("%v: %v for more than the device's %d bytes, want an out of memory (as PyTorch says; the engine alone says invalid size)", op, res.Err, e.Device.Capacity())
+		}
+		var oe *impl.OOMError
+		if oom && errors.As(res.Err, &oe) && !e.closed {
+			// The error says what the caller is told (PyTorch's out-of-memory message): what was asked
+			// for, and what the engine holds now (nothing changed since the error was made).
+			st := e.A.Stats()
+			if oe.Requested != op.Size || oe.Reserved != st.ReservedBytes || oe.Live != st.AllocatedBytes ||
+				oe.Cached != st.ReservedBytes-min(st.ReservedBytes, st.AllocatedBytes) {
+				bad("%v: the out-of-memory error says requested %d, reserved %d, live %d, cached %d; the engine holds %d reserved, %d allocated",
+					op, oe.Requested, oe.Reserved, oe.Live, oe.Cached, st.ReservedBytes, st.AllocatedBytes)
 			}
 		}
 		if res.Err == nil {
