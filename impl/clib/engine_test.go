@@ -26,6 +26,7 @@ func TestEnvName(t *testing.T) {
 	for in, want := range map[string]string{
 		"ChunkSize": "CHUNK_SIZE", "SBlockCache": "SBLOCK_CACHE", "StitchMin": "STITCH_MIN",
 		"NoCrossStream": "NO_CROSS_STREAM", "HTTPServer": "HTTP_SERVER", "MaxSBlocks": "MAX_SBLOCKS", "X": "X",
+		"GCMode": "GC_MODE", "DebugOOM": "DEBUG_OOM",
 	} {
 		if got := envName(in); got != want {
 			t.Errorf("envName(%q) = %q, want %q", in, got, want)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -181,5 +182,32 @@ func TestNewRefusesAnUnknownPolicy(t *testing.T) {
 	}
 	if IsConfigError(vmm.ErrOutOfMemory) || !IsOutOfMemory(vmm.ErrOutOfMemory) || !IsUnknownPointer(impl.ErrUnknownPointer) {
 		t.Errorf("error kinds mixed up")
+	}
+}
+
+// closingDevice is a simulated device with a Close, as the real driver has.
+type closingDevice struct {
+	*sim.Device
+	closed int
+}
+
+func (d *closingDevice) Close() error { d.closed++; return nil }
+
+// Property: New owns the driver it is given: a failed New (a bad knob, an unknown policy) closes it, and so
+// does Close.
+func TestNewClosesTheDriverOnFailure(t *testing.T) {
+	for _, cfg := range []Config{{Knobs: map[string]string{"NO_SUCH_KNOB": "1"}}, {Policy: "no-such-policy"}} {
+		d := &closingDevice{Device: newSim(64 * vmm.MiB)}
+		if _, err := New(d, simConfig(cfg)); err == nil || d.closed != 1 {
+			t.Errorf("New(%+v): %v, driver closed %d times; want an error and the driver closed once", cfg, err, d.closed)
+		}
+	}
+	d := &closingDevice{Device: newSim(64 * vmm.MiB)}
+	e, err := New(d, simConfig(Config{}))
+	if err != nil || d.closed != 0 {
+		t.Fatalf("New: %v, driver closed %d times", err, d.closed)
+	}
+	if _, _, err := e.Close(); err != nil || d.closed != 1 {
+		t.Fatalf("Close: %v, driver closed %d times; want once", err, d.closed)
 	}
 }
