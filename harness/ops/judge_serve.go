@@ -34,6 +34,7 @@ type serveJudge struct {
 //   - the layer's counters (the C library's oom_sync_retries and sync_errors) say what the steps did:
 //     one synchronisation per step that synchronised, one retry per Alloc that succeeded after it, one OOM
 //     per Alloc answered out of memory, no synchronisation error (the Env's synchroniser never fails);
+//   - under the mapping, each device stream stands for its caller's value (CallerStream);
 //   - on the simulated device, the engine never holds more physical memory than MemoryLimit.
 func (e *Env) judgeServe(op Op, res StepResult, refused bool) []spec.Violation {
 	if e.S == nil {
@@ -101,6 +102,17 @@ func (e *Env) judgeServe(op Op, res StepResult, refused bool) []spec.Violation {
 	case op.Kind == OpForget:
 		if res.Err == nil && e.other == 0 {
 			delete(j.served, e.stream(op.Stream))
+		}
+	}
+	if e.other != 0 {
+		// Under the mapping, each stream the layer made stands for its caller's value (what the C library's
+		// snapshot and segment events show), while that value is mapped.
+		for i, c := range e.callers[:len(e.Streams)] {
+			if !e.forgot[c] {
+				if back := e.S.CallerStream(e.Streams[i]); back != c {
+					bad("CallerStream(%d) = %#x after %v, want caller stream %#x (stream index %d)", e.Streams[i], uint64(back), op, uint64(c), i)
+				}
+			}
 		}
 	}
 	if got := e.S.Counters(); got != j.want {
