@@ -76,6 +76,7 @@ func TestITFConformance(t *testing.T) {
 type itfSummary struct {
 	traces, steps    int // traces read, spec steps driven through the engine
 	stitchFrees      int // sBlocks the engine tore down (StitchFree, in EmptyCache and the out-of-memory release)
+	trims            int // of those, torn down at a free by the LRU rule beyond a small sBlock cache (vms_sbc)
 	lockstep         int // steps driven while the engine's outcomes matched the spec's
 	failed, waived   int // traces that failed (left lockstep or broke a check), stopped by GMLAKE_ITF_WAIVE
 	forced           int // allocations whose outcome the spec forces (asserted)
@@ -98,10 +99,10 @@ func (s *itfSummary) String() string {
 	}
 	return fmt.Sprintf("%d traces, %d steps driven (%d in lockstep with the spec); %d traces in lockstep to the end, "+
 		"%d failed, %d stopped by GMLAKE_ITF_WAIVE; %d forced allocation outcomes and %d quiescent EmptyCache points "+
-		"asserted; %d sBlocks torn down (StitchFree); agreement with the spec's policy in lockstep steps: reserved %s, "+
+		"asserted; %d sBlocks torn down (StitchFree; %d at a free beyond a small cache, asserted); agreement with the spec's policy in lockstep steps: reserved %s, "+
 		"allocated %s, stitched %s",
 		s.traces, s.steps, s.lockstep, s.traces-s.failed-s.waived, s.failed, s.waived, s.forced,
-		s.quiescentChecked, s.stitchFrees, pct(aggReserved), pct(aggAllocated), pct(aggStitched))
+		s.quiescentChecked, s.stitchFrees, s.trims, pct(aggReserved), pct(aggAllocated), pct(aggStitched))
 }
 
 // itfLast is the spec's "last" record: what the step did and returned.
@@ -111,6 +112,7 @@ type itfLast struct {
 	ok, oom          bool
 	usable, devFree  int64
 	idle, clean      int64
+	torn             int64 // cached sBlocks the free tore down (the LRU StitchFree beyond SBCACHE)
 }
 
 func decodeLast(st itf.State) (itfLast, error) {
@@ -147,6 +149,9 @@ func decodeLast(st itf.State) (itfLast, error) {
 	l.ok, l.oom = boolean("ok"), boolean("oom")
 	l.usable, l.devFree = num("usable"), num("devFree")
 	l.idle, l.clean = num("idle"), num("clean")
+	if f, e := v.Field("torn"); e == nil { // traces from before the sBlock cache have none
+		l.torn, _ = f.Int64()
+	}
 	return l, err
 }
 
@@ -209,10 +214,23 @@ func stateInt(st itf.State, name string) (int64, error) {
 // itfEnvConfig is the environment whose engine decisions the spec describes: a device of capacity chunks,
 // two streams, the gmlake policy with chunks of one granularity unit (the spec's chunk; the default makes one
 // handle per growth, up to 64 MiB, which a 12 MiB device would turn into a few large chunks that cannot be
-// stitched or released piecewise).
-func itfEnvConfig(capacity int64) ops.Config {
+// stitched or released piecewise), and the spec's sBlock cache (cacheLimit: SBCACHE; < 0, or a trace from
+// before it, the engine's default, never reached there).
+func itfEnvConfig(capacity, cacheLimit int64) ops.Config {
+	knobs := impl.Config{ChunkSize: itfGran}
+	if cacheLimit >= 0 {
+		knobs.SBlockCache = int(cacheLimit)
+	}
 	return ops.Config{Policy: impl.PolicyGMLake, Capacity: uint64(capacity) * itfGran, Granularity: itfGran,
-		Streams: 2, Knobs: impl.Config{ChunkSize: itfGran}}
+		Streams: 2, Knobs: knobs}
+}
+
+// itfCacheLimit is the trace's sBlock cache (the spec's cacheLimit; -1 when the trace has none).
+func itfCacheLimit(st itf.State) int64 {
+	if n, err := stateInt(st, "cacheLimit"); err == nil {
+		return n
+	}
+	return -1
 }
 
 // runITF replays one trace through the judge's environment: a fresh engine on a fresh device of the trace's
@@ -248,7 +266,7 @@ func runITF(t *testing.T, path string, tr *itf.Trace, sum *itfSummary) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := itfEnvConfig(l0.devFree)
+	cfg := itfEnvConfig(l0.devFree, itfCacheLimit(tr.States[0]))
 	e, err := ops.NewEnv(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -357,10 +375,19 @@ func runITF(t *testing.T, path string, tr *itf.Trace, sum *itfSummary) {
 			for _, u := range v.uses {
 				step(i, ops.Op{Kind: ops.OpLaunch, Stream: int(u)})
 			}
+			sf0 := e.A.Stats().NumStitchFrees
 			if r := step(i, ops.Op{Kind: ops.OpFree, ID: ids[l.id]}); r.Err != nil {
 				fail(i, "Free: %v", r.Err)
 			}
 			delete(ids, l.id)
+			// With a small sBlock cache (vms_sbc) the free's LRU StitchFree is the spec's: as many cached
+			// sBlocks torn down (INV-SBCACHE; which ones the Env's judge of it checks against the limit).
+			if cl := itfCacheLimit(tr.States[0]); cl >= 0 {
+				if got := e.A.Stats().NumStitchFrees - sf0; got != uint64(l.torn) {
+					diverge(i, "the free tore down %d cached sBlocks (StitchFree), the spec's %d under a cache of %d", got, l.torn, cl)
+				}
+				sum.trims += int(l.torn)
+			}
 		case "badfree":
 			// C-FREE-KIND: exactly ErrInteriorPtr, and nothing changes.
 			st0 := e.A.Stats()
@@ -379,6 +406,14 @@ func runITF(t *testing.T, path string, tr *itf.Trace, sum *itfSummary) {
 			}
 		case "complete":
 			step(i, ops.Op{Kind: ops.OpComplete, Stream: int(l.stream)})
+		case "forget":
+			// C-FORGET: the default stream or a forgotten one is refused with exactly ErrUnknownStream,
+			// any other is forgotten.
+			r := step(i, ops.Op{Kind: ops.OpForget, Stream: int(l.stream)})
+			if l.ok && r.Err != nil || !l.ok && !errors.Is(r.Err, impl.ErrUnknownStream) {
+				diverge(i, "ForgetStream(stream %d): the spec's %s, the engine's %v", l.stream,
+					map[bool]string{true: "succeeds", false: "is refused (ErrUnknownStream)"}[l.ok], r.Err)
+			}
 		case "stitchfree":
 			// A cached sBlock torn down at a step of the spec's choosing (vms_ci, ANY_STITCHFREE): the engine
 			// tears them down only in EmptyCache and the out-of-memory release (its LRU rule needs more free

@@ -28,15 +28,15 @@ if [[ ! -x node_modules/.bin/quint ]]; then
 fi
 quint() { node_modules/.bin/quint "$@"; }
 
-invariants=(INV_NOOVERLAP INV_MAPPED INV_NOALIAS INV_REFCOUNT INV_STATS INV_NOLEAK INV_STREAM INV_RELEASESAFE INV_NOSPURIOUSOOM C_FREE_KIND)
-witnesses=(W_EXACT W_SPLIT W_REUSE W_STITCH W_GROWSTITCH W_GROW W_RELEASE W_OOM W_FAIL W_STITCHFREE W_EMPTYRELEASE W_CLOSE W_BADFREE W_CROSSSTREAM)
+invariants=(INV_NOOVERLAP INV_MAPPED INV_NOALIAS INV_REFCOUNT INV_STATS INV_NOLEAK INV_STREAM INV_RELEASESAFE INV_NOSPURIOUSOOM C_FREE_KIND INV_SBCACHE C_FORGET)
+witnesses=(W_EXACT W_SPLIT W_REUSE W_STITCH W_GROWSTITCH W_GROW W_RELEASE W_OOM W_FAIL W_STITCHFREE W_EMPTYRELEASE W_CLOSE W_BADFREE W_CROSSSTREAM W_FORGET)
 
 case "$mode" in
 ci)
-	samples=${SAMPLES:-200} itfsamples=${ITF_SAMPLES:-100} steps=${STEPS:-40} itf=${ITF_TRACES:-30} seed=${SEED:-0x6d6c616b65}
+	samples=${SAMPLES:-200} itfsamples=${ITF_SAMPLES:-100} steps=${STEPS:-40} itf=${ITF_TRACES:-30} sbc=${SBC_TRACES:-20} seed=${SEED:-0x6d6c616b65}
 	;;
 long)
-	samples=${SAMPLES:-2000} itfsamples=${ITF_SAMPLES:-1000} steps=${STEPS:-60} itf=${ITF_TRACES:-300} seed=${SEED:-0x$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')}
+	samples=${SAMPLES:-2000} itfsamples=${ITF_SAMPLES:-1000} steps=${STEPS:-60} itf=${ITF_TRACES:-300} sbc=${SBC_TRACES:-200} seed=${SEED:-0x$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')}
 	;;
 gen)
 	out="$root/harness/testdata/itf"
@@ -44,6 +44,12 @@ gen)
 	mkdir -p "$out"
 	quint run vms.qnt --main vms_itf --backend typescript --seed "${SEED:-0x67656e}" --max-samples 6 --n-traces 6 \
 		--max-steps 30 --mbt --out-itf "$out/vms_{seq}.itf.json" --invariants "${invariants[@]}" --verbosity 1
+	# vms_sbc: of 30 traces, those where a free's LRU StitchFree tore a cached sBlock down (about 1 in 10)
+	sbcdir=$(mktemp -d)
+	quint run vms.qnt --main vms_sbc --backend typescript --seed "${SEED:-0x6d6c616b65}" --max-samples 30 --n-traces 30 \
+		--max-steps 40 --mbt --out-itf "$sbcdir/vms_sbc_{seq}.itf.json" --invariants "${invariants[@]}" --verbosity 1
+	grep -l '"torn":{"#bigint":"[1-9]' "$sbcdir"/*.itf.json | xargs -r cp -t "$out"
+	rm -rf "$sbcdir"
 	ls -l "$out"
 	exit 0
 	;;
@@ -66,30 +72,36 @@ trap 'rm -rf "$work"' EXIT
 
 # vms_ci tears cached sBlocks down at any step (every order the engine's LRU rule could take: the
 # invariants over that); vms_itf only where the engine does (EmptyCache, the out-of-memory release): its
-# traces drive the engine in lockstep.
-echo "== quint run: $samples random traces of vms_ci (any StitchFree) and $itfsamples of vms_itf, up to $steps steps, every invariant (seed $seed); $itf of vms_itf written as ITF"
+# traces drive the engine in lockstep; vms_sbc is the engine with a cache of one sBlock (the LRU StitchFree
+# at a free, INV_SBCACHE): its traces drive the engine with that cache.
+echo "== quint run: $samples random traces of vms_ci (any StitchFree), $itfsamples of vms_itf and of vms_sbc (an sBlock cache of 1), up to $steps steps, every invariant (seed $seed); $itf of vms_itf and $sbc of vms_sbc written as ITF"
 set +e
 quint run vms.qnt --main vms_ci --backend typescript --seed "$seed" --max-samples "$samples" --max-steps "$steps" \
 	--invariants "${invariants[@]}" --witnesses "${witnesses[@]}" --verbosity 2 >"$work/sim.log" 2>&1 &&
 	quint run vms.qnt --main vms_itf --backend typescript --seed "$seed" --max-samples "$itfsamples" --max-steps "$steps" \
 		--n-traces "$itf" --mbt --out-itf "$work/vms_{seq}.itf.json" \
-		--invariants "${invariants[@]}" --verbosity 2 >"$work/sim_itf.log" 2>&1
+		--invariants "${invariants[@]}" --verbosity 2 >"$work/sim_itf.log" 2>&1 &&
+	quint run vms.qnt --main vms_sbc --backend typescript --seed "$seed" --max-samples "$itfsamples" --max-steps "$steps" \
+		--n-traces "$sbc" --mbt --out-itf "$work/vms_sbc_{seq}.itf.json" \
+		--invariants "${invariants[@]}" --witnesses W_TRIM W_FORGET W_REUSE --verbosity 2 >"$work/sim_sbc.log" 2>&1
 rc=$?
 set -e
 if [[ $rc -ne 0 ]]; then
 	cat "$work/sim.log" >&2
 	[[ -f "$work/sim_itf.log" ]] && cat "$work/sim_itf.log" >&2
+	[[ -f "$work/sim_sbc.log" ]] && cat "$work/sim_sbc.log" >&2
 	echo "FAIL: an invariant of vms.qnt is violated (the trace is above; reproduce with the seed it prints)" >&2
 	exit 1
 fi
 grep -E '^\[ok\]|Trace length|witnessed' "$work/sim.log" | sed 's/^/   vms_ci: /'
 grep -E '^\[ok\]|Trace length' "$work/sim_itf.log" | sed 's/^/   vms_itf: /'
+grep -E '^\[ok\]|Trace length|witnessed' "$work/sim_sbc.log" | sed 's/^/   vms_sbc: /'
 n=$(ls "$work"/*.itf.json | wc -l)
 st=$(cat "$work"/*.itf.json | grep -o '"#meta":{"index"' | wc -l)
 echo "   wrote $n ITF traces ($st states)"
 
 echo "== seeded bugs in the spec: each must be found by simulation as a violation of its invariant"
-for b in alias:INV_NOALIAS early:INV_STREAM nostitch:INV_NOSPURIOUSOOM refcount:INV_REFCOUNT stats:INV_STATS badfree:C_FREE_KIND; do
+for b in alias:INV_NOALIAS early:INV_STREAM nostitch:INV_NOSPURIOUSOOM refcount:INV_REFCOUNT stats:INV_STATS badfree:C_FREE_KIND sbcache:INV_SBCACHE forget:C_FORGET; do
 	bug=${b%%:*} inv=${b##*:}
 	set +e
 	outp=$(quint run vms_buggy.qnt --main "vms_bug_$bug" --backend typescript --seed "$seed" --max-samples 300 \
