@@ -33,10 +33,10 @@ witnesses=(W_EXACT W_SPLIT W_REUSE W_STITCH W_GROWSTITCH W_GROW W_RELEASE W_OOM 
 
 case "$mode" in
 ci)
-	samples=${SAMPLES:-200} itfsamples=${ITF_SAMPLES:-100} steps=${STEPS:-40} itf=${ITF_TRACES:-30} sbc=${SBC_TRACES:-20} seed=${SEED:-0x6d6c616b65}
+	samples=${SAMPLES:-200} itfsamples=${ITF_SAMPLES:-100} steps=${STEPS:-40} itf=${ITF_TRACES:-30} sbcsamples=${SBC_SAMPLES:-50} sbc=${SBC_TRACES:-20} seed=${SEED:-0x6d6c616b65}
 	;;
 long)
-	samples=${SAMPLES:-2000} itfsamples=${ITF_SAMPLES:-1000} steps=${STEPS:-60} itf=${ITF_TRACES:-300} sbc=${SBC_TRACES:-200} seed=${SEED:-0x$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')}
+	samples=${SAMPLES:-2000} itfsamples=${ITF_SAMPLES:-1000} steps=${STEPS:-60} itf=${ITF_TRACES:-300} sbcsamples=${SBC_SAMPLES:-500} sbc=${SBC_TRACES:-200} seed=${SEED:-0x$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')}
 	;;
 gen)
 	out="$root/harness/testdata/itf"
@@ -74,14 +74,14 @@ trap 'rm -rf "$work"' EXIT
 # invariants over that); vms_itf only where the engine does (EmptyCache, the out-of-memory release): its
 # traces drive the engine in lockstep; vms_sbc is the engine with a cache of one sBlock (the LRU StitchFree
 # at a free, INV_SBCACHE): its traces drive the engine with that cache.
-echo "== quint run: $samples random traces of vms_ci (any StitchFree), $itfsamples of vms_itf and of vms_sbc (an sBlock cache of 1), up to $steps steps, every invariant (seed $seed); $itf of vms_itf and $sbc of vms_sbc written as ITF"
+echo "== quint run: $samples random traces of vms_ci (any StitchFree), $itfsamples of vms_itf and $sbcsamples of vms_sbc (an sBlock cache of 1), up to $steps steps, every invariant (seed $seed); $itf of vms_itf and $sbc of vms_sbc written as ITF"
 set +e
 quint run vms.qnt --main vms_ci --backend typescript --seed "$seed" --max-samples "$samples" --max-steps "$steps" \
 	--invariants "${invariants[@]}" --witnesses "${witnesses[@]}" --verbosity 2 >"$work/sim.log" 2>&1 &&
 	quint run vms.qnt --main vms_itf --backend typescript --seed "$seed" --max-samples "$itfsamples" --max-steps "$steps" \
 		--n-traces "$itf" --mbt --out-itf "$work/vms_{seq}.itf.json" \
 		--invariants "${invariants[@]}" --verbosity 2 >"$work/sim_itf.log" 2>&1 &&
-	quint run vms.qnt --main vms_sbc --backend typescript --seed "$seed" --max-samples "$itfsamples" --max-steps "$steps" \
+	quint run vms.qnt --main vms_sbc --backend typescript --seed "$seed" --max-samples "$sbcsamples" --max-steps "$steps" \
 		--n-traces "$sbc" --mbt --out-itf "$work/vms_sbc_{seq}.itf.json" \
 		--invariants "${invariants[@]}" --witnesses W_TRIM W_FORGET W_REUSE --verbosity 2 >"$work/sim_sbc.log" 2>&1
 rc=$?
@@ -130,4 +130,4 @@ if [[ $rc -ne 0 ]]; then
 fi
 grep -E 'ITF conformance:|^ok' <<<"$outp"
 
-echo "== tla $mode: passed in $((SECONDS - t0)) s ($samples + $itfsamples traces x $steps steps simulated, $n traces replayed)"
+echo "== tla $mode: passed in $((SECONDS - t0)) s ($samples + $itfsamples + $sbcsamples traces x $steps steps simulated, $n traces replayed)"
