@@ -341,7 +341,7 @@ func TestEmptyCacheSynchronisesFirst(t *testing.T) {
 }
 
 // TestStreamCreationFailureIsReturned: under MapStreams a new caller stream needs a stream of the driver's;
-// when creating it fails, Alloc, RecordStream and SetCapturing return the driver's error (a null pointer
+// when creating it fails, Alloc, RecordStream, SetCapturing and ForgetStream return the driver's error (a null pointer
 // from Alloc) and map nothing, so the next call, the fault gone, gets a stream.
 func TestStreamCreationFailureIsReturned(t *testing.T) {
 	e, d, _, _ := newSim(t, 64*vmm.MiB, Config{MapStreams: true})
@@ -360,6 +360,7 @@ func TestStreamCreationFailureIsReturned(t *testing.T) {
 		}},
 		{"RecordStream", func() error { return e.RecordStream(held, 0x7f00) }},
 		{"SetCapturing", func() error { return e.SetCapturing(0x7f00, true) }},
+		{"ForgetStream", func() error { return e.ForgetStream(0x7f00) }},
 	}
 	for _, c := range calls {
 		d.FailNth(vmm.CallCreateStream, 1, vmm.OutOfMemory)
@@ -367,6 +368,9 @@ func TestStreamCreationFailureIsReturned(t *testing.T) {
 			t.Fatalf("%s on a new caller stream with stream creation failing: no error", c.name)
 		}
 		d.ClearFaults()
+	}
+	if err := e.RecordStream(held+1, 0); !errors.Is(err, impl.ErrUnknownPointer) && !errors.Is(err, impl.ErrInteriorPtr) {
+		t.Fatalf("RecordStream of a pointer inside an allocation: %v, want the engine's refusal", err)
 	}
 	s, err := e.Stream(0x7f00)
 	must(t, err)
