@@ -176,7 +176,7 @@ func runLinearHist(cfg LinearConfig) (LinearResult, []porcupine.Operation, *cont
 	}
 	kc := impl.Config{Policy: cfg.Policy, TestOnlyMutations: cfg.Mutations}
 	var a linearEngine
-	var eng *impl.Allocator // the engine itself: ForgetStream (the serving layer has no call for it)
+	var forget func(vmm.Stream) error // ForgetStream, through the serving layer when there is one
 	if cfg.Serve {
 		rs := recordedSync{dev: dev, client: map[vmm.Stream]int{}, record: record}
 		for i, s := range streams {
@@ -186,13 +186,13 @@ func runLinearHist(cfg LinearConfig) (LinearResult, []porcupine.Operation, *cont
 		if err != nil {
 			return LinearResult{Err: err}, nil, nil
 		}
-		a, eng = e, e.Allocator()
+		a, forget = e, e.ForgetStream
 	} else {
 		e, err := impl.New(dev, kc)
 		if err != nil {
 			return LinearResult{Err: err}, nil, nil
 		}
-		a, eng = e, e
+		a, forget = e, e.ForgetStream
 	}
 	// Every goroutine draws its ops from the one generator (ops.Rules), on its own stream; seq collects
 	// them with their call times, so an illegal history is also a program that replays single-threaded.
@@ -272,7 +272,7 @@ func runLinearHist(cfg LinearConfig) (LinearResult, []porcupine.Operation, *cont
 				o := ops.Op{Kind: ops.OpForget, Stream: g}
 				at := clock.Load()
 				record(g, contract.ContractInput{Op: contract.COpForgetStream, Stream: s}, func() contract.ContractOutput {
-					return contract.ContractOutput{Err: eng.ForgetStream(s)}
+					return contract.ContractOutput{Err: forget(s)}
 				})
 				seqMu.Lock()
 				seq = append(seq, timedOp{at, o})
