@@ -72,6 +72,22 @@ func (a *Allocator) countBlocks() int {
 	return n
 }
 
+// busyOnNewStream allocates size bytes on the default stream, records the allocation on a new stream of dev
+// and launches work there: the allocation is in use on a stream other than its own, with the work pending.
+func busyOnNewStream(t *testing.T, a *Allocator, dev *sim.Device, size uint64) (vmm.DevicePtr, vmm.Stream) {
+	t.Helper()
+	s, err := dev.CreateStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustAlloc(t, a, size, vmm.DefaultStream)
+	if err := a.RecordStream(p, s); err != nil {
+		t.Fatal(err)
+	}
+	dev.Launch(s)
+	return p, s
+}
+
 // A Free after a stream the allocation was recorded on was destroyed behind the allocator's back succeeds
 // (issue 14 item 6): the stream can take no more work and CUDA leaves nothing to wait on, so its claim ends
 // with it; the stream is then unknown to Alloc and RecordStream.
@@ -79,15 +95,7 @@ func TestFreeAfterRecordedStreamDestroyed(t *testing.T) {
 	for _, pol := range Policies {
 		t.Run(pol, func(t *testing.T) {
 			a, dev := newTest(t, pol, 4<<30, false /* sync */)
-			s, err := dev.CreateStream()
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := mustAlloc(t, a, 8*MiB, vmm.DefaultStream)
-			if err := a.RecordStream(p, s); err != nil {
-				t.Fatal(err)
-			}
-			dev.Launch(s)
+			p, s := busyOnNewStream(t, a, dev, 8*MiB)
 			if err := dev.DestroyStream(s); err != nil {
 				t.Fatal(err)
 			}
@@ -301,15 +309,7 @@ func TestForgetStreamRefusedWhileItCaptures(t *testing.T) {
 	for _, policy := range []string{PolicyCaching, PolicyGMLake} {
 		t.Run(policy, func(t *testing.T) {
 			a, dev := newTest(t, policy, 1<<30, false /* sync */)
-			s, err := dev.CreateStream()
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := mustAlloc(t, a, 8*MiB, vmm.DefaultStream)
-			if err := a.RecordStream(p, s); err != nil {
-				t.Fatal(err)
-			}
-			dev.Launch(s)
+			p, s := busyOnNewStream(t, a, dev, 8*MiB)
 			if err := a.SetCapturing(s, true); err != nil {
 				t.Fatal(err)
 			}
