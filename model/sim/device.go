@@ -266,6 +266,18 @@ func (d *Device) checkPtrLocked(k vmm.CallKind, ptr vmm.DevicePtr, size uint64) 
 	return nil
 }
 
+// beginRangeLocked starts a call k over the range [ptr, ptr+size): its count and armed fault (beginLocked),
+// then rule 1 for the size and the address (checkSizeLocked, checkPtrLocked), in the order the H200 checks them.
+func (d *Device) beginRangeLocked(k vmm.CallKind, ptr vmm.DevicePtr, size uint64) error {
+	if err := d.beginLocked(k); err != nil {
+		return err
+	}
+	if err := d.checkSizeLocked(k, size); err != nil {
+		return err
+	}
+	return d.checkPtrLocked(k, ptr, size)
+}
+
 // lookupHandleLocked returns the live, unreleased handle h or an InvalidHandle error (rule 7).
 func (d *Device) lookupHandleLocked(k vmm.CallKind, h vmm.Handle) (*handle, error) {
 	hd := d.mu.handles[h]
@@ -589,13 +601,7 @@ func (d *Device) Unmap(ptr vmm.DevicePtr, size uint64) error {
 	const k = vmm.CallUnmap
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.beginLocked(k); err != nil {
-		return err
-	}
-	if err := d.checkSizeLocked(k, size); err != nil {
-		return err
-	}
-	if err := d.checkPtrLocked(k, ptr, size); err != nil {
+	if err := d.beginRangeLocked(k, ptr, size); err != nil {
 		return err
 	}
 	ms, err := d.mappingsWithinLocked(k, ptr, size)
@@ -628,13 +634,7 @@ func (d *Device) SetAccess(ptr vmm.DevicePtr, size uint64) error {
 	const k = vmm.CallSetAccess
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.beginLocked(k); err != nil {
-		return err
-	}
-	if err := d.checkSizeLocked(k, size); err != nil {
-		return err
-	}
-	if err := d.checkPtrLocked(k, ptr, size); err != nil {
+	if err := d.beginRangeLocked(k, ptr, size); err != nil {
 		return err
 	}
 	ms, err := d.wholeMappingsLocked(k, ptr, size, "rule 5 (access is set on whole mappings, fully mapped)")
