@@ -15,6 +15,9 @@ import (
 	"github.com/gmlake/gmlake/vmm"
 )
 
+// DefaultProbes is the granules Patterns probes per large allocation when Config.Probes is 0.
+const DefaultProbes = 512
+
 // Config configures an Env: the device, the engine and the checkers that judge it.
 type Config struct {
 	Policy      string // one of impl.Policies; "" is the default policy
@@ -52,7 +55,7 @@ type Config struct {
 	// Patterns: every allocation is filled with a byte of its id on the device and a sample read back
 	// before its free (pattern.go; a violation is INTEGRITY): the data path the models cannot see.
 	Patterns bool
-	Probes   int // with Patterns: granules probed per large allocation; 0: 512
+	Probes   int // with Patterns: granules probed per large allocation; 0: DefaultProbes
 
 	_ struct{}
 }
@@ -303,7 +306,7 @@ func NewEnv(cfg Config) (*Env, error) {
 			return nil, fmt.Errorf("ops: creating the pattern checker's stream: %w", err)
 		}
 		if e.Cfg.Probes == 0 {
-			e.Cfg.Probes = 512
+			e.Cfg.Probes = DefaultProbes
 		}
 	}
 	return e, nil

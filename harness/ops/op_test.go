@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -174,6 +175,65 @@ func TestByteSourceReadsWhatPutChoiceWrote(t *testing.T) {
 			t.Fatal("bytes left over")
 		}
 	})
+}
+
+// The setup line carries every field of Config that changes what a run does: each set alone to a value that
+// is not its zero prints into Header and parses back to the same Config. The fields it leaves out say why.
+func TestHeaderCarriesEverySetupField(t *testing.T) {
+	notInHeader := map[string]string{
+		"Knobs":        "its own keys (TestHeaderCarriesEveryKnob)",
+		"NoChecks":     "skips judging, not the run: a reproducer is replayed to be judged",
+		"Ignore":       "TestMutationsCaught's bookkeeping of what it sets aside",
+		"Differential": "TestMutationsCaught's second run without the mutations",
+		"Device":       "the device the run is given (a real GPU), not a value a text can carry",
+	}
+	typ := reflect.TypeOf(Config{})
+	for i := 0; i < typ.NumField(); i++ {
+		f := typ.Field(i)
+		if !f.IsExported() || notInHeader[f.Name] != "" {
+			continue
+		}
+		base := Config{Policy: impl.PolicyGMLake, Capacity: 1 << 30, Granularity: 2 << 20, Streams: 2}
+		in := base
+		v := reflect.ValueOf(&in).Elem().Field(i)
+		switch v.Kind() {
+		case reflect.String:
+			v.SetString(impl.PolicyCaching)
+		case reflect.Uint64, reflect.Uint32:
+			v.SetUint(6 << 20)
+		case reflect.Int, reflect.Int64:
+			v.SetInt(5)
+		case reflect.Bool:
+			v.SetBool(!v.Bool())
+		default:
+			t.Fatalf("Config.%s is a %v: teach setupKeys to carry it, or say in notInHeader why not", f.Name, v.Kind())
+		}
+		line := in.Header()
+		var out Config
+		if err := ParseHeader(line, &out); err != nil {
+			t.Fatalf("Config.%s: the header %q does not parse: %v", f.Name, line, err)
+		}
+		if !reflect.DeepEqual(out, in) {
+			t.Errorf("Config.%s is lost by the header: %q parses to %+v, want %+v", f.Name, line, out, in)
+		}
+	}
+}
+
+// ParseHeader refuses a key it does not know and a value that does not parse, naming the key: a typo in a
+// saved reproducer must not silently run another setup.
+func TestParseHeaderRefusesUnknownKeysAndBadValues(t *testing.T) {
+	for line, want := range map[string]string{
+		"# policy=gmlake capacity=1073741824 colour=blue": `unknown setup key "colour"`,
+		"# policy=gmlake streams=two":                     `bad value for setup key streams: "two"`,
+		"# policy=gmlake sync":                            `setup wants key=value pairs, got "sync"`,
+		"# capacity=1 policy=gmlake":                      `not a setup line`,
+	} {
+		var cfg Config
+		err := ParseHeader(line, &cfg)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseHeader(%q) = %v, want an error containing %q", line, err, want)
+		}
+	}
 }
 
 // The setup line carries every knob of impl.Config: each field set alone to a value that is not its zero

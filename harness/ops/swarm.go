@@ -3,7 +3,6 @@ package ops
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"pgregory.net/rapid"
@@ -152,39 +151,4 @@ func or64(v, def uint64) uint64 {
 		return def
 	}
 	return v
-}
-
-// KnobString prints the knobs that differ from the defaults, as the op file's header writes them. Every
-// knob of impl.Config is printed (TestHeaderCarriesEveryKnob holds that for fields added later): a failure
-// found under a knob the header left out would replay under another engine. Config.Policy is the header's
-// policy=, TestOnlyMutations its mutations=; DebugOOM changes no decision and is not printed.
-func KnobString(k impl.Config) string {
-	var f []string
-	u := func(key string, v uint64) {
-		if v != 0 {
-			f = append(f, fmt.Sprintf("%s=%d", key, v))
-		}
-	}
-	u("chunk", k.ChunkSize)
-	u("stitchmin", k.StitchMin)
-	if k.SBlockCache != 0 {
-		f = append(f, fmt.Sprintf("sblockcache=%d", k.SBlockCache))
-	}
-	if k.NoCrossStream {
-		f = append(f, "nocross=true")
-	}
-	u("pagesmall", k.PageSizeSmall)
-	u("pagelarge", k.PageSizeLarge)
-	u("stitchsave", k.StitchSave)
-	if k.ReuseLimit != 0 {
-		f = append(f, "reuselimit="+strconv.FormatFloat(k.ReuseLimit, 'g', -1, 64))
-	}
-	if k.DefragLevel != 0 {
-		f = append(f, fmt.Sprintf("defraglevel=%d", k.DefragLevel))
-	}
-	u("autogc", k.AutoGC)
-	if k.ReAlloc {
-		f = append(f, "realloc=true")
-	}
-	return strings.Join(f, " ")
 }

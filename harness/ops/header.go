@@ -1,0 +1,183 @@
+package ops
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gmlake/gmlake/impl"
+)
+
+// The setup line of a program (`# policy=... capacity=...`) is printed and parsed from one table of keys, so
+// a key added to Config is printed, parsed and named in errors the same way, and the two cannot drift.
+
+// headerPrefix starts the setup line.
+const headerPrefix = "# policy="
+
+// setupKey is one key=value of the setup line: the Config field it names (a pointer into the Config given)
+// and when it is printed.
+type setupKey struct {
+	name string
+	// field returns a pointer to the field: *string, *uint64, *int, *int64, *bool, *float64 or *impl.Mutation.
+	field func(*Config) any
+	// shown reports whether the key is printed for cfg; nil: when the field is not its zero value.
+	shown func(Config) bool
+}
+
+func always(Config) bool { return true }
+
+// setupKeys is the setup line's keys in print order. The knobs (impl.Config) come after them, from knobKeys.
+var setupKeys = []setupKey{
+	{"policy", func(c *Config) any { return &c.Policy }, always},
+	{"capacity", func(c *Config) any { return &c.Capacity }, always},
+	{"granularity", func(c *Config) any { return &c.Granularity }, always},
+	{"streams", func(c *Config) any { return &c.Streams }, always},
+	{"sync", func(c *Config) any { return &c.SyncStreams }, always},
+	{"seed", func(c *Config) any { return &c.Seed }, nil},
+	{"mutations", func(c *Config) any { return &c.Mutations }, nil},
+	{"patterns", func(c *Config) any { return &c.Patterns }, nil},
+	// The probes are printed when they are not the default, which the Env writes into its Config.
+	{"probes", func(c *Config) any { return &c.Probes }, func(c Config) bool { return c.Probes != 0 && c.Probes != DefaultProbes }},
+	{"serve", func(c *Config) any { return &c.Serve }, nil},
+	// The cap is printed whenever the serving layer is on (0, no cap, is a choice the run made), and when set.
+	{"limit", func(c *Config) any { return &c.MemoryLimit }, func(c Config) bool { return c.Serve || c.MemoryLimit != 0 }},
+}
+
+// knobKey is one engine knob of the setup line, printed when it differs from its default (zero).
+type knobKey struct {
+	name  string
+	field func(*impl.Config) any // as setupKey.field
+}
+
+// knobKeys is the knobs' keys in print order.
+var knobKeys = []knobKey{
+	{"chunk", func(k *impl.Config) any { return &k.ChunkSize }},
+	{"stitchmin", func(k *impl.Config) any { return &k.StitchMin }},
+	{"sblockcache", func(k *impl.Config) any { return &k.SBlockCache }},
+	{"nocross", func(k *impl.Config) any { return &k.NoCrossStream }},
+	{"pagesmall", func(k *impl.Config) any { return &k.PageSizeSmall }},
+	{"pagelarge", func(k *impl.Config) any { return &k.PageSizeLarge }},
+	{"stitchsave", func(k *impl.Config) any { return &k.StitchSave }},
+	{"reuselimit", func(k *impl.Config) any { return &k.ReuseLimit }},
+	{"defraglevel", func(k *impl.Config) any { return &k.DefragLevel }},
+	{"autogc", func(k *impl.Config) any { return &k.AutoGC }},
+	{"realloc", func(k *impl.Config) any { return &k.ReAlloc }},
+}
+
+// formatField prints the field p points to and reports whether it holds its zero value. A key of a type it
+// does not know is a programming error in the tables above.
+func formatField(p any) (text string, zero bool) {
+	switch v := p.(type) {
+	case *string:
+		return *v, *v == ""
+	case *uint64:
+		return strconv.FormatUint(*v, 10), *v == 0
+	case *int:
+		return strconv.Itoa(*v), *v == 0
+	case *int64:
+		return strconv.FormatInt(*v, 10), *v == 0
+	case *bool:
+		return strconv.FormatBool(*v), !*v
+	case *float64:
+		return strconv.FormatFloat(*v, 'g', -1, 64), *v == 0
+	case *impl.Mutation:
+		return fmt.Sprintf("%#x", uint32(*v)), *v == 0
+	}
+	panic(fmt.Sprintf("ops: setup key of type %T", p))
+}
+
+// parseField sets the field p points to from text, as formatField prints it.
+func parseField(p any, text string) error {
+	var err error
+	switch v := p.(type) {
+	case *string:
+		*v = text
+	case *uint64:
+		*v, err = strconv.ParseUint(text, 10, 64)
+	case *int:
+		var n int64
+		n, err = strconv.ParseInt(text, 10, 32)
+		*v = int(n)
+	case *int64:
+		*v, err = strconv.ParseInt(text, 10, 64)
+	case *bool:
+		*v, err = strconv.ParseBool(text)
+	case *float64:
+		*v, err = strconv.ParseFloat(text, 64)
+	case *impl.Mutation:
+		var m uint64
+		m, err = strconv.ParseUint(text, 0, 32)
+		*v = impl.Mutation(m)
+	default:
+		panic(fmt.Sprintf("ops: setup key of type %T", p))
+	}
+	return err
+}
+
+// Header prints the setup line of a program run under cfg: `# policy=P capacity=B granularity=B streams=N
+// sync=BOOL`, then the seed, the mutations, the pattern check, the serving layer and its cap, and the knobs
+// that are not the defaults (setupKeys, knobKeys). ParseHeader reads it back.
+func (cfg Config) Header() string {
+	f := make([]string, 0, len(setupKeys)+1)
+	for _, k := range setupKeys {
+		text, zero := formatField(k.field(&cfg))
+		if k.shown != nil && k.shown(cfg) || k.shown == nil && !zero {
+			f = append(f, k.name+"="+text)
+		}
+	}
+	if k := KnobString(cfg.Knobs); k != "" {
+		f = append(f, k)
+	}
+	return "# " + strings.Join(f, " ")
+}
+
+// KnobString prints the knobs that differ from the defaults, as the op file's header writes them (knobKeys).
+// Every knob of impl.Config is printed (TestHeaderCarriesEveryKnob holds that for fields added later): a
+// failure found under a knob the header left out would replay under another engine. Config.Policy is the
+// header's policy=, TestOnlyMutations its mutations=; DebugOOM changes no decision and is not printed.
+func KnobString(k impl.Config) string {
+	var f []string
+	for _, key := range knobKeys {
+		if text, zero := formatField(key.field(&k)); !zero {
+			f = append(f, key.name+"="+text)
+		}
+	}
+	return strings.Join(f, " ")
+}
+
+// ParseHeader reads a setup line (Config.Header) into cfg; unknown keys are an error, so a typo does not
+// silently run another setup.
+func ParseHeader(line string, cfg *Config) error {
+	if !strings.HasPrefix(line, headerPrefix) {
+		return fmt.Errorf("not a setup line (want %q...)", headerPrefix)
+	}
+	for _, kv := range strings.Fields(strings.TrimPrefix(line, "#")) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("setup wants key=value pairs, got %q", kv)
+		}
+		p := setupField(cfg, k)
+		if p == nil {
+			return fmt.Errorf("unknown setup key %q", k)
+		}
+		if err := parseField(p, v); err != nil {
+			return fmt.Errorf("bad value for setup key %s: %q", k, v)
+		}
+	}
+	return nil
+}
+
+// setupField returns a pointer to the field of cfg (or of its knobs) that key names, nil for an unknown key.
+func setupField(cfg *Config, key string) any {
+	for _, k := range setupKeys {
+		if k.name == key {
+			return k.field(cfg)
+		}
+	}
+	for _, k := range knobKeys {
+		if k.name == key {
+			return k.field(&cfg.Knobs)
+		}
+	}
+	return nil
+}
