@@ -298,8 +298,12 @@ func (d *Device) release() error {
 	return errors.Join(errs...)
 }
 
-// Close releases every gate, waits for all work, and closes the device. The engine must be closed first.
+// Close releases every gate, waits for all work, gives back what an engine left booked in the Ledger
+// (Ledger.Reclaim: a run cut short before its engine closed), and closes the device. The engine should be
+// closed first: what it leaked is judged before this (INV-NOLEAK, Env.Finish); Close only keeps it from
+// filling the GPU for the rest of the process. Its error is the driver's, not the leak.
 func (d *Device) Close() error {
 	d.CompleteAll()
-	return errors.Join(d.Err(), d.release())
+	_, err := d.Ledger.Reclaim()
+	return errors.Join(d.Err(), err, d.release())
 }

@@ -15,6 +15,7 @@ package gpu
 // name, so over the simulated device the names are the device's handles.
 
 import (
+	"errors"
 	"sort"
 	"sync"
 
@@ -213,6 +214,33 @@ func (l *Ledger) State() sim.DeviceState {
 	sort.Slice(s.Mappings, func(i, j int) bool { return s.Mappings[i].VA.Base < s.Mappings[j].VA.Base })
 	sort.Slice(s.Handles, func(i, j int) bool { return s.Handles[i].Handle < s.Handles[j].Handle })
 	return s
+}
+
+// Reclaim gives back to the driver everything still booked: it unmaps every mapping, releases every handle
+// not released yet and frees every reservation, through the ledger (so its books end empty), and returns
+// what it reclaimed ("" when nothing was held) and the driver's errors. It is for a device whose engine was
+// never closed (a checker's run cut short: a failed rapid case, rapid's shrinking, a discarded draw): on a
+// real GPU what a process leaks stays held until it exits, so without it every later run in the process
+// would find the GPU full and fail with out of memory.
+func (l *Ledger) Reclaim() (string, error) {
+	empty, held := l.Empty()
+	if empty {
+		return "", nil
+	}
+	s := l.State()
+	var errs []error
+	for _, m := range s.Mappings {
+		errs = append(errs, l.Unmap(m.VA.Base, m.VA.Size))
+	}
+	for _, h := range s.Handles {
+		if !h.Released {
+			errs = append(errs, l.Release(h.Handle))
+		}
+	}
+	for _, r := range s.Reservations {
+		errs = append(errs, l.FreeAddress(r.Base, r.Size))
+	}
+	return held, errors.Join(errs...)
 }
 
 // Empty reports whether nothing is held, and what is.

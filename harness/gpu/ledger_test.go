@@ -201,3 +201,100 @@ free a8
 		}
 	}
 }
+
+// Ledger.Reclaim gives back everything an engine that never closed still holds (mapped, accessible,
+// unreleased handles and reservations), through the ledger, so that its books and the device both end empty;
+// on an empty ledger it reclaims nothing.
+func TestLedgerReclaimGivesBackWhatAnUnclosedEngineHeld(t *testing.T) {
+	d := sim.NewDevice(sim.DeviceConfig{Capacity: 64 * vmm.MiB})
+	l := gpu.NewLedger(d)
+	a, err := impl.New(l, impl.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []uint64{512, 3 * vmm.MiB, 20 * vmm.MiB} {
+		if _, err := a.Alloc(size, 0 /* the default stream */); err != nil {
+			t.Fatalf("Alloc(%d): %v", size, err)
+		}
+	}
+	// The engine is dropped without Close, as a rapid case cut short drops it.
+	held, err := l.Reclaim()
+	if err != nil {
+		t.Fatalf("Reclaim: %v", err)
+	}
+	if held == "" {
+		t.Fatal("Reclaim reported nothing held, with three allocations live")
+	}
+	if empty, left := l.Empty(); !empty {
+		t.Errorf("the ledger still books %s after Reclaim", left)
+	}
+	if leaks := d.Leaks(); !leaks.Empty() {
+		t.Errorf("the device still holds %s after Reclaim", leaks.String())
+	}
+	if held, err := l.Reclaim(); held != "" || err != nil {
+		t.Errorf("a second Reclaim = %q, %v; want nothing reclaimed", held, err)
+	}
+}
+
+// closeCheckingSim is ledgerSim with a Close that notes whether the engine had given everything back by then
+// (the order gpu.Device needs: engine, then device), and a State that books a phantom handle so that every
+// case fails at its first check.
+type closeCheckingSim struct {
+	ledgerSim
+	closes, heldAtClose *int
+}
+
+func (c closeCheckingSim) State() sim.DeviceState {
+	st := c.ledgerSim.State()
+	st.Handles = append(st.Handles, sim.HandleInfo{Handle: 1 << 50, Size: 2 * vmm.MiB})
+	st.Used += 2 * vmm.MiB
+	return st
+}
+
+func (c closeCheckingSim) Close() error {
+	*c.closes++
+	if empty, _ := c.Ledger.Empty(); !empty {
+		*c.heldAtClose++
+	}
+	return nil
+}
+
+// failingTB is a rapid.TB whose failures are recorded, not reported, so a test can run a property that must
+// fail and look at what happened around it.
+type failingTB struct {
+	*testing.T
+	failed bool
+}
+
+func (f *failingTB) Errorf(string, ...any) { f.failed = true }
+func (f *failingTB) Error(...any)          { f.failed = true }
+func (f *failingTB) Fatalf(string, ...any) { f.failed = true }
+func (f *failingTB) Fatal(...any)          { f.failed = true }
+func (f *failingTB) Fail()                 { f.failed = true }
+func (f *failingTB) FailNow()              { f.failed = true }
+func (f *failingTB) Failed() bool          { return f.failed }
+func (f *failingTB) Logf(string, ...any)   {}
+func (f *failingTB) Log(...any)            {}
+
+// A rapid case cut short by a violation, and every case rapid runs while shrinking it, closes its engine
+// before its device: on the GPU an engine left open keeps its memory for the rest of the process, and the
+// cases after it (other policies, porcupine) would fail with out of memory on a full device.
+func TestRapidClosesTheEngineOfEveryCaseCutShort(t *testing.T) {
+	const limit = 64 * vmm.MiB
+	var closes, heldAtClose int
+	open := func() (ops.Device, error) {
+		d, _ := openLedgerSim(limit)()
+		return closeCheckingSim{ledgerSim: d.(ledgerSim), closes: &closes, heldAtClose: &heldAtClose}, nil
+	}
+	tb := &failingTB{T: t}
+	rapid.Check(tb, func(rt *rapid.T) {
+		harness.RunRapid(rt, harness.RapidConfig{Policy: impl.PolicyGMLake, NoFaults: true, Serve: true,
+			MemoryLimit: limit, Device: open})
+	})
+	if !tb.failed {
+		t.Fatal("the phantom handle was not flagged: the property did not fail, so nothing was cut short")
+	}
+	if closes == 0 || heldAtClose != 0 {
+		t.Errorf("of %d devices closed after failing cases, %d still held the engine's memory at Close", closes, heldAtClose)
+	}
+}
