@@ -38,7 +38,7 @@ var allowedImports = map[string][]string{
 	// The judges: the oracle, the invariants, the checkers, the fuzzers.
 	"model/contract":      {"vmm"},
 	"spec":                {"vmm"},
-	"harness/ops":         {"harness/trace", "impl", "impl/serve", "model/contract", "model/sim", "spec", "vmm"},
+	"harness/ops":         {"harness/trace", "impl", "impl/clib", "impl/serve", "model/contract", "model/sim", "spec", "vmm"},
 	"harness":             {"harness/ops", "harness/trace", "impl", "impl/serve", "model/contract", "model/sim", "spec", "vmm"},
 	"harness/conformance": {"impl", "model/sim", "vmm"},
 	"harness/mutate":      {},

@@ -274,8 +274,8 @@ func TestCheckersForFolder(t *testing.T) {
 		runs, skips []string
 	}{
 		{"impl", "./impl", []string{"rapid", "itf", "replay", "integrity"}, []string{"capi", "facade"}},
-		{"impl/serve", "./impl/serve", []string{"rapid", "porcupine", "explore", "findings", "fuzz", "campaign"}, []string{"itf", "integrity", "replay", "capi"}},
-		{"impl/clib", "./impl/clib", []string{"capi", "facade"}, []string{"rapid", "fuzz", "itf"}},
+		{"impl/serve", "./impl/serve", []string{"rapid", "porcupine", "explore", "findings", "fuzz", "campaign", "clib"}, []string{"itf", "integrity", "replay", "capi"}},
+		{"impl/clib", "./impl/clib", []string{"capi", "facade", "clib"}, []string{"rapid", "fuzz", "itf"}},
 	} {
 		for _, ch := range Checkers {
 			rc, ok := ch.For(c.dir)

@@ -45,12 +45,14 @@ func (c Checker) For(dir string) (Checker, bool) {
 // The folders each checker's tests call. The harness's checkers drive impl.Allocator, the serving layer too
 // where their configuration says Serve (rapid's swarm, porcupine's odd seeds, the explorer's tight-served
 // universe, the fuzz decoder's serve bit, the campaign, the golden F10); the ITF traces, the integrity
-// check and the trace replays drive the engine alone; nothing of the harness calls impl/clib, which only its
-// own tests, the Go facade's (its knob parsing) and capi's (the C library built from the mutant) reach.
+// check and the trace replays drive the engine alone; the C library (impl/clib) is reached by its own
+// tests, the Go facade's (its knob parsing), capi's (the C library built from the mutant) and the clib
+// checker's (harness/ops: the op language through impl/clib, which drives the layer and the engine too).
 var (
 	engineOnly = []string{"impl"}
 	harnessed  = []string{"impl", "impl/serve"}
 	clibOnly   = []string{"impl/clib"}
+	allLayers  = []string{"impl", "impl/serve", "impl/clib"}
 )
 
 // Checkers is every checker the project has, each run alone against each mutant of a folder it reaches.
@@ -71,6 +73,9 @@ var Checkers = []Checker{
 	// capi's tests build libgmlake.so with go build; the mutant's overlay reaches that build through
 	// GOFLAGS (runChecker), so the library under test is the mutant's.
 	{Name: "capi", Pkg: "./capi", Run: ".", Dirs: clibOnly},
+	// The op language through the C library's plain-integer surface (swarm sequences with the layers' own
+	// ops, and its scenarios), judged by the contract, the spec and INV-SERVE.
+	{Name: "clib", Pkg: "./harness/ops", Run: "^(TestCLib.*|TestKnobTextParsesBack)$", Dirs: allLayers},
 }
 
 // Options configure a run.

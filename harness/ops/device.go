@@ -1,6 +1,8 @@
 package ops
 
 import (
+	"fmt"
+
 	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
@@ -26,7 +28,15 @@ var _ Device = (*sim.Device)(nil)
 // work completed (a synchronisation moves the stream clock) before it judges the call that synchronised.
 type clockSync struct{ e *Env }
 
+// A fail-sync armed (Env.syncFail) fails the synchronisation it counts down to: the stream's work stays
+// pending, and the Env notes the stream (syncFailed) for INV-SERVE.
 func (c clockSync) Synchronize(s vmm.Stream) error {
+	if c.e.syncFail > 0 {
+		if c.e.syncFail--; c.e.syncFail == 0 {
+			c.e.syncFailed = append(c.e.syncFailed, s)
+			return fmt.Errorf("ops: synchronising stream %d: %w (an injected fail-sync)", s, vmm.UnknownCUDAError)
+		}
+	}
 	if !c.e.syncTellsOnly {
 		c.e.Device.Complete(s)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/impl/clib"
 	"github.com/gmlake/gmlake/impl/serve"
 	"github.com/gmlake/gmlake/model/contract"
 	"github.com/gmlake/gmlake/model/sim"
@@ -52,6 +53,12 @@ type Config struct {
 	// memory, and an out of memory after it is judged with that work completed (C-OOM, INV-NOSPURIOUSOOM).
 	Serve       bool
 	MemoryLimit uint64 // with Serve: the cap on the engine's physical bytes (0: none); the judge's capacity
+	// CLib (it implies Serve) drives the serving layer through the C library's plain-integer surface
+	// (impl/clib: what capi, and so PyTorch, calls): pointers and streams as uintptr, the knobs handed over
+	// as text (KnobText; the parse must give back Knobs), the synchroniser found on the driver (the layer's
+	// vmm.StreamSyncer path), the segment-event hook on; the fraction and stats ops are its own
+	// (judge_serve.go). Mutations cannot be set this way (the seeded switches are no knob).
+	CLib bool
 	// Patterns: every allocation is filled with a byte of its id on the device and a sample read back
 	// before its free (pattern.go; a violation is INTEGRITY): the data path the models cannot see.
 	Patterns bool
@@ -73,6 +80,7 @@ type Env struct {
 	Device   Device      // the device the engine runs on (Dev, or Config.Device)
 	A        *impl.Allocator
 	S        *serve.Engine // the serving layer over A (Config.Serve); nil without it
+	C        *clib.Engine  // the C library over S (Config.CLib); nil without it
 	Streams  []vmm.Stream  // index -> device stream; Streams[0] is the default stream
 	Contract contract.ContractState
 	Hist     *spec.History
@@ -128,6 +136,13 @@ type Env struct {
 	gone map[int]bool
 	// serve: INV-SERVE's record (judge_serve.go).
 	serve serveJudge
+	// limit: the serving layer's cap now (Config.MemoryLimit, then the limit and fraction ops; 0: none).
+	limit uint64
+	// syncFail: with a fail-sync armed, the layer's synchronisations until the one that fails (0: none
+	// armed); syncFailed: the streams whose synchronisation failed during the current call (their work
+	// stays pending; judgeServe counts them, tellSynced forgets them).
+	syncFail   int
+	syncFailed []vmm.Stream
 	// forgot: the caller values forgotten through the serving layer's mapping (see unmapped).
 	forgot  map[vmm.Stream]bool
 	checker vmm.Stream     // with Patterns: the device stream the patterns are written and read on
@@ -218,7 +233,13 @@ func NewEnv(cfg Config) (*Env, error) {
 	if cfg.Policy == "" {
 		cfg.Policy = impl.PolicyGMLake
 	}
-	e := &Env{Cfg: cfg, Hist: spec.NewHistory(), ptrs: map[int]vmm.DevicePtr{}, live: map[int]bool{},
+	if cfg.CLib {
+		cfg.Serve = true
+		if cfg.Mutations != 0 {
+			return nil, fmt.Errorf("ops: the seeded mutations %#x cannot reach the engine through the C library (no knob sets them)", uint32(cfg.Mutations))
+		}
+	}
+	e := &Env{limit: cfg.MemoryLimit, Cfg: cfg, Hist: spec.NewHistory(), ptrs: map[int]vmm.DevicePtr{}, live: map[int]bool{},
 		pools: map[int]int{}, poolOf: map[vmm.DevicePtr]int{}, capturing: map[int]bool{}, size: map[int]uint64{},
 		gone: map[int]bool{}, forgot: map[vmm.Stream]bool{}}
 	e.Device = cfg.Device
@@ -254,9 +275,9 @@ func NewEnv(cfg Config) (*Env, error) {
 	kc := cfg.Knobs
 	kc.Policy, kc.TestOnlyMutations = cfg.Policy, cfg.Mutations
 	if cfg.Serve {
-		s, err := serve.New(drv, serve.Config{Engine: kc, MemoryLimit: cfg.MemoryLimit, MapStreams: mapped, Sync: clockSync{e}})
+		s, err := e.openServe(drv, kc, mapped)
 		if err != nil {
-			return nil, fmt.Errorf("ops: opening policy %q through the serving layer: %w", cfg.Policy, err)
+			return nil, err
 		}
 		e.S, e.A = s, s.Allocator()
 		if mapped {
@@ -312,11 +333,24 @@ func NewEnv(cfg Config) (*Env, error) {
 	return e, nil
 }
 
-// Capacity is the physical memory the judge counts: the device's, or the serving layer's cap if smaller.
+// openServe opens the serving layer on drv: itself, or under Config.CLib the C library over it (openCLib,
+// judge_serve.go).
+func (e *Env) openServe(drv vmm.Driver, kc impl.Config, mapped bool) (*serve.Engine, error) {
+	if e.Cfg.CLib {
+		return e.openCLib(drv, kc, mapped)
+	}
+	s, err := serve.New(drv, serve.Config{Engine: kc, MemoryLimit: e.Cfg.MemoryLimit, MapStreams: mapped, Sync: clockSync{e}})
+	if err != nil {
+		return nil, fmt.Errorf("ops: opening policy %q through the serving layer: %w", e.Cfg.Policy, err)
+	}
+	return s, nil
+}
+
+// Capacity is the physical memory the judge counts: the device's, or the serving layer's cap now if smaller.
 func (e *Env) Capacity() uint64 {
 	c := e.Device.Capacity()
-	if e.Cfg.Serve && e.Cfg.MemoryLimit != 0 && e.Cfg.MemoryLimit < c {
-		c = e.Cfg.MemoryLimit
+	if e.Cfg.Serve && e.limit != 0 && e.limit < c {
+		c = e.limit
 	}
 	return c
 }
@@ -337,7 +371,7 @@ func (e *Env) tellSynced() {
 		}
 		e.Hist.Completed(s)
 	}
-	e.synced = e.synced[:0]
+	e.synced, e.syncFailed = e.synced[:0], e.syncFailed[:0]
 }
 
 // View returns the judge's picture now.
@@ -420,6 +454,10 @@ func (e *Env) caller(i int) vmm.Stream {
 
 // The engine's calls, through the serving layer when there is one.
 func (e *Env) alloc(size uint64, i int) (vmm.DevicePtr, error) {
+	if e.C != nil {
+		p, err := e.C.Alloc(size, uintptr(e.caller(i)))
+		return vmm.DevicePtr(p), err
+	}
 	if e.S != nil {
 		return e.S.Alloc(size, e.caller(i))
 	}
@@ -427,6 +465,9 @@ func (e *Env) alloc(size uint64, i int) (vmm.DevicePtr, error) {
 }
 
 func (e *Env) free(p vmm.DevicePtr) error {
+	if e.C != nil {
+		return e.C.Free(uintptr(p))
+	}
 	if e.S != nil {
 		return e.S.Free(p)
 	}
@@ -434,6 +475,9 @@ func (e *Env) free(p vmm.DevicePtr) error {
 }
 
 func (e *Env) recordStream(p vmm.DevicePtr, i int) error {
+	if e.C != nil {
+		return e.C.RecordStream(uintptr(p), uintptr(e.caller(i)))
+	}
 	if e.S != nil {
 		return e.S.RecordStream(p, e.caller(i))
 	}
@@ -441,6 +485,10 @@ func (e *Env) recordStream(p vmm.DevicePtr, i int) error {
 }
 
 func (e *Env) allocPool(size uint64, i, pool int) (vmm.DevicePtr, error) {
+	if e.C != nil {
+		p, err := e.C.AllocPool(size, uintptr(e.caller(i)), poolID(pool))
+		return vmm.DevicePtr(p), err
+	}
 	if e.S != nil {
 		return e.S.AllocPool(size, e.caller(i), poolID(pool))
 	}
@@ -461,6 +509,9 @@ func (e *Env) forgetStream(i int) error {
 func (e *Env) unmapped(i int) bool { return e.other != 0 && e.forgot[e.caller(i)] }
 
 func (e *Env) setCapturing(i int, on bool) error {
+	if e.C != nil {
+		return e.C.SetCapturing(uintptr(e.caller(i)), on)
+	}
 	if e.S != nil {
 		return e.S.SetCapturing(e.caller(i), on)
 	}
@@ -477,6 +528,9 @@ func (e *Env) flushHist() {
 }
 
 func (e *Env) emptyCache() error {
+	if e.C != nil {
+		return e.C.EmptyCache()
+	}
 	if e.S != nil {
 		return e.S.EmptyCache()
 	}
@@ -677,11 +731,11 @@ func (e *Env) step(op Op) StepResult {
 		if e.Dev != nil {
 			e.Dev.ClearFaults()
 		}
-		e.faulty, e.armed = false, nil
+		e.faulty, e.armed, e.syncFail = false, nil, 0
 	case OpClose:
 		in = contract.ContractInput{Op: contract.COpClose}
 		wasClosed := e.closed
-		_, res.Err = e.A.Close()
+		res.Err = e.close()
 		if !wasClosed {
 			e.closeErr = res.Err
 			res.Violations = append(res.Violations, judgeClose(op, res.Err, e.Device.Leaks(), e.eventsLost)...)
@@ -693,9 +747,14 @@ func (e *Env) step(op Op) StepResult {
 	case OpPoolCreate, OpPoolRelease:
 		unjudged, e.pooled = true, true
 		var n int
-		if op.Kind == OpPoolCreate {
+		switch {
+		case op.Kind == OpPoolCreate && e.C != nil:
+			n, res.Err = e.C.CreateOrIncrefPool(poolID(op.Pool))
+		case op.Kind == OpPoolCreate:
 			n, res.Err = e.A.CreateOrIncrefPool(poolID(op.Pool))
-		} else {
+		case e.C != nil:
+			n, res.Err = e.C.ReleasePool(poolID(op.Pool))
+		default:
 			n, res.Err = e.A.ReleasePool(poolID(op.Pool))
 		}
 		res.Violations = append(res.Violations, e.judgePoolOp(op, n, res.Err)...)
@@ -719,13 +778,30 @@ func (e *Env) step(op Op) StepResult {
 		}
 	case OpLargest:
 		unjudged = true // judged after every step (INV-LARGEST, judge_largest.go)
-		e.largest = e.A.LargestCachedBlock()
+		if e.C != nil {
+			e.largest = e.C.CacheInfo()
+		} else {
+			e.largest = e.A.LargestCachedBlock()
+		}
 	case OpResetPeak:
 		unjudged = true // INV-TORCHSTATS judges the statistics after the reset
-		e.A.ResetPeakStats()
+		if e.C != nil {
+			e.C.ResetPeakStats()
+		} else {
+			e.A.ResetPeakStats()
+		}
 	case OpResetAcc:
 		unjudged = true
-		e.A.ResetAccumulatedStats()
+		if e.C != nil {
+			e.C.ResetAccumulatedStats()
+			e.serve.resetAcc(e)
+		} else {
+			e.A.ResetAccumulatedStats()
+		}
+	case OpLimit, OpFraction, OpStats, OpSyncFail:
+		// The layers' own ops: the contract knows only the capacity they change (judge_serve.go).
+		unjudged = true
+		refused, res.Err = e.layerOp(op, &res)
 	case OpSnapshot:
 		unjudged = true
 		snap := e.A.Snapshot()

@@ -1,11 +1,18 @@
 package ops
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/impl/clib"
 	"github.com/gmlake/gmlake/impl/serve"
 	"github.com/gmlake/gmlake/spec"
 	"github.com/gmlake/gmlake/vmm"
@@ -19,6 +26,23 @@ type serveJudge struct {
 	// succeeded), which an out-of-memory retry must synchronise; a caller's own stream forgotten (no
 	// mapping) leaves it, a mapped one stays (the layer made it and still synchronises it).
 	served map[vmm.Stream]bool
+	// Under Config.CLib: base, the counters at the last reset-acc (PyTorch's num_ooms and
+	// num_sync_all_streams count from there); events, what the C library's event hook received during
+	// the current step; held, the bytes the segment events say are mapped (maps less unmaps), which must be
+	// what the device holds while heldKnown (no fault was ever armed: a failed call may leave an event
+	// without its memory, or memory without its event, which says nothing of the hook).
+	base      serve.Counters
+	events    []clibEvent
+	held      uint64
+	heldKnown bool
+}
+
+// clibEvent is one call of the C library's event hook.
+type clibEvent struct {
+	action int
+	addr   uintptr
+	size   uint64
+	stream uintptr
 }
 
 // judgeServe judges, under the serving layer (Config.Serve), what the layer itself promises (impl/serve),
@@ -35,7 +59,14 @@ type serveJudge struct {
 //     one synchronisation per step that synchronised, one retry per Alloc that succeeded after it, one OOM
 //     per Alloc answered out of memory, no synchronisation error (the Env's synchroniser never fails);
 //   - under the mapping, each device stream stands for its caller's value (CallerStream);
-//   - on the simulated device, the engine never holds more physical memory than MemoryLimit.
+//   - on the simulated device, the engine never holds more physical memory than its cap now (MemoryLimit,
+//     then the limit and fraction ops);
+//   - a synchronisation that fails (fail-sync) counts as tried: the retry still comes after it, and the
+//     layer counts it among its sync errors;
+//   - through the C library (Config.CLib, judgeCLibEvents): one out-of-memory event per out-of-memory
+//     answer, with the bytes asked for and the caller's stream, none otherwise; segment events on the
+//     caller's streams, whose maps less unmaps are the bytes the device holds; and the fraction and stats
+//     ops judged in layerOp.
 func (e *Env) judgeServe(op Op, res StepResult, refused bool) []spec.Violation {
 	if e.S == nil {
 		return nil
@@ -48,10 +79,11 @@ func (e *Env) judgeServe(op Op, res StepResult, refused bool) []spec.Violation {
 	if j.served == nil {
 		j.served = map[vmm.Stream]bool{}
 	}
-	synced := len(e.synced) > 0
+	synced := len(e.synced)+len(e.syncFailed) > 0
 	if synced {
 		j.want.Syncs++
 	}
+	j.want.SyncErrors += uint64(len(e.syncFailed))
 	capturing := e.A.Capturing()
 	switch {
 	case refused:
@@ -70,7 +102,7 @@ func (e *Env) judgeServe(op Op, res StepResult, refused bool) []spec.Violation {
 		if oom && !capturing && op.Size <= e.Device.Capacity() {
 			var missing []vmm.Stream
 			for _, s := range append([]vmm.Stream{vmm.DefaultStream}, sortedStreams(j.served)...) {
-				if !slices.Contains(e.synced, s) {
+				if !slices.Contains(e.synced, s) && !slices.Contains(e.syncFailed, s) {
 					missing = append(missing, s)
 				}
 			}
@@ -115,13 +147,328 @@ func (e *Env) judgeServe(op Op, res StepResult, refused bool) []spec.Violation {
 			}
 		}
 	}
+	if e.C != nil {
+		out = append(out, e.judgeCLibEvents(op, res, refused)...)
+	}
 	if got := e.S.Counters(); got != j.want {
 		bad("the layer's counters are %+v after %v, want %+v", got, op, j.want)
 		j.want = got // one report per disagreement
 	}
-	if e.Dev != nil && e.Cfg.MemoryLimit != 0 {
-		if used := e.Dev.State().Used; used > e.Cfg.MemoryLimit {
-			bad("the engine holds %d physical bytes after %v, over the memory limit of %d", used, op, e.Cfg.MemoryLimit)
+	if e.Dev != nil && e.limit != 0 {
+		if used := e.Dev.State().Used; used > e.limit {
+			bad("the engine holds %d physical bytes after %v, over the memory limit of %d", used, op, e.limit)
+		}
+	}
+	return out
+}
+
+// syncDriver is the Env's driver as the C library is given it: clib.New takes no synchroniser, so the
+// serving layer finds the Env's on its driver (the vmm.StreamSyncer path it takes with impl/cudavmm).
+type syncDriver struct {
+	vmm.Driver
+	clockSync
+}
+
+// openCLib opens the C library over drv (Config.CLib) and returns its serving layer. The knobs go over as
+// text (KnobText), which must parse back to the Config the Env holds (the Env's judges read Knobs).
+func (e *Env) openCLib(drv vmm.Driver, kc impl.Config, mapped bool) (*serve.Engine, error) {
+	knobs := KnobText(kc)
+	back := impl.Config{Policy: kc.Policy}
+	if err := clib.ApplyKnobs(&back, knobs); err != nil {
+		return nil, fmt.Errorf("ops: the knobs as text %v: %w", knobs, err)
+	}
+	if !reflect.DeepEqual(back, kc) {
+		return nil, fmt.Errorf("ops: the knobs as text %v parse to %+v; the Env holds %+v", knobs, back, kc)
+	}
+	name := "sim"
+	if e.Dev == nil {
+		name = "cuda"
+	}
+	c, err := clib.New(syncDriver{drv, clockSync{e}}, clib.Config{Driver: name, Policy: kc.Policy, OwnStreams: mapped,
+		Knobs: knobs, MemoryLimit: e.Cfg.MemoryLimit})
+	if err != nil {
+		return nil, fmt.Errorf("ops: opening policy %q through the C library: %w", kc.Policy, err)
+	}
+	e.C = c
+	e.serve.heldKnown = true
+	c.SetEventHook(func(action int, addr uintptr, size uint64, stream uintptr) {
+		e.serve.events = append(e.serve.events, clibEvent{action, addr, size, stream})
+	})
+	return c.Serve(), nil
+}
+
+// KnobText is knobs as the C library's environment gives them: the fields that are not zero, each named
+// by its Go name, its environment spelling or that with the GMLAKE_ prefix (by turns), sizes with a
+// binary unit where they are whole (KiB, MiB, M, GiB, ...), durations as Go writes them.
+func KnobText(knobs impl.Config) map[string]string {
+	envOf := map[string]string{} // "CHUNKSIZE" -> "CHUNK_SIZE"
+	for _, n := range clib.KnobNames() {
+		envOf[strings.ReplaceAll(n, "_", "")] = n
+	}
+	out := map[string]string{}
+	v := reflect.ValueOf(knobs)
+	for i := 0; i < v.NumField(); i++ {
+		f, x := v.Type().Field(i), v.Field(i)
+		env, ok := envOf[strings.ToUpper(f.Name)]
+		if !ok || x.IsZero() {
+			continue // not a knob (Policy, TestOnlyMutations), or the default
+		}
+		name := []string{f.Name, env, "GMLAKE_" + env}[i%3]
+		switch x.Kind() {
+		case reflect.Bool:
+			out[name] = strconv.FormatBool(x.Bool())
+		case reflect.Float32, reflect.Float64:
+			out[name] = strconv.FormatFloat(x.Float(), 'g', -1, 64)
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			if d, ok := x.Interface().(time.Duration); ok {
+				out[name] = d.String()
+			} else {
+				out[name] = strconv.FormatInt(x.Int(), 10)
+			}
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			out[name] = byteText(x.Uint(), i)
+		default:
+			out[name] = fmt.Sprint(x.Interface())
+		}
+	}
+	return out
+}
+
+// byteText writes n bytes with the largest binary unit that divides it, in one of the spellings the C
+// library reads (by turns on k).
+func byteText(n uint64, k int) string {
+	for _, u := range []struct {
+		m     uint64
+		names [3]string
+	}{{vmm.GiB, [3]string{"GiB", "G", "GB"}}, {vmm.MiB, [3]string{"MiB", "M", "MB"}}, {vmm.KiB, [3]string{"KiB", "K", "KB"}}} {
+		if n%u.m == 0 {
+			return strconv.FormatUint(n/u.m, 10) + u.names[k%3]
+		}
+	}
+	return strconv.FormatUint(n, 10)
+}
+
+// close is Close through the layers (the C library's returns what was live and released; the Env judges
+// Close from the device, C-CLOSE).
+func (e *Env) close() error {
+	if e.C != nil {
+		_, _, err := e.C.Close()
+		return err
+	}
+	_, err := e.A.Close()
+	return err
+}
+
+// setLimit notes the serving layer's cap now: the judges' capacity follows it (the contract's too).
+func (e *Env) setLimit(v uint64) {
+	e.limit = v
+	e.Contract.Config().Capacity = e.Capacity()
+}
+
+// resetAcc notes a reset-acc through the C library: PyTorch's num_ooms and num_sync_all_streams count
+// from the layer's counters now.
+func (j *serveJudge) resetAcc(e *Env) { j.base = e.S.Counters() }
+
+// layerOp runs one of the layers' own ops (limit, fraction, stats, fail-sync) and judges it (INV-SERVE),
+// or refuses it (refused: not run) where the layer is not there, or where the cap it sets is below what
+// the device holds now (memory held beyond a new cap stays until freed and released, and the judges'
+// capacity cannot be below what is held).
+func (e *Env) layerOp(op Op, res *StepResult) (refused bool, err error) {
+	bad := func(format string, args ...any) {
+		res.Violations = append(res.Violations, spec.Violation{Inv: spec.InvServe, Msg: fmt.Sprintf(format, args...)})
+	}
+	used := e.Device.State().Used
+	switch op.Kind {
+	case OpSyncFail:
+		if e.S == nil {
+			return true, nil
+		}
+		e.syncFail = op.N
+	case OpLimit:
+		if e.S == nil || op.Size != 0 && op.Size < used {
+			return true, nil
+		}
+		if e.C != nil {
+			e.C.SetMemoryLimit(op.Size)
+		} else {
+			e.S.SetMemoryLimit(op.Size)
+		}
+		e.setLimit(op.Size)
+		if got := e.S.MemoryLimit(); got != op.Size {
+			bad("%v: the layer's cap is %d, want %d", op, got, op.Size)
+		}
+	case OpFraction:
+		if e.C == nil {
+			return true, nil
+		}
+		f, total := op.Frac, e.C.TotalMemory()
+		valid, lim := f > 0 && f <= 1, uint64(0)
+		if valid && f != 1 {
+			lim = uint64(f * float64(total))
+			valid = lim != 0
+		}
+		if valid && lim != 0 && lim < used {
+			return true, nil
+		}
+		was := e.C.MemoryLimit()
+		err = e.C.SetMemoryFraction(f)
+		switch {
+		case !valid && (!errors.Is(err, clib.ErrBadKnob) || e.C.MemoryLimit() != was):
+			bad("%v on a device of %d bytes: %v, cap %d (was %d); want an error wrapping ErrBadKnob that changes nothing", op, total, err, e.C.MemoryLimit(), was)
+		case valid && (err != nil || e.C.MemoryLimit() != lim):
+			bad("%v on a device of %d bytes: %v, cap %d; want the cap %d", op, total, err, e.C.MemoryLimit(), lim)
+		}
+		if valid {
+			e.setLimit(lim)
+		}
+		want := 1.0
+		if e.limit != 0 && total != 0 && e.limit < total {
+			want = float64(e.limit) / float64(total)
+		}
+		if got := e.C.MemoryFraction(); got != want {
+			bad("%v: MemoryFraction() = %g under the cap %d of %d bytes, want %g", op, got, e.limit, total, want)
+		}
+	case OpStats:
+		if e.C == nil {
+			return true, nil
+		}
+		e.judgeStats(op, bad)
+	}
+	return false, err
+}
+
+// judgeStats parses the C library's statistics JSON and snapshot JSON back and compares them with the
+// Env's own record: the live allocations the ops hold and the bytes they asked for, what the device
+// holds, the cap and the device's size the ops set, the layer's counters as the steps say they must be
+// (serveJudge.want), PyTorch's counters from the last reset-acc; and each segment's stream is a caller's.
+func (e *Env) judgeStats(op Op, bad func(string, ...any)) {
+	var st map[string]any
+	dec := json.NewDecoder(bytes.NewReader(e.C.StatsJSON(nil /* extra */)))
+	dec.UseNumber()
+	if err := dec.Decode(&st); err != nil {
+		bad("%v: the statistics JSON does not parse: %v", op, err)
+		return
+	}
+	num := func(k string) uint64 {
+		n, ok := st[k].(json.Number)
+		v, err := strconv.ParseUint(n.String(), 10, 64)
+		if !ok || err != nil {
+			bad("%v: statistics %q = %v, want a byte count", op, k, st[k])
+		}
+		return v
+	}
+	live, requested := e.liveRequested()
+	j := &e.serve
+	want := map[string]uint64{
+		"memory_limit_bytes": e.limit, "device_total_bytes": e.Device.Capacity(),
+		"oom_sync_retries": j.want.SyncRetries, "sync_errors": j.want.SyncErrors,
+	}
+	if !e.closed {
+		want["num_live"], want["requested_bytes"] = uint64(live), requested
+		want["reserved_bytes"] = e.Device.State().Used
+		want["allocated_bytes"] = e.A.Stats().AllocatedBytes // (INV-STATS judges the engine's figure)
+	}
+	for k, w := range want {
+		if got := num(k); got != w {
+			bad("%v: statistics JSON %s = %d, want %d", op, k, got, w)
+		}
+	}
+	if st["policy"] != e.Cfg.Policy || st["initialized"] != true {
+		bad("%v: statistics JSON policy %v initialized %v, want %q and true", op, st["policy"], st["initialized"], e.Cfg.Policy)
+	}
+	ts := e.C.TorchStats()
+	if ts.NumOOMs != int64(j.want.OOMs-j.base.OOMs) || ts.NumSyncAllStreams != int64(j.want.Syncs-j.base.Syncs) {
+		bad("%v: PyTorch's num_ooms %d and num_sync_all_streams %d, want %d and %d (since the last reset-acc)",
+			op, ts.NumOOMs, ts.NumSyncAllStreams, j.want.OOMs-j.base.OOMs, j.want.Syncs-j.base.Syncs)
+	}
+	if e.closed {
+		return
+	}
+	var snap struct {
+		Segments []struct {
+			TotalSize uint64 `json:"total_size"`
+			Stream    uint64 `json:"stream"`
+		} `json:"segments"`
+		Stitched []struct {
+			Stream uint64 `json:"stream"`
+		} `json:"stitched_blocks"`
+	}
+	if err := json.Unmarshal(e.C.SnapshotJSON(), &snap); err != nil {
+		bad("%v: the snapshot JSON does not parse: %v", op, err)
+		return
+	}
+	var segBytes uint64
+	for _, sg := range snap.Segments {
+		segBytes += sg.TotalSize // (Stitched: some block of it is a part of a stitched block, listed apart)
+		if !e.callerValue(uintptr(sg.Stream)) {
+			bad("%v: a segment of the snapshot JSON is on stream %#x, no caller's stream", op, sg.Stream)
+		}
+	}
+	for _, sb := range snap.Stitched {
+		if !e.callerValue(uintptr(sb.Stream)) {
+			bad("%v: a stitched block of the snapshot JSON is on stream %#x, no caller's stream", op, sb.Stream)
+		}
+	}
+	if used := e.Device.State().Used; segBytes != used && e.serve.heldKnown { // (a failed call may leave memory no segment holds)
+		bad("%v: the snapshot JSON's segments hold %d bytes, the device %d", op, segBytes, used)
+	}
+}
+
+// callerValue reports whether s is a stream value the C library's caller knows: one of the Env's caller
+// values, or (a value forgotten through the layer's mapping) the device stream it stood for.
+func (e *Env) callerValue(s uintptr) bool {
+	for i, c := range e.callers {
+		if uintptr(c) == s {
+			return true
+		}
+		if e.forgot[c] && i < len(e.Streams) && uintptr(e.Streams[i]) == s || e.forgot[c] && i == len(e.Streams) && uintptr(e.other) == s {
+			return true
+		}
+	}
+	return false
+}
+
+// judgeCLibEvents judges what the C library's event hook received during the step (Config.CLib).
+func (e *Env) judgeCLibEvents(op Op, res StepResult, refused bool) []spec.Violation {
+	var out []spec.Violation
+	bad := func(format string, args ...any) {
+		out = append(out, spec.Violation{Inv: spec.InvServe, Msg: fmt.Sprintf(format, args...)})
+	}
+	j := &e.serve
+	evs := j.events
+	j.events = j.events[:0]
+	if op.Kind == OpFail {
+		j.heldKnown = false
+	}
+	ooms := 0
+	for _, ev := range evs {
+		switch ev.action {
+		case clib.EventOOM:
+			ooms++
+			if op.Kind != OpAlloc || ev.size != op.Size || ev.addr != 0 || ev.stream != uintptr(e.caller(op.Stream)) {
+				bad("%v: the out-of-memory event (addr %#x, %d bytes, stream %#x), want one for the %d bytes asked on caller stream %#x",
+					op, ev.addr, ev.size, ev.stream, op.Size, uint64(e.caller(op.Stream)))
+			}
+		case clib.EventSegmentMap, clib.EventSegmentUnmap:
+			if ev.action == clib.EventSegmentMap {
+				j.held += ev.size
+			} else {
+				j.held -= ev.size
+			}
+			if !e.callerValue(ev.stream) {
+				bad("%v: a segment event on stream %#x, no caller's stream", op, ev.stream)
+			}
+		default:
+			bad("%v: an event of action %d, no action of the C library's", op, ev.action)
+		}
+	}
+	if want := op.Kind == OpAlloc && !refused && errors.Is(res.Err, vmm.ErrOutOfMemory); (ooms == 1) != want || ooms > 1 {
+		bad("%v -> %v: %d out-of-memory events, want %d", op, res.Err, ooms, map[bool]int{true: 1}[want])
+	}
+	if j.heldKnown && !e.closed {
+		if used := e.Device.State().Used; j.held != used {
+			bad("%v: the segment events say %d bytes are mapped (maps less unmaps), the device holds %d", op, j.held, used)
+			j.held = used // one report per disagreement
 		}
 	}
 	return out

@@ -26,6 +26,10 @@ package ops
 //	reset-peak                 ResetPeakStats() (torch.cuda.reset_peak_memory_stats; INV-TORCHSTATS)
 //	reset-acc                  ResetAccumulatedStats() (torch.cuda.reset_accumulated_memory_stats)
 //	snapshot                   Snapshot(), judged against the Env's record and the View (INV-SNAPSHOT)
+//	limit 33554432             SetMemoryLimit(33554432) of the serving layer (0: no cap), at run time
+//	fraction 0.5               the C library's SetMemoryFraction(0.5) (PyTorch's set_per_process_memory_fraction)
+//	stats                      the C library's statistics as JSON and its snapshot JSON, parsed back and judged
+//	fail-sync 2                the 2nd next stream synchronisation of the serving layer fails (its work stays pending)
 //	close                      Close()
 //
 // Misuse is not a separate kind: it is an op whose arguments the engine must refuse. A free of an id no
@@ -82,15 +86,19 @@ const (
 	OpResetPeak
 	OpResetAcc
 	OpSnapshot
+	OpLimit    // the serving layer's op (judge_serve.go): refused without Config.Serve
+	OpFraction // the C library's ops (judge_serve.go): refused without Config.CLib
+	OpStats
+	OpSyncFail // the Env's synchroniser under the serving layer: refused without Config.Serve
 	numOpKinds
 )
 
 var opNames = [numOpKinds]string{"alloc", "free", "free-interior", "record", "launch", "complete", "completeall",
 	"emptycache", "fail", "clearfaults", "close", "pool-create", "pool-release", "capture-begin", "capture-end",
-	"forget", "largest", "reset-peak", "reset-acc", "snapshot"}
+	"forget", "largest", "reset-peak", "reset-acc", "snapshot", "limit", "fraction", "stats", "fail-sync"}
 
 // opFields is the number of fields after the verb each kind takes (alloc: 3, or 4 with a pool).
-var opFields = [numOpKinds]int{3, 1, 2, 2, 1, 1, 0, 0, 3, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0, 0}
+var opFields = [numOpKinds]int{3, 1, 2, 2, 1, 1, 0, 0, 3, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0, 1}
 
 func (k OpKind) String() string {
 	if k < numOpKinds {
@@ -103,13 +111,14 @@ func (k OpKind) String() string {
 type Op struct {
 	Kind   OpKind
 	ID     int          // alloc, free, free-interior, record: the allocation id (>= 0)
-	Size   uint64       // alloc: bytes requested (0 is a request the engine must refuse or serve)
+	Size   uint64       // alloc: bytes requested (0 is a request the engine must refuse or serve); limit: the cap
 	Stream int          // alloc, record, launch, complete, capture-begin/end, forget: index into the environment's streams
 	Pool   int          // alloc (0: the default pool), pool-create, pool-release: the private pool's number
 	Offset uint64       // free-interior
 	Call   vmm.CallKind // fail
-	N      int          // fail: the N-th next call of kind Call fails (N >= 1)
+	N      int          // fail, fail-sync: the N-th next call of kind Call (the N-th next synchronisation) fails (N >= 1)
 	Result vmm.Result   // fail: not vmm.Success
+	Frac   float64      // fraction: any number, misuse included (the C library refuses all but (0, 1])
 }
 
 // String prints the op in the text format.
@@ -132,6 +141,12 @@ func (o Op) String() string {
 		return fmt.Sprintf("%v p%d", o.Kind, o.Pool)
 	case OpFail:
 		return fmt.Sprintf("fail %s %d %s", o.Call.Short(), o.N, resultText(o.Result))
+	case OpLimit:
+		return fmt.Sprintf("limit %d", o.Size)
+	case OpFraction:
+		return "fraction " + strconv.FormatFloat(o.Frac, 'g', -1, 64)
+	case OpSyncFail:
+		return fmt.Sprintf("fail-sync %d", o.N)
 	}
 	return o.Kind.String()
 }
@@ -219,6 +234,18 @@ func ParseOp(line string) (Op, error) {
 		o.Result = r
 		if err == nil && o.N < 1 {
 			err = fmt.Errorf("fail needs N >= 1")
+		}
+	case OpLimit:
+		o.Size = u64(f[1], "")
+	case OpFraction:
+		x, e := strconv.ParseFloat(f[1], 64)
+		if e != nil {
+			err = fmt.Errorf("bad fraction %q (want a number)", f[1])
+		}
+		o.Frac = x
+	case OpSyncFail:
+		if o.N = num(f[1], ""); err == nil && o.N < 1 {
+			err = fmt.Errorf("fail-sync needs N >= 1")
 		}
 	}
 	if err != nil {

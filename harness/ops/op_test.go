@@ -38,6 +38,12 @@ func TestOpsRoundTrip(t *testing.T) {
 			o.Call = rapid.SampledFrom(FaultCalls).Draw(t, "call")
 			o.N = rapid.IntRange(1, 9).Draw(t, "n")
 			o.Result = rapid.SampledFrom(append(FaultResults, vmm.Result(rapid.Int32Range(1, 1000).Draw(t, "code")))).Draw(t, "r")
+		case OpLimit:
+			o.Size = rapid.Uint64().Draw(t, "limit")
+		case OpFraction:
+			o.Frac = rapid.Float64Range(-2, 2).Draw(t, "fraction") // (NaN prints and parses too, but is no value to compare)
+		case OpSyncFail:
+			o.N = rapid.IntRange(1, 9).Draw(t, "n")
 		}
 		back, err := ParseOp(o.String())
 		if err != nil {
@@ -50,6 +56,8 @@ func TestOpsRoundTrip(t *testing.T) {
 			Granularity: 2 * vmm.MiB, Streams: s.Draw(t, "streams"), SyncStreams: rapid.Bool().Draw(t, "sync"),
 			Seed: rapid.Int64().Draw(t, "seed"), Knobs: impl.Config{ChunkSize: rapid.Uint64().Draw(t, "chunk"),
 				SBlockCache: rapid.IntRange(0, 4).Draw(t, "sbc"), NoCrossStream: rapid.Bool().Draw(t, "nocross")}}
+		cfg.Serve = rapid.Bool().Draw(t, "serve")
+		cfg.CLib = cfg.Serve && rapid.Bool().Draw(t, "clib")
 		p := &Program{Cfg: cfg, Ops: []Op{o, o}}
 		q, err := Parse(p.String(), "p")
 		if err != nil {
@@ -65,7 +73,7 @@ func TestOpsRoundTrip(t *testing.T) {
 func TestParseRefusesBadLines(t *testing.T) {
 	for _, bad := range []string{"alloc a1 12", "fail create 0 CUDA_ERROR_OUT_OF_MEMORY", "fail create 1 0", "free 3",
 		"alloc a1 12 s0 q1", "launch", "x 3", "a 1 2", "a 1 -2 0", "# policy=gmlake streams=two", "# policy=gmlake colour=red",
-		"pool-create s1", "free a-1"} {
+		"pool-create s1", "free a-1", "fail-sync 0", "fraction half", "limit -1", "stats 1"} {
 		_, err := Parse("alloc a0 1 s0\n"+bad+"\n", "bad.ops")
 		var pe *trace.ParseError
 		if !errors.As(err, &pe) || !errors.Is(err, trace.ErrSyntax) || pe.Line != 2 || pe.File != "bad.ops" {
