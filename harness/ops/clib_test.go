@@ -32,6 +32,9 @@ import (
 //   - stats: the statistics and snapshot JSON;
 //   - sync-fail: the 1st-3rd next synchronisation fails, then the pressure that makes the layer
 //     synchronise: most of the room allocated on stream a, work launched, freed, and asked on stream b;
+//   - stream-fail: a stream forgotten through the layer's mapping, a fault on the next cuStreamCreate, and
+//     an alloc (maybe into a pool that does not live), a record, a capture-begin or a forget on its caller
+//     value: the layer's new stream for it fails, and so must the op (judgeRemap);
 //   - oversize: a request larger than the device (by a byte, a granule, the device), maybe in a pool.
 func layerRules(e *Env) map[string]func(src Source) []Op {
 	gran := e.Cfg.Granularity
@@ -73,6 +76,23 @@ func layerRules(e *Env) map[string]func(src Source) []Op {
 			return []Op{{Kind: OpSyncFail, N: 1 + src.Intn(3, "sync-fail-n")},
 				{Kind: OpAlloc, ID: id, Size: size, Stream: a}, {Kind: OpLaunch, Stream: a}, {Kind: OpFree, ID: id},
 				{Kind: OpAlloc, ID: id + 1, Size: size, Stream: b}, {Kind: OpStats}}
+		},
+		"stream-fail": func(src Source) []Op {
+			if e.other == 0 || e.Cfg.Streams < 2 {
+				return nil // no mapping (a real device), or no stream but the default one to forget
+			}
+			k := 1 + src.Intn(e.Cfg.Streams-1, "stream-fail-stream")
+			var out []Op
+			if !e.forgot[e.caller(k)] {
+				out = append(out, Op{Kind: OpForget, Stream: k})
+			}
+			out = append(out, Op{Kind: OpFail, Call: vmm.CallCreateStream, N: 1, Result: vmm.OutOfMemory})
+			ops := []Op{{Kind: OpAlloc, ID: e.NextID(), Size: gran, Stream: k}, {Kind: OpCaptureBegin, Stream: k}, {Kind: OpForget, Stream: k},
+				{Kind: OpAlloc, ID: e.NextID(), Size: gran, Stream: k, Pool: 1}}
+			if live := e.LiveIDs(); len(live) > 0 {
+				ops = append(ops, Op{Kind: OpRecord, ID: live[src.Intn(len(live), "stream-fail-id")], Stream: k})
+			}
+			return append(out, ops[src.Intn(len(ops), "stream-fail-op")], Op{Kind: OpClearFaults})
 		},
 		"oversize": func(src Source) []Op {
 			dev := e.Device.Capacity()
@@ -247,6 +267,41 @@ stats
 	noViolations(t, e, rs)
 	if e.Ops[12].Kind != OpLimit || e.outcomes[12] != "ok" {
 		t.Fatalf("op 12 %v: %q", e.Ops[12], e.outcomes[12])
+	}
+}
+
+// TestCLibStreamCreationFails: through the serving layer and through the C library, every op on a
+// forgotten caller value whose new stream the driver fails to create fails with the driver's error and
+// maps nothing; without the fault the op is refused (not run), as before.
+func TestCLibStreamCreationFails(t *testing.T) {
+	for _, clib := range []bool{false, true} {
+		e, rs := runText(t, Config{Capacity: 64 * vmm.MiB, Streams: 3, CLib: clib, Serve: true}, `alloc a0 2097152 s2
+forget s1
+fail create_stream 1 CUDA_ERROR_OUT_OF_MEMORY
+alloc a1 2097152 s1
+fail create_stream 1 CUDA_ERROR_OUT_OF_MEMORY
+record a0 s1
+fail create_stream 1 CUDA_ERROR_OUT_OF_MEMORY
+capture-begin s1
+fail create_stream 1 CUDA_ERROR_OUT_OF_MEMORY
+forget s1
+clearfaults
+alloc a2 2097152 s1
+free a0
+`)
+		for _, i := range []int{3, 5, 7, 9} {
+			if rs[i].Err == nil || rs[i].Ptr != 0 {
+				t.Fatalf("clib=%v: %v with the stream creation failing: %#x, %v; want the driver's error", clib, rs[i].Op, rs[i].Ptr, rs[i].Err)
+			}
+		}
+		if rs[11].Err != nil || rs[11].Ptr != 0 {
+			t.Fatalf("clib=%v: %v without a fault: %#x, %v; want it refused (not run)", clib, rs[11].Op, rs[11].Ptr, rs[11].Err)
+		}
+		noViolations(t, e, rs)
+		vs := e.judgeRemap(Op{Kind: OpAlloc, Stream: 1}, StepResult{Ptr: 0x1000})
+		if len(vs) != 1 || vs[0].Inv != spec.InvServe {
+			t.Fatalf("a pointer from a stream the layer could not make: %v, want an %s violation", vs, spec.InvServe)
+		}
 	}
 }
 

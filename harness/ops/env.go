@@ -143,6 +143,9 @@ type Env struct {
 	// stays pending; judgeServe counts them, tellSynced forgets them).
 	syncFail   int
 	syncFailed []vmm.Stream
+	// streamFaults: the armed faults on cuStreamCreate, each as the stream creations until it fires (the
+	// layer creates a stream only for a caller value it has not mapped: after NewEnv, a forgotten one).
+	streamFaults []int
 	// forgot: the caller values forgotten through the serving layer's mapping (see unmapped).
 	forgot  map[vmm.Stream]bool
 	checker vmm.Stream     // with Patterns: the device stream the patterns are written and read on
@@ -630,7 +633,12 @@ func (e *Env) step(op Op) StepResult {
 	kind := op.Kind
 	if e.unmapped(op.Stream) && (kind == OpAlloc || kind == OpRecord || kind == OpCaptureBegin || kind == OpCaptureEnd || kind == OpForget) {
 		// The caller value of a stream forgotten through the serving layer's mapping names no stream any
-		// more (unmapped): the op would hand the layer a value it now maps to a new stream.
+		// more (unmapped): the op would hand the layer a value it now maps to a new stream. Unless an armed
+		// fault fails that stream's creation: then the op runs and must fail, mapping nothing (remapFails).
+		if e.remapFails() {
+			res.Ptr, res.Err = e.remap(op)
+			res.Violations = append(res.Violations, e.judgeRemap(op, res)...)
+		}
 		refused, kind = true, OpKind(255) // no such kind: the switch below runs nothing
 	}
 	switch kind {
@@ -723,6 +731,9 @@ func (e *Env) step(op Op) StepResult {
 			break
 		}
 		e.Dev.FailNth(op.Call, max(op.N, 1), op.Result)
+		if op.Call == vmm.CallCreateStream {
+			e.streamFaults = append(e.streamFaults, max(op.N, 1))
+		}
 		e.faulty = true
 		e.armed = append(e.armed, op.Call)
 		e.eventFault = e.eventFault || op.Call == vmm.CallDestroyEvent
@@ -731,7 +742,7 @@ func (e *Env) step(op Op) StepResult {
 		if e.Dev != nil {
 			e.Dev.ClearFaults()
 		}
-		e.faulty, e.armed, e.syncFail = false, nil, 0
+		e.faulty, e.armed, e.syncFail, e.streamFaults = false, nil, 0, nil
 	case OpClose:
 		in = contract.ContractInput{Op: contract.COpClose}
 		wasClosed := e.closed

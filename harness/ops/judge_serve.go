@@ -14,6 +14,7 @@ import (
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/impl/clib"
 	"github.com/gmlake/gmlake/impl/serve"
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/spec"
 	"github.com/gmlake/gmlake/vmm"
 )
@@ -259,6 +260,43 @@ func (e *Env) close() error {
 	return err
 }
 
+// remapFails reports whether the next stream creation fails by an armed fault (streamFaults), so that an
+// op on a forgotten caller value may run: the layer tries to map the value to a new stream and fails.
+func (e *Env) remapFails() bool { return e.S != nil && slices.Contains(e.streamFaults, 1) }
+
+// remap runs op, on a forgotten caller value, through the layers (see remapFails): the stream creation
+// it makes fails, and the armed faults count it.
+func (e *Env) remap(op Op) (p vmm.DevicePtr, err error) {
+	switch op.Kind {
+	case OpAlloc:
+		p, err = e.allocPool(op.Size, op.Stream, op.Pool)
+	case OpRecord:
+		err = e.recordStream(e.Ptr(op.ID), op.Stream)
+	case OpCaptureBegin, OpCaptureEnd:
+		err = e.setCapturing(op.Stream, op.Kind == OpCaptureBegin)
+	case OpForget:
+		err = e.forgetStream(op.Stream)
+	}
+	left := e.streamFaults[:0]
+	for _, n := range e.streamFaults {
+		if n > 1 {
+			left = append(left, n-1)
+		}
+	}
+	e.streamFaults = left
+	return p, err
+}
+
+// judgeRemap judges an op on a forgotten caller value whose new stream the driver failed to create
+// (remap): the layer returns the driver's error (injected) and no pointer, and maps nothing; the Env then
+// treats the op as refused (nothing changed).
+func (e *Env) judgeRemap(op Op, res StepResult) []spec.Violation {
+	if (res.Err != nil && sim.Injected(res.Err) || e.closed) && res.Ptr == 0 {
+		return nil
+	}
+	return []spec.Violation{{Inv: spec.InvServe, Msg: fmt.Sprintf("%v on a forgotten caller stream, its new stream's creation failing: %#x, %v; want no pointer and the driver's error (a stream the layer could not make serves nothing)", op, uint64(res.Ptr), res.Err)}}
+}
+
 // setLimit notes the serving layer's cap now: the judges' capacity follows it (the contract's too).
 func (e *Env) setLimit(v uint64) {
 	e.limit = v
@@ -462,7 +500,7 @@ func (e *Env) judgeCLibEvents(op Op, res StepResult, refused bool) []spec.Violat
 			bad("%v: an event of action %d, no action of the C library's", op, ev.action)
 		}
 	}
-	if want := op.Kind == OpAlloc && !refused && errors.Is(res.Err, vmm.ErrOutOfMemory); (ooms == 1) != want || ooms > 1 {
+	if want := op.Kind == OpAlloc && errors.Is(res.Err, vmm.ErrOutOfMemory); (ooms == 1) != want || ooms > 1 { // (an op refused without running has no error)
 		bad("%v -> %v: %d out-of-memory events, want %d", op, res.Err, ooms, map[bool]int{true: 1}[want])
 	}
 	if j.heldKnown && !e.closed {
