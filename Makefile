@@ -30,9 +30,10 @@ tla:
 ## states, depth, histories), the seeded bugs, the Quint spec, then every mutant of impl/ and of the layers
 ## libgmlake runs over it, impl/serve and impl/clib (gmlake mutate; hours: it prints one line per mutant,
 ## then the score per folder and per checker and the survivors; clib's mutants run only its own, the facade's
-## and capi's tests, the checkers that call it, so its 242 cost a small share of impl's 2564)
+## and capi's tests and the clib checker's, the checkers that call it, so its 242 cost a small share of impl's 2564)
 verify:
 	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 3h -v -run '^(TestRapid|TestExplore|TestLinearizable|TestFindings)$$' ./harness/
+	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 1h -v -run '^TestCLibSwarm$$' ./harness/ops/
 	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 3h ./harness/... ./fuzz/...
 	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 3h -tags gmlake_mutants -run 'Mutation' ./harness ./fuzz
 	./tla/run.sh long
