@@ -364,6 +364,11 @@ func TestKnobTextParsesBack(t *testing.T) {
 	if err := clib.ApplyKnobs(&back, text); err != nil || back != k {
 		t.Fatalf("the knobs as text %v parse to %+v (%v), want %+v", text, back, err, k)
 	}
+	for name, want := range map[string]string{"SBlockCache": "SBLOCK_CACHE", "HTTPServer": "HTTP_SERVER", "AutoGC": "AUTO_GC", "ReAlloc": "RE_ALLOC"} {
+		if got := envSpelling(name); got != want {
+			t.Errorf("envSpelling(%s) = %s, want %s", name, got, want)
+		}
+	}
 	units := 0
 	for _, v := range text {
 		if strings.ContainsAny(v, "KMG") {

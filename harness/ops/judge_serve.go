@@ -8,8 +8,8 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
+	"unicode"
 
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/impl/clib"
@@ -202,19 +202,26 @@ func (e *Env) openCLib(drv vmm.Driver, kc impl.Config, mapped bool) (*serve.Engi
 // by its Go name, its environment spelling or that with the GMLAKE_ prefix (by turns), sizes with a
 // binary unit where they are whole (KiB, MiB, M, GiB, ...), durations as Go writes them.
 func KnobText(knobs impl.Config) map[string]string {
-	envOf := map[string]string{} // "CHUNKSIZE" -> "CHUNK_SIZE"
+	settable := map[string]bool{} // the C library's knob names
 	for _, n := range clib.KnobNames() {
-		envOf[strings.ReplaceAll(n, "_", "")] = n
+		settable[n] = true
 	}
 	out := map[string]string{}
 	v := reflect.ValueOf(knobs)
-	for i := 0; i < v.NumField(); i++ {
+	for i, k := 0, 0; i < v.NumField(); i++ {
 		f, x := v.Type().Field(i), v.Field(i)
-		env, ok := envOf[strings.ToUpper(f.Name)]
-		if !ok || x.IsZero() {
-			continue // not a knob (Policy, TestOnlyMutations), or the default
+		env := envSpelling(f.Name)
+		if f.Name == "Policy" || f.Name == "TestOnlyMutations" || x.IsZero() {
+			continue // not a knob, or the default
 		}
-		name := []string{f.Name, env, "GMLAKE_" + env}[i%3]
+		if !settable[env] {
+			// A knob the C library does not list under its spelling: given by its Go name, it must still
+			// parse (ApplyKnobs), or the parse-back check in openCLib says which.
+			out[f.Name] = fmt.Sprint(x.Interface())
+			continue
+		}
+		name := []string{env, "GMLAKE_" + env, f.Name}[k%3]
+		k++
 		switch x.Kind() {
 		case reflect.Bool:
 			out[name] = strconv.FormatBool(x.Bool())
@@ -233,6 +240,22 @@ func KnobText(knobs impl.Config) map[string]string {
 		}
 	}
 	return out
+}
+
+// envSpelling is the environment spelling of a Go field name, written here apart from the C library's
+// (the judge's own): an underscore before a capital that follows a lower-case letter, or that ends a run of
+// two or more capitals and is followed by a lower-case one; then upper case (SBlockCache: SBLOCK_CACHE).
+func envSpelling(name string) string {
+	rs := []rune(name)
+	var out []rune
+	for i, r := range rs {
+		caps := i >= 2 && unicode.IsUpper(rs[i-1]) && unicode.IsUpper(rs[i-2])
+		if i > 0 && unicode.IsUpper(r) && (unicode.IsLower(rs[i-1]) || caps && i+1 < len(rs) && unicode.IsLower(rs[i+1])) {
+			out = append(out, '_')
+		}
+		out = append(out, unicode.ToUpper(r))
+	}
+	return string(out)
 }
 
 // byteText writes n bytes with the largest binary unit that divides it, in one of the spellings the C
@@ -410,6 +433,26 @@ func (e *Env) judgeStats(op Op, bad func(string, ...any)) {
 		if got := num(k); got != w {
 			bad("%v: statistics JSON %s = %d, want %d", op, k, got, w)
 		}
+	}
+	if !e.closed {
+		// Fragmentation: 1 - peak allocated (peak requested) / peak reserved, 0 before anything was reserved.
+		es := e.A.Stats()
+		frag := func(used uint64) float64 {
+			if es.PeakReservedBytes == 0 {
+				return 0
+			}
+			return 1 - float64(used)/float64(es.PeakReservedBytes)
+		}
+		for k, w := range map[string]float64{"fragmentation": frag(es.PeakAllocatedBytes), "fragmentation_requested": frag(es.PeakRequestedBytes)} {
+			n, _ := st[k].(json.Number)
+			if got, err := n.Float64(); err != nil || got != w {
+				bad("%v: statistics JSON %s = %v, want %g (peaks: allocated %d, requested %d, reserved %d)", op, k, st[k], w,
+					es.PeakAllocatedBytes, es.PeakRequestedBytes, es.PeakReservedBytes)
+			}
+		}
+	}
+	if _, timed := st["driver_seconds"]; timed {
+		bad("%v: the statistics JSON has driver_seconds: the Env did not ask the C library to time the driver", op)
 	}
 	if st["policy"] != e.Cfg.Policy || st["initialized"] != true {
 		bad("%v: statistics JSON policy %v initialized %v, want %q and true", op, st["policy"], st["initialized"], e.Cfg.Policy)
