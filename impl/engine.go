@@ -136,6 +136,19 @@ type Allocator struct {
 	orphanMaps    []Mapping
 	orphanHandles []vmm.Handle
 	orphanResv    []vmm.Range
+	// heldOrphans are cached chunks, already unmapped, whose release failed past the retries while the cache
+	// was given back (EmptyCache, the out-of-memory path; spec/FINDINGS.md F11). Invariant: each is counted
+	// in ReservedBytes and its pool's reserved_bytes (the device still holds it: INV-STATS; PyTorch's
+	// unmap_block and release_block lower reserved_bytes only after the release) until a later release of the
+	// cache or Close releases it.
+	heldOrphans []heldOrphan
+}
+
+// heldOrphan is one handle of Allocator.heldOrphans: its size and the pool whose reserved bytes count it.
+type heldOrphan struct {
+	h    vmm.Handle
+	size vmm.Bytes
+	pool poolKind
 }
 
 // assertLocked panics unless mu is held. A sync.Mutex does not know its holder, so this catches a method

@@ -306,6 +306,7 @@ func (a *Allocator) paperGarbageLocked(ss *streamState) vmm.Bytes {
 func (a *Allocator) paperReleaseCachedLocked() error {
 	first := a.flushDeferredLocked()
 	a.processEventsLocked()
+	first = cmp.Or(first, a.releaseHeldOrphansLocked())
 	for _, seg := range slices.Clone(a.segs) {
 		h := seg.head
 		if seg.arena || h.state != Free || h.next != nil {

@@ -23,6 +23,7 @@ func (a *Allocator) releaseCachedLocked() error {
 	}
 	note(a.flushDeferredLocked())
 	a.processEventsLocked()
+	note(a.releaseHeldOrphansLocked())
 	for i := 0; i < len(a.sblocks); {
 		sb := a.sblocks[i]
 		if sb.state == Free && !sb.home.keepsMemory() && a.safeLocked(sb.home, sb.freeSeq) {
@@ -72,11 +73,18 @@ func (a *Allocator) releaseSegmentIfFreeLocked(seg *segment) error {
 	if err := a.d.Unmap(seg.base, seg.size); err != nil {
 		return err
 	}
+	var first error
+	released := seg.size
 	for _, c := range seg.chunks {
-		a.undoReleaseLocked(c.h)
+		if err := a.releaseCachedChunkLocked(c.h, c.size, seg.pool); err != nil {
+			released -= c.size
+			if first == nil {
+				first = err
+			}
+		}
 	}
-	a.st.ReservedBytes -= uint64(seg.size)
-	a.noteReservedLocked(seg.pool, -int64(seg.size))
+	a.st.ReservedBytes -= uint64(released)
+	a.noteReservedLocked(seg.pool, -int64(released))
 	a.noteSegmentsLocked(seg.pool, -1)
 	a.noteSegmentEventLocked(SegmentUnmap, seg, seg.base, seg.size)
 	a.st.MappedBytes -= uint64(seg.size)
@@ -84,7 +92,39 @@ func (a *Allocator) releaseSegmentIfFreeLocked(seg *segment) error {
 	a.undoReserveLocked(seg.base, seg.size)
 	a.dropSegmentLocked(seg)
 	a.recycleLocked(h)
-	return nil
+	return first
+}
+
+// releaseCachedChunkLocked releases the handle of a cached chunk just unmapped, retried; one that still fails
+// becomes a held orphan (Allocator.heldOrphans): the caller keeps its size in the reserved bytes, and the error
+// is the caller's to report (PyTorch's emptyCache raises the driver's error).
+func (a *Allocator) releaseCachedChunkLocked(h vmm.Handle, size vmm.Bytes, pool poolKind) error {
+	err := retry(func() error { return a.d.Release(h) })
+	if err != nil {
+		a.heldOrphans = append(a.heldOrphans, heldOrphan{h: h, size: size, pool: pool})
+	}
+	return err
+}
+
+// releaseHeldOrphansLocked tries the releases that failed at an earlier release of the cache again; each that
+// succeeds leaves the reserved bytes. Returns the first error (those still failing stay held).
+func (a *Allocator) releaseHeldOrphansLocked() error {
+	var first error
+	kept := a.heldOrphans[:0]
+	for _, o := range a.heldOrphans {
+		if err := retry(func() error { return a.d.Release(o.h) }); err != nil {
+			kept = append(kept, o)
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		a.st.ReservedBytes -= uint64(o.size)
+		a.noteReservedLocked(o.pool, -int64(o.size))
+	}
+	clear(a.heldOrphans[len(kept):])
+	a.heldOrphans = kept
+	return first
 }
 
 // trimArenaLocked unmaps and releases every chunk of seg that lies wholly in a free block and is viewed by no
@@ -141,15 +181,20 @@ func (a *Allocator) unmapFreeChunksLocked(b *pBlock) error {
 	}
 	fs.remove(b)
 	cur := b
+	var relErr error // a release that failed past its retries: the chunk is a held orphan, still reserved
 	for _, c := range todo {
 		if err := a.d.Unmap(at(seg.base, c.off), c.size); err != nil {
 			fs.insert(cur)
-			return err
+			return cmp.Or(relErr, err)
 		}
-		a.undoReleaseLocked(c.h)
+		err := a.releaseCachedChunkLocked(c.h, c.size, seg.pool)
 		seg.removeChunk(c)
-		a.st.ReservedBytes -= uint64(c.size)
-		a.noteReservedLocked(seg.pool, -int64(c.size))
+		if err == nil {
+			a.st.ReservedBytes -= uint64(c.size)
+			a.noteReservedLocked(seg.pool, -int64(c.size))
+		} else if relErr == nil {
+			relErr = err
+		}
 		a.noteSegmentEventLocked(SegmentUnmap, seg, at(seg.base, c.off), c.size)
 		a.st.MappedBytes -= uint64(c.size)
 		var left *pBlock
@@ -173,12 +218,12 @@ func (a *Allocator) unmapFreeChunksLocked(b *pBlock) error {
 		}
 		a.mergeFreeLocked(cur)
 		if rest == nil {
-			return nil
+			return relErr
 		}
 		cur = rest
 	}
 	fs.insert(cur)
-	return nil
+	return relErr
 }
 
 // Close releases everything the allocator holds, live or cached, and reports what was still live. Later
@@ -230,6 +275,13 @@ func (a *Allocator) Close() (CloseReport, error) {
 	for _, h := range a.orphanHandles {
 		note(retry(func() error { return a.d.Release(h) }))
 	}
+	for _, o := range a.heldOrphans {
+		if err := retry(func() error { return a.d.Release(o.h) }); err != nil {
+			note(err)
+			continue
+		}
+		rep.ReleasedBytes += uint64(o.size)
+	}
 	for _, r := range a.orphanResv {
 		note(retry(func() error { return a.d.FreeAddress(r.Base, sizeOf(r)) }))
 	}
@@ -263,7 +315,7 @@ func (a *Allocator) Close() (CloseReport, error) {
 	note(a.evCloseAllLocked())
 	a.closed = true
 	a.segs, a.sblocks, a.pend, a.evFree = nil, nil, nil, nil
-	a.orphanMaps, a.orphanHandles, a.orphanResv = nil, nil, nil
+	a.orphanMaps, a.orphanHandles, a.orphanResv, a.heldOrphans = nil, nil, nil, nil
 	a.streams = map[vmm.Stream]*streamState{}
 	a.order = nil
 	a.pools, a.deadPools, a.capturing, a.nCapturing, a.deferred = nil, false, nil, 0, nil

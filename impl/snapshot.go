@@ -71,6 +71,9 @@ func (a *Allocator) Snapshot() Snapshot {
 	for _, c := range a.orphanHandles {
 		s.Chunks = append(s.Chunks, ChunkInfo{Handle: c})
 	}
+	for _, o := range a.heldOrphans { // still reserved: listed with their size (INV-STATS, INV-MIRROR)
+		s.Chunks = append(s.Chunks, ChunkInfo{Handle: o.h, Size: uint64(o.size), SmallPool: o.pool == smallPool})
+	}
 	s.Mappings = append(s.Mappings, a.orphanMaps...)
 	s.Reservations = append(s.Reservations, a.orphanResv...)
 	slices.SortFunc(s.Blocks, func(x, y BlockInfo) int {
