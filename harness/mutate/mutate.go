@@ -22,7 +22,10 @@
 // Code that only formats messages (arguments of fmt and errors calls, panics), the debugging dump
 // (debug.go, debugOOM) and the engine's self-checks (invariants.go, assertLocked) are not mutated: a checker
 // that reads no message cannot tell, a self-check fires only on an engine already broken, and such mutants
-// are equivalent by construction. A mutant that does not compile is counted apart (invalid), never as killed.
+// are equivalent by construction. Nor is code the seeded-bug switches rule out in the production build
+// (`a.seeded(M)` is false there, impl/seeded_off.go): the body of `if seeded(M)`, the operands of
+// `seeded(M) && x`, the else of `if !seeded(M)`; its sites keep their numbers so the keys after them do not
+// move. A mutant that does not compile is counted apart (invalid), never as killed.
 //
 // # Keys and samples
 //
@@ -184,6 +187,7 @@ type generator struct {
 	fn   string
 	nth  map[string]int // func+kind -> count
 	out  []Mutant
+	dead int // > 0 while walking code the production build never runs (behind a false seeded(...)): counted, not kept
 }
 
 func generateFile(rel string, src []byte) ([]Mutant, error) {
@@ -252,8 +256,51 @@ func (g *generator) add(kind string, at token.Pos, start, end int, repl string) 
 	k := g.fn + "\x00" + kind
 	m := Mutant{File: g.file, Line: pos.Line, Col: pos.Column, Func: g.fn, Kind: kind, Nth: g.nth[k],
 		Orig: short(string(g.src[start:end])), New: short(repl), start: start, end: end, repl: repl}
-	g.nth[k]++
-	g.out = append(g.out, m)
+	g.nth[k]++ // a dead site still takes its number, so the keys of the live sites after it do not move
+	if g.dead == 0 {
+		g.out = append(g.out, m)
+	}
+}
+
+// isSeeded reports a call of the seeded-bug switch (`a.seeded(MutX)`): false in the production build
+// (impl/seeded_off.go), true only under the `seeded` tag for the seeded-bug table.
+func isSeeded(e ast.Expr) bool {
+	c, ok := ast.Unparen(e).(*ast.CallExpr)
+	if !ok {
+		return false
+	}
+	switch fn := c.Fun.(type) {
+	case *ast.SelectorExpr:
+		return fn.Sel.Name == "seeded"
+	case *ast.Ident:
+		return fn.Name == "seeded"
+	}
+	return false
+}
+
+// constant reports whether e is false (or true: want) in the production build because of a seeded switch:
+// the call itself, its negation, or an && (||) with such an operand.
+func constant(e ast.Expr, want bool) bool {
+	e = ast.Unparen(e)
+	if isSeeded(e) {
+		return !want
+	}
+	switch x := e.(type) {
+	case *ast.UnaryExpr:
+		return x.Op == token.NOT && constant(x.X, !want)
+	case *ast.BinaryExpr:
+		if (x.Op == token.LAND && !want) || (x.Op == token.LOR && want) {
+			return constant(x.X, want) || constant(x.Y, want)
+		}
+	}
+	return false
+}
+
+// walkDead walks n as code the production build never runs: its mutants are numbered and dropped.
+func (g *generator) walkDead(n ast.Node) {
+	g.dead++
+	g.walk(n)
+	g.dead--
 }
 
 // short makes a one-line excerpt of at most 60 bytes.
@@ -311,6 +358,10 @@ func (g *generator) walk(body ast.Node) {
 		case *ast.FuncLit:
 			// walked as part of the enclosing function
 		case *ast.BinaryExpr:
+			// An operand of `seeded(M) && x` (or `seeded(M) || x` negated) is never read in the production
+			// build: a mutant there is equivalent there (the operator's own mutants below are not).
+			deadOperands := (n.Op == token.LAND && (constant(n.X, false) || constant(n.Y, false))) ||
+				(n.Op == token.LOR && (constant(n.X, true) || constant(n.Y, true)))
 			start, end := g.off(n.OpPos), g.off(n.OpPos)+len(n.Op.String())
 			if t, ok := boundary[n.Op]; ok {
 				g.add("cmp-boundary", n.OpPos, start, end, t.String())
@@ -323,6 +374,11 @@ func (g *generator) walk(body ast.Node) {
 			}
 			if t, ok := arith[n.Op]; ok && !isString(n) {
 				g.add("arith", n.OpPos, start, end, t.String())
+			}
+			if deadOperands {
+				g.walkDead(n.X)
+				g.walkDead(n.Y)
+				return false
 			}
 		case *ast.BasicLit:
 			if n.Kind == token.INT {
@@ -355,6 +411,23 @@ func (g *generator) walk(body ast.Node) {
 				// swap the two blocks: replace [then.Lbrace, else.End) with else + " else " + then
 				start, end := g.off(n.Body.Lbrace), g.off(els.End())
 				g.add("swap-branches", n.Body.Lbrace, start, end, g.text(els)+" else "+g.text(n.Body))
+			}
+			// The branch a seeded switch rules out never runs in the production build.
+			if constant(n.Cond, false) || (n.Else != nil && constant(n.Cond, true)) {
+				if n.Init != nil {
+					g.walk(n.Init)
+				}
+				g.walk(n.Cond)
+				if constant(n.Cond, false) {
+					g.walkDead(n.Body)
+					if n.Else != nil {
+						g.walk(n.Else)
+					}
+				} else {
+					g.walk(n.Body)
+					g.walkDead(n.Else)
+				}
+				return false
 			}
 		case *ast.ReturnStmt:
 			if len(n.Results) > 0 {

@@ -311,3 +311,54 @@ func TestScoreCountsTimeoutKillsApart(t *testing.T) {
 		}
 	}
 }
+
+const seededSrc = `package p
+
+func (a *A) f(x, lo int, whole bool) int {
+	if a.seeded(1) {
+		x = lo + 1
+	}
+	if whole || (a.seeded(2) && x >= lo) {
+		x++
+	}
+	if !a.seeded(3) {
+		x--
+	} else {
+		x = 7
+	}
+	return x * 2
+}
+`
+
+// Property: code a seeded switch rules out in the production build (the body of `if seeded(M)`, the
+// operands of `seeded(M) && x`, the else of `if !seeded(M)`) yields no mutant, while the live code around
+// it still does, with the same keys as if the dead sites were mutants (so saved samples keep their meaning).
+func TestSeededGuardedCodeIsNotMutated(t *testing.T) {
+	ms, err := generateFile("p/p.go", []byte(seededSrc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := map[int]bool{5: true, 13: true} // x = lo + 1; x = 7
+	var got []string
+	for _, m := range ms {
+		got = append(got, m.Key())
+		if dead[m.Line] {
+			t.Errorf("%v lies in code the production build never runs", m)
+		}
+		if m.Line == 7 && m.Col > 28 { // past the &&
+			t.Errorf("%v mutates an operand of seeded(2) && ...", m)
+		}
+	}
+	for _, want := range []string{
+		"p/p.go (*A).f logic 0 ||",                // whole || (...): live
+		"p/p.go (*A).f logic 1 &&",                // seeded(2) && x >= lo as ||: x >= lo, live
+		"p/p.go (*A).f drop 1 x++",                // the body of the live if
+		"p/p.go (*A).f drop 2 x--",                // the then branch of !seeded(3)
+		"p/p.go (*A).f arith 1 *",                 // after the dead lo + 1
+		"p/p.go (*A).f cond-negate 0 a.seeded(1)", // the condition itself is live: negated it runs the body
+	} {
+		if !slices.Contains(got, want) {
+			t.Errorf("no mutant %q in %q", want, got)
+		}
+	}
+}
