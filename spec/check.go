@@ -27,6 +27,7 @@ const (
 	InvSizePool      = "INV-SIZEPOOL"
 	InvTorch         = "INV-TORCH"
 	InvTorchStats    = "INV-TORCHSTATS"  // judged by harness/ops (it reads the engine's PyTorch statistics)
+	InvRetries       = "INV-RETRIES"     // judged by harness/ops (judge_retries.go: num_alloc_retries and num_ooms per op)
 	InvEmptied       = "INV-EMPTIED"     // spec/emptied.go (CheckEmptied)
 	InvExtend        = "INV-EXTEND"      // spec/growth.go (CheckExtend)
 	InvGrowth        = "INV-GROWTH"      // spec/growth.go (CheckGrowth)

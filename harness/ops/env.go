@@ -127,6 +127,8 @@ type Env struct {
 	// torch judges INV-TORCHSTATS (torchstats.go); it remembers the highest value of each statistic since
 	// the last reset-peak and the values at the last reset-acc.
 	torch torchStatsJudge
+	// retries judges INV-RETRIES (judge_retries.go): num_alloc_retries and num_ooms after the last step.
+	retries retriesJudge
 	// largest: LargestCachedBlock's answer in the current step (INV-LARGEST).
 	largest uint64
 	// capturing: stream indexes capturing a CUDA graph (capture-begin without capture-end).
@@ -862,7 +864,9 @@ func (e *Env) step(op Op) StepResult {
 			if op.Kind == OpResetAcc {
 				held = len(e.View().Chunks)
 			}
-			e.torch.note(op.Kind, e.A.TorchStats(), held)
+			stats := e.A.TorchStats()
+			e.torch.note(op.Kind, stats, held)
+			e.retries.note(stats)
 		}
 		if e.pooled && !e.closed {
 			// INV-POOL remembers what each pool handed out: keep that memory (its verdicts passed when
@@ -958,6 +962,11 @@ func (e *Env) step(op Op) StepResult {
 		stats := e.A.TorchStats()
 		res.Violations = append(res.Violations, e.torch.reset(op.Kind, stats, after, len(after.Chunks))...)
 		res.Violations = append(res.Violations, e.torch.check(stats, e.A.TorchSnapshot(), after, live, requested, len(after.Chunks))...)
+		if e.Cfg.Serve {
+			e.retries.note(stats) // one op's Alloc may be several of the engine's (sync-and-retry)
+		} else {
+			res.Violations = append(res.Violations, e.retries.check(op, res.Err, stats)...) // INV-RETRIES
+		}
 	}
 	e.last = after
 	return res
