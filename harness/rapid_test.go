@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,24 +25,7 @@ func mutationProfile() bool { return os.Getenv("GMLAKE_PROFILE") == "mutation" }
 
 // setRapidChecks sets -rapid.checks to n unless the command line (or RAPID_CHECKS) chose it, and returns
 // a func that restores it.
-func setRapidChecks(n int) func() { return setRapidDefault("checks", strconv.Itoa(n)) }
-
-// setRapidDefault sets -rapid.<name> unless the command line or RAPID_<NAME> chose it; it returns a func
-// that restores it.
-func setRapidDefault(name, value string) func() {
-	f := flag.Lookup("rapid." + name)
-	if f == nil || os.Getenv("RAPID_"+strings.ToUpper(name)) != "" {
-		return func() {}
-	}
-	set := false
-	flag.Visit(func(g *flag.Flag) { set = set || g.Name == "rapid."+name })
-	if set {
-		return func() {}
-	}
-	old := f.Value.String()
-	_ = f.Value.Set(value)
-	return func() { _ = f.Value.Set(old) }
-}
+func setRapidChecks(n int) func() { return ops.SetRapidDefault("checks", strconv.Itoa(n)) }
 
 // TestRapid runs the engine of each policy against the allocator contract with random operations (sizes
 // biased to real traces, frees, double and interior frees, RecordStream, stream work launched and
@@ -61,8 +43,8 @@ func TestRapid(t *testing.T) {
 	if longProfile() {
 		checks = 5000
 	} else {
-		defer setRapidDefault("seed", "20261129")()
-		defer setRapidDefault("shrinktime", "10s")()
+		defer ops.SetRapidDefault("seed", "20261129")()
+		defer ops.SetRapidDefault("shrinktime", "10s")()
 	}
 	defer setRapidChecks(checks)()
 	for _, p := range impl.Policies {

@@ -2,7 +2,6 @@ package ops
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -179,10 +178,10 @@ func TestCLibSwarm(t *testing.T) {
 	if os.Getenv("GMLAKE_PROFILE") == "long" {
 		checks = "1000"
 	} else {
-		defer setRapidFlag("seed", "20261201")()
-		defer setRapidFlag("shrinktime", "10s")()
+		defer SetRapidDefault("seed", "20261201")()
+		defer SetRapidDefault("shrinktime", "10s")()
 	}
-	defer setRapidFlag("checks", checks)()
+	defer SetRapidDefault("checks", checks)()
 	for _, p := range impl.Policies {
 		t.Run(p, func(t *testing.T) {
 			seqs, steps := 0, 0
@@ -190,23 +189,6 @@ func TestCLibSwarm(t *testing.T) {
 			t.Logf("policy %s: %d sequences, %d steps through the C library", p, seqs, steps)
 		})
 	}
-}
-
-// setRapidFlag sets -rapid.<name> unless the command line or RAPID_<NAME> chose it; it returns a func that
-// restores it.
-func setRapidFlag(name, value string) func() {
-	f := flag.Lookup("rapid." + name)
-	if f == nil || os.Getenv("RAPID_"+strings.ToUpper(name)) != "" {
-		return func() {}
-	}
-	set := false
-	flag.Visit(func(g *flag.Flag) { set = set || g.Name == "rapid."+name })
-	if set {
-		return func() {}
-	}
-	old := f.Value.String()
-	_ = f.Value.Set(value)
-	return func() { _ = f.Value.Set(old) }
 }
 
 // TestCLibRetryIsJudgedWithTheWorkCompleted: through the C library, as through the serving layer, the
