@@ -279,6 +279,9 @@ func (a *Allocator) paperGCLocked(time int, require vmm.Bytes, keep *sBlock) vmm
 // self_last_event), or, when that event was never recorded (a failed event call), the stream's fences.
 func (a *Allocator) paperDoneLocked(sb *sBlock, st *streamState) bool {
 	if sb.ev != nil && sb.ev.id != 0 {
+		if a.nCapturing > 0 {
+			return false // no event may be queried while a stream captures (INV-CAPTURESAFE): not known done
+		}
 		done, err := a.d.QueryEvent(sb.ev.e)
 		return err == nil && done
 	}
