@@ -2,6 +2,7 @@ package mutate
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -360,5 +361,26 @@ func TestSeededGuardedCodeIsNotMutated(t *testing.T) {
 		if !slices.Contains(got, want) {
 			t.Errorf("no mutant %q in %q", want, got)
 		}
+	}
+}
+
+// Property: Run refuses to start, building nothing, while a rapid fail file lies in a checker's folder
+// (every run of the checker would replay it first, so its kills would not be the mutant's), and names it.
+func TestRunRefusesStaleRapidFailFiles(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "harness", "testdata", "rapid", "TestRapid")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "TestRapid-20261202-1.fail"), []byte("# v0.4.8\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cs := []Checker{{Name: "rapid", Pkg: "./harness", Run: "^TestRapid$"}}
+	_, err := Run(context.Background(), []Mutant{{File: "impl/x.go"}}, Options{Root: root, Checkers: cs})
+	if !errors.Is(err, ErrStaleFailFiles) || !strings.Contains(err.Error(), "harness/testdata/rapid/TestRapid/TestRapid-20261202-1.fail") {
+		t.Fatalf("Run with a stale fail file: %v, want ErrStaleFailFiles naming it", err)
+	}
+	if got := staleFailFiles(root, []Checker{{Pkg: "./impl"}}); len(got) != 0 {
+		t.Fatalf("a folder without fail files lists %v", got)
 	}
 }

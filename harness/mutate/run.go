@@ -3,6 +3,7 @@ package mutate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -162,6 +163,12 @@ func Run(ctx context.Context, ms []Mutant, opt Options) (*Report, error) {
 		}
 	}
 
+	// A rapid fail file left in a checker's folder is replayed by every run of that checker: a kill it
+	// gives would come from an earlier failure, not from the mutant's own sequences.
+	if stale := staleFailFiles(root, all); len(stale) > 0 {
+		return nil, fmt.Errorf("%w: %s: every run of the checker would replay them first; move them out of the tree "+
+			"(each replays alone with -rapid.failfile=FILE) and run again", ErrStaleFailFiles, strings.Join(stale, ", "))
+	}
 	// The unmutated build must pass every checker, or that checker would kill everything.
 	base, err := build(ctx, root, tmp, nil, all)
 	if err != nil {
@@ -389,6 +396,30 @@ func importBase(root, pkg string) (string, error) {
 	return "", fmt.Errorf("%s: no module line", filepath.Join(root, "go.mod"))
 }
 
+// ErrStaleFailFiles is Run's refusal to start while rapid fail files lie in a checker's folder.
+var ErrStaleFailFiles = errors.New("mutate: rapid fail files in the checkers' folders")
+
+// staleFailFiles lists the rapid fail files (testdata/rapid/TEST/*.fail, rapid's own layout) in the folders
+// of the checkers cs run from, relative to root.
+func staleFailFiles(root string, cs []Checker) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, c := range cs {
+		if seen[c.Pkg] {
+			continue
+		}
+		seen[c.Pkg] = true
+		files, _ := filepath.Glob(filepath.Join(root, c.Pkg, "testdata", "rapid", "*", "*.fail"))
+		for _, f := range files {
+			if r, err := filepath.Rel(root, f); err == nil {
+				out = append(out, r)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // runChecker runs one checker's tests from its package folder (tests read testdata/ relative to it). Under
 // a mutant, GOFLAGS carries its overlay, so that a test that builds with the go command (capi's, which
 // builds libgmlake.so) builds the mutant too.
@@ -397,7 +428,8 @@ func runChecker(ctx context.Context, root string, bins binaries, c Checker, time
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bins.bin[c.Pkg], "-test.run", c.Run, "-test.count=1", "-test.failfast")
 	cmd.Dir = filepath.Join(root, c.Pkg)
-	cmd.Env = append(append(os.Environ(), "GMLAKE_PROFILE=mutation"), c.Env...)
+	// RAPID_NOFAILFILE: a failure under this mutant leaves no fail file for the next mutant's run to replay.
+	cmd.Env = append(append(os.Environ(), "GMLAKE_PROFILE=mutation", "RAPID_NOFAILFILE=true"), c.Env...)
 	if bins.overlay != "" {
 		cmd.Env = append(cmd.Env, "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -overlay="+bins.overlay))
 	}
