@@ -94,6 +94,7 @@ denominator and print apart, and a judged mutant that some checker kills prints 
 				return nil
 			}
 			ms := all
+			hdr := fmt.Sprintf("mutants of %s: gmlake mutate --sample %d --seed %d (%d of %d)", dir, sample, seed, len(ms), len(all))
 			if keysFile != "" {
 				keys, err := mutate.ReadKeys(keysFile)
 				if err != nil {
@@ -104,11 +105,17 @@ denominator and print apart, and a judged mutant that some checker kills prints 
 				for _, g := range gone {
 					fmt.Fprintf(os.Stderr, "gone (the code it named changed): %s\n", g)
 				}
+				// Saved again (with each site's fingerprint): the sample file's own header.
+				if hdr, err = mutate.ReadKeyHeader(keysFile); err != nil {
+					return err
+				}
 			} else if sample > 0 {
 				ms = mutate.Sample(all, sample, seed)
 			}
+			if sample > 0 && keysFile == "" {
+				hdr = fmt.Sprintf("mutants of %s: gmlake mutate --sample %d --seed %d (%d of %d)", dir, sample, seed, len(ms), len(all))
+			}
 			if saveKeys != "" {
-				hdr := fmt.Sprintf("mutants of %s: gmlake mutate --sample %d --seed %d (%d of %d)", dir, sample, seed, len(ms), len(all))
 				if err := os.WriteFile(saveKeys, mutate.FormatKeys(hdr, ms), 0o644); err != nil {
 					return err
 				}

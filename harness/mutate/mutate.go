@@ -43,6 +43,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"hash/fnv"
 	"math/rand/v2"
 	"os"
 	"path"
@@ -55,13 +56,17 @@ import (
 
 // Mutant is one textual replacement in one file of the mutated package.
 type Mutant struct {
-	File  string // path relative to the module root, slash-separated (impl/alloc.go)
-	Line  int    // 1-based line of the replaced text
-	Col   int
-	Func  string // enclosing function ("(*Allocator).allocLocked"; "" at file scope)
-	Kind  string // cmp-boundary, cmp-negate, logic, arith, const, bool, drop, cond-negate, swap-branches, return-nil
-	Nth   int    // this is the Nth mutant of Kind in Func (0-based), for the key
-	Orig  string // the replaced source text (one line, shortened)
+	File string // path relative to the module root, slash-separated (impl/alloc.go)
+	Line int    // 1-based line of the replaced text
+	Col  int
+	Func string // enclosing function ("(*Allocator).allocLocked"; "" at file scope)
+	Kind string // cmp-boundary, cmp-negate, logic, arith, const, bool, drop, cond-negate, swap-branches, return-nil
+	Nth  int    // this is the Nth mutant of Kind in Func (0-based), for the key
+	Orig string // the replaced source text (one line, shortened)
+	// Site fingerprints the code of the mutated line (spacing and a trailing comment aside): key files
+	// carry it, so that a key whose line changed or went names no mutant, rather than moving to a
+	// look-alike (the same text of the same kind) elsewhere in the function.
+	Site  string
 	New   string // what replaces it (shortened)
 	start int    // byte offsets of the replacement in the file
 	end   int
@@ -71,6 +76,50 @@ type Mutant struct {
 // Key names the mutant stably across line moves.
 func (m Mutant) Key() string {
 	return fmt.Sprintf("%s %s %s %d %s", keyFile(m.File), orDash(m.Func), m.Kind, m.Nth, m.Orig)
+}
+
+// SiteKey is Key with the site's fingerprint ("KEY @SITE"): the form key files are written in.
+func (m Mutant) SiteKey() string { return m.Key() + siteSep + m.Site }
+
+// siteSep puts a key's site fingerprint after its text ("@" begins no Go token, and the text is shortened
+// to one line).
+const siteSep = " @"
+
+// splitSite splits a key as written in a key file into the key and its site fingerprint ("" for a key
+// written before keys carried one: matched by position and text alone).
+func splitSite(k string) (key, site string) {
+	i := strings.LastIndex(k, siteSep)
+	if i < 0 || len(k)-i-len(siteSep) != siteLen {
+		return k, ""
+	}
+	for _, c := range k[i+len(siteSep):] {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return k, ""
+		}
+	}
+	return k[:i], k[i+len(siteSep):]
+}
+
+// siteLen is the length of a site fingerprint: 32 bits of FNV-1a in hex.
+const siteLen = 8
+
+// siteOf fingerprints the code of the line of src that holds byte offset at: its fields joined by one
+// space, a trailing line comment cut off.
+func siteOf(src []byte, at int) string {
+	lo := bytes.LastIndexByte(src[:at], '\n') + 1
+	hi := bytes.IndexByte(src[at:], '\n')
+	if hi < 0 {
+		hi = len(src)
+	} else {
+		hi += at
+	}
+	line := string(src[lo:hi])
+	if i := strings.Index(line[at-lo:], "//"); i >= 0 { // a comment after the site (one before it could be a string's)
+		line = line[:at-lo+i]
+	}
+	h := fnv.New32a()
+	h.Write([]byte(strings.Join(strings.Fields(line), " ")))
+	return fmt.Sprintf("%08x", h.Sum32())
 }
 
 // Dir is the folder of the mutated file, relative to the module root ("impl", "impl/serve").
@@ -255,7 +304,7 @@ func (g *generator) add(kind string, at token.Pos, start, end int, repl string) 
 	pos := g.fset.Position(at)
 	k := g.fn + "\x00" + kind
 	m := Mutant{File: g.file, Line: pos.Line, Col: pos.Column, Func: g.fn, Kind: kind, Nth: g.nth[k],
-		Orig: short(string(g.src[start:end])), New: short(repl), start: start, end: end, repl: repl}
+		Orig: short(string(g.src[start:end])), Site: siteOf(g.src, start), New: short(repl), start: start, end: end, repl: repl}
 	g.nth[k]++ // a dead site still takes its number, so the keys of the live sites after it do not move
 	if g.dead == 0 {
 		g.out = append(g.out, m)
@@ -513,6 +562,21 @@ func ReadKeys(path string) ([]string, error) {
 	return keys, nil
 }
 
+// ReadKeyHeader returns the '#' comment lines of a sample file, without their '#', for FormatKeys.
+func ReadKeyHeader(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	var hdr []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "#") {
+			hdr = append(hdr, strings.TrimSpace(strings.TrimPrefix(l, "#")))
+		}
+	}
+	return strings.Join(hdr, "\n"), nil
+}
+
 // FormatKeys writes a sample file.
 func FormatKeys(header string, ms []Mutant) []byte {
 	var b bytes.Buffer
@@ -520,7 +584,7 @@ func FormatKeys(header string, ms []Mutant) []byte {
 		fmt.Fprintf(&b, "# %s\n", l)
 	}
 	for _, m := range ms {
-		fmt.Fprintln(&b, m.Key())
+		fmt.Fprintln(&b, m.SiteKey())
 	}
 	return b.Bytes()
 }
@@ -548,7 +612,9 @@ type matched struct {
 
 // match pairs each key with a mutant of all: the exact key first, then, for a key whose exact site is gone,
 // the same file, function, kind and text at the nearest index (others' edits renumber the sites), each
-// mutant taken once. Exact matches come first in the result, in key order, then the others.
+// mutant taken once. A key that carries a site fingerprint (SiteKey) matches only a mutant on a line of
+// the same code: when that line changed or went, the key names nothing (gone) rather than a look-alike.
+// Exact matches come first in the result, in key order, then the others.
 func match(all []Mutant, keys []string) []matched {
 	byKey := map[string]Mutant{}
 	for _, m := range all {
@@ -562,19 +628,25 @@ func match(all []Mutant, keys []string) []matched {
 		l := loose{keyFile(m.File), norm(orDash(m.Func)), m.Kind, m.Orig}
 		near[l] = append(near[l], m)
 	}
+	exact := func(k string) (Mutant, bool) {
+		key, site := splitSite(k)
+		m, ok := byKey[key]
+		return m, ok && (site == "" || m.Site == site)
+	}
 	var out []matched
 	taken := map[string]bool{}
 	for _, k := range keys {
-		if m, ok := byKey[k]; ok {
+		if m, ok := exact(k); ok {
 			out = append(out, matched{k, m, true})
-			taken[k] = true
+			taken[m.Key()] = true
 		}
 	}
 	for _, k := range keys {
-		if _, ok := byKey[k]; ok {
+		if _, ok := exact(k); ok {
 			continue
 		}
-		f := strings.SplitN(k, " ", 5)
+		key, site := splitSite(k)
+		f := strings.SplitN(key, " ", 5)
 		if len(f) < 5 {
 			out = append(out, matched{key: k})
 			continue
@@ -582,7 +654,7 @@ func match(all []Mutant, keys []string) []matched {
 		nth, _ := strconv.Atoi(f[3])
 		best, bestD := Mutant{}, -1
 		for _, m := range near[loose{f[0], norm(f[1]), f[2], f[4]}] {
-			if d := abs(m.Nth - nth); !taken[m.Key()] && (bestD < 0 || d < bestD) {
+			if d := abs(m.Nth - nth); !taken[m.Key()] && (site == "" || m.Site == site) && (bestD < 0 || d < bestD) {
 				best, bestD = m, d
 			}
 		}

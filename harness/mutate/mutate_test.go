@@ -384,3 +384,48 @@ func TestRunRefusesStaleRapidFailFiles(t *testing.T) {
 		t.Fatalf("a folder without fail files lists %v", got)
 	}
 }
+
+// Property: a key written with its site fingerprint follows its site when an edit elsewhere in the function
+// renumbers it, and names nothing once its own line is gone, where a key without one moves to a look-alike
+// (the same kind and text in the same function).
+func TestSiteKeysDoNotMoveToALookAlike(t *testing.T) {
+	const before = "package p\n\nfunc f(a, b, c int) int {\n\tif a < b {\n\t\treturn 1\n\t}\n\tif a < c {\n\t\treturn 2\n\t}\n\treturn 0\n}\n"
+	const after = "package p\n\nfunc f(a, b, c int) int {\n\tif a < c { // b went\n\t\treturn 2\n\t}\n\treturn 0\n}\n"
+	old, _ := generateFile("p/p.go", []byte(before))
+	now, _ := generateFile("p/p.go", []byte(after))
+	site := func(ms []Mutant, src, line string) Mutant { // the < mutant (cmp-boundary) on that line
+		for _, m := range ms {
+			if m.Kind == "cmp-boundary" && m.Orig == "<" && strings.Split(src, "\n")[m.Line-1] == line {
+				return m
+			}
+		}
+		t.Fatalf("no < mutant on %q", line)
+		return Mutant{}
+	}
+	ab, ac := site(old, before, "\tif a < b {"), site(old, before, "\tif a < c {")
+	acNow := site(now, after, "\tif a < c { // b went")
+	if ac.Site != acNow.Site {
+		t.Fatalf("a trailing comment changed the site: %s -> %s", ac.Site, acNow.Site)
+	}
+	found, gone := Select(now, []string{ab.SiteKey(), ac.SiteKey()})
+	if len(found) != 1 || found[0].Line != acNow.Line || len(gone) != 1 || gone[0] != ab.SiteKey() {
+		t.Fatalf("site keys: found %v, gone %v; want a < c found, a < b gone", found, gone)
+	}
+	// Without the fingerprint, a < b's key (index 0) names a < c, now index 0: the look-alike.
+	if found, _ := Select(now, []string{ab.Key()}); len(found) != 1 || found[0].Line != acNow.Line {
+		t.Fatalf("a key without its site: found %v", found)
+	}
+	ks, err := ReadKeys(writeTemp(t, string(FormatKeys("h", []Mutant{ac}))))
+	if err != nil || len(ks) != 1 || ks[0] != ac.SiteKey() {
+		t.Fatalf("a key file carries %v (%v), want %q", ks, err, ac.SiteKey())
+	}
+}
+
+func writeTemp(t *testing.T, s string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "keys.txt")
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
