@@ -352,13 +352,15 @@ func TestCheckTorch(t *testing.T) {
 
 // INV-TORCH: the engine's one departure (a segment of just the request rounded to the granularity) is
 // legal when the device is short of get_allocation_size, or when an injected fault answered out of memory
-// to a call on the full segment's bytes during the Alloc (the engine cannot tell it from a real one); with
-// room for the full segment and no such failure it is flagged, and so is a fallback of any other size.
+// to a call on the full segment's bytes during the Alloc (the engine cannot tell it from a real one), and
+// only on the retry: the full segment failed twice, before and after the cache was released. With room
+// for the full segment and no such failure, or after one failure only, it is flagged, and so is a fallback
+// of any other size.
 func TestCheckTorchFallbackOnlyAfterOutOfMemory(t *testing.T) {
 	base := vmm.DevicePtr(0x1000_0000)
 	r := uint64(mb + 512) // get_allocation_size 20 MiB; the fallback is 2 MiB
 	fallback := func(used uint64, segSize uint64) View {
-		return View{Policy: "caching", Granularity: 2 * mb,
+		return View{Policy: "caching", Granularity: 2 * mb, Stats: Stats{AllocRetries: 1},
 			Blocks: []Block{{ID: 1, State: BlockLive, Range: vmm.Range{Base: base, Size: segSize}}},
 			Device: Device{Reservations: []vmm.Range{{Base: base, Size: segSize}}, Capacity: 40 * mb, Used: used}}
 	}
@@ -367,24 +369,31 @@ func TestCheckTorchFallbackOnlyAfterOutOfMemory(t *testing.T) {
 	}
 	room := fallback(2*mb, 2*mb)   // 38 MiB free after it: the 20 MiB segment fitted
 	short := fallback(32*mb, 2*mb) // 8 MiB free after it, 10 before: the device was short of 20 MiB
+	// retried is the View before the Alloc for one whose retry came after releasing the cache
+	// (num_alloc_retries one below the after View's); View{} is one that did not retry.
+	retried := View{}
+	noRetry := View{Stats: Stats{AllocRetries: 1}} // the same count after: the Alloc did not retry
+	realOOM := []FailedCall{{Call: vmm.CallCreate, Size: 20 * mb, Err: &vmm.CallError{Call: vmm.CallCreate, Result: vmm.OutOfMemory}}}
 	for _, c := range []struct {
-		name   string
-		after  View
-		failed []FailedCall
-		bad    bool
+		name          string
+		before, after View
+		failed        []FailedCall
+		bad           bool
 	}{
-		{"no failed call, room for the full segment", room, nil, true},
-		{"the device short of the full segment", short, nil, false},
-		{"injected out of memory on the full segment's create", room, injected(vmm.CallCreate, 20*mb, vmm.OutOfMemory), false},
-		{"injected out of memory on the full segment's reserve", room, injected(vmm.CallReserve, 20*mb, vmm.OutOfMemory), false},
-		{"injected out of memory on the full segment's map", room, injected(vmm.CallMap, 20*mb, vmm.OutOfMemory), false},
-		{"a real out of memory on the full segment's create, with room", room,
-			[]FailedCall{{Call: vmm.CallCreate, Size: 20 * mb, Err: &vmm.CallError{Call: vmm.CallCreate, Result: vmm.OutOfMemory}}}, true},
-		{"injected out of memory on a call of other bytes", room, injected(vmm.CallCreate, 2*mb, vmm.OutOfMemory), true},
-		{"injected fault other than out of memory on the full segment", room, injected(vmm.CallCreate, 20*mb, vmm.InvalidValue), true},
-		{"a fallback of 4 MiB after injected out of memory", fallback(4*mb, 4*mb), injected(vmm.CallCreate, 20*mb, vmm.OutOfMemory), true},
+		{"no failed call, room for the full segment", retried, room, nil, true},
+		{"the device short of the full segment", retried, short, realOOM, false},
+		{"the device short of the full segment, no call failed (a cap refused it)", retried, short, nil, false},
+		{"the device short, the fallback on the first failure (no retry: the cache kept)", noRetry, short, realOOM, true},
+		{"injected out of memory on the full segment's create", retried, room, injected(vmm.CallCreate, 20*mb, vmm.OutOfMemory), false},
+		{"injected out of memory on the full segment's create, no retry", noRetry, room, injected(vmm.CallCreate, 20*mb, vmm.OutOfMemory), true},
+		{"injected out of memory on the full segment's reserve", retried, room, injected(vmm.CallReserve, 20*mb, vmm.OutOfMemory), false},
+		{"injected out of memory on the full segment's map", retried, room, injected(vmm.CallMap, 20*mb, vmm.OutOfMemory), false},
+		{"a real out of memory on the full segment's create, with room", retried, room, realOOM, true},
+		{"injected out of memory on a call of other bytes", retried, room, injected(vmm.CallCreate, 2*mb, vmm.OutOfMemory), true},
+		{"injected fault other than out of memory on the full segment", retried, room, injected(vmm.CallCreate, 20*mb, vmm.InvalidValue), true},
+		{"a fallback of 4 MiB after injected out of memory", retried, fallback(4*mb, 4*mb), injected(vmm.CallCreate, 20*mb, vmm.OutOfMemory), true},
 	} {
-		vs := CheckTorch("caching", View{}, c.after, base, r, c.failed)
+		vs := CheckTorch("caching", c.before, c.after, base, r, c.failed)
 		if got := len(vs) == 1 && vs[0].Inv == InvTorch; got != c.bad || !c.bad && len(vs) != 0 {
 			t.Errorf("%s: want INV-TORCH %v, got %v", c.name, c.bad, vs)
 		}

@@ -18,7 +18,8 @@ import (
 //
 // Checked after each successful Alloc of the caching policy (a new segment has exactly
 // get_allocation_size bytes, or, the engine's one documented departure, r rounded to the granularity when
-// the full segment could not be made even after releasing the cache: the device was short of it, or an
+// the full segment could not be made even after releasing the cache (on the Alloc's retry: num_alloc_retries
+// rose): the device was short of it, or an
 // injected fault answered out of memory to a call on the full segment's bytes during the Alloc, which the
 // engine cannot tell from a real one; the block handed out is split or not per should_split) and of the
 // expandable policy (should_split, for blocks served from mapped free memory). Which block is chosen is
@@ -112,12 +113,15 @@ func CheckTorch(policy string, before, after View, ptr vmm.DevicePtr, size uint6
 			// the granularity. Out of memory is the device's answer when it is short of the full segment
 			// (free before the fallback segment, less than want), or an injected fault's on one of the
 			// full segment's calls (Reserve, Create, Map, SetAccess of want bytes) during this Alloc.
+			// And only on the retry, after the cache was released (malloc's alloc_block fails,
+			// release_cached_blocks, alloc_block again: num_alloc_retries rises by one).
 			want := TorchAllocationSize(r)
-			fallback := !paper && seg.Size == vmm.AlignUp(r, after.Granularity) &&
+			retried := after.Stats.AllocRetries > before.Stats.AllocRetries
+			fallback := !paper && seg.Size == vmm.AlignUp(r, after.Granularity) && retried &&
 				(after.Device.Free()+seg.Size < want || injectedOOM(failed, vmm.AlignUp(want, after.Granularity)))
 			if seg.Size != want && !fallback {
-				return []Violation{violation(InvTorch, "Alloc(%d) (rounded %d) opened a segment of %s, PyTorch's get_allocation_size is %s",
-					size, r, vmm.FormatBytes(seg.Size), vmm.FormatBytes(want))}
+				return []Violation{violation(InvTorch, "Alloc(%d) (rounded %d) opened a segment of %s, PyTorch's get_allocation_size is %s (a smaller one only when the full one did not fit even after releasing the cache; retried: %v)",
+					size, r, vmm.FormatBytes(seg.Size), vmm.FormatBytes(want), retried)}
 			}
 			from = seg.Size
 		}

@@ -84,6 +84,9 @@ type Stats struct {
 	Reserved, PeakReserved   uint64
 	Mapped                   uint64
 	NumLive                  uint64
+	// AllocRetries counts the Allocs that released the cache and tried again (PyTorch's num_alloc_retries,
+	// never reset: impl.Stats.NumCacheFlushes).
+	AllocRetries uint64
 }
 
 // Device is the device's own account of its memory (sim.DeviceState).

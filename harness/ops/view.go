@@ -17,7 +17,7 @@ func ViewOf(s impl.Snapshot, d sim.DeviceState) spec.View {
 			Requested: s.Stats.RequestedBytes, PeakRequested: s.Stats.PeakRequestedBytes,
 			Allocated: s.Stats.AllocatedBytes, PeakAllocated: s.Stats.PeakAllocatedBytes,
 			Reserved: s.Stats.ReservedBytes, PeakReserved: s.Stats.PeakReservedBytes,
-			Mapped: s.Stats.MappedBytes, NumLive: s.Stats.NumLive,
+			Mapped: s.Stats.MappedBytes, NumLive: s.Stats.NumLive, AllocRetries: uint64(s.Stats.NumCacheFlushes),
 		},
 		Reservations: s.Reservations,
 	}
