@@ -116,12 +116,113 @@ func CheckStitch(rule GrowthRule, before, after View, ptr vmm.DevicePtr, size ui
 		}
 	}
 	sort.Slice(old, func(i, j int) bool { return old[i] > old[j] })
-	want, rem := StitchChoice(sizes, vmm.AlignUp(r, rule.Granularity))
+	need := vmm.AlignUp(r, rule.Granularity)
+	want, rem := StitchChoice(sizes, need)
 	if !slices.Equal(old, want) || fresh != rem {
 		return []Violation{violation(InvStitch, "Alloc(%d) on stream %d stitched %v from held chunks of %v and %s of new memory; from the candidates %v gmlake's rule (largest first, then the smallest that covers the rest) takes %v and %s of new memory",
 			size, s, got.Range, formatSizes(old), vmm.FormatBytes(fresh), formatSizes(sortedDesc(sizes)), formatSizes(want), vmm.FormatBytes(rem))}
 	}
+	// Whether to stitch at all: only when the stitch's new memory is less, by its saving threshold, than
+	// growing the stream's arena would map (after the cache was released in this Alloc, any saving).
+	save := rule.Save
+	if after.Stats.AllocRetries > before.Stats.AllocRetries {
+		save = 0
+	}
+	if grow := ArenaGrowthBound(before, s, r, rule.Granularity); fresh+save >= grow {
+		return []Violation{violation(InvStitch, "Alloc(%d) on stream %d stitched %v mapping %s of new memory, but growing the stream's arena maps at most %s: a stitch must save its threshold (%s) of growth",
+			size, s, got.Range, vmm.FormatBytes(fresh), vmm.FormatBytes(grow), vmm.FormatBytes(save))}
+	}
 	return nil
+}
+
+// ArenaGrowthBound is the most that serving a large request of r bytes (rounded to 512 B) by growing stream
+// s's arena could map, from View v: the request rounded up to granularity g, less the bytes of free mapped
+// blocks among the first r bytes of a run PyTorch's find_expandable_block would extend (from the free,
+// wholly mapped block just before an unmapped stretch, or the stretch itself, over the free blocks and
+// unmapped stretches after it, until r bytes are reached), the largest over the stream's runs that hold r;
+// the whole request rounded when no run holds it, or when a reservation shows no block at all (an arena
+// wholly unmapped, whose stream the View does not tell). The engine extends the first run it finds, so
+// what it maps is at most this.
+func ArenaGrowthBound(v View, s vmm.Stream, r, g uint64) uint64 {
+	need := vmm.AlignUp(r, g)
+	var pbs, sbs []Block
+	for _, b := range v.Blocks {
+		if b.Stitched {
+			sbs = append(sbs, b)
+		} else {
+			pbs = append(pbs, b)
+		}
+	}
+	sort.Slice(pbs, func(i, j int) bool { return pbs[i].Range.Base < pbs[j].Range.Base })
+	found, bound := false, uint64(0)
+	for _, res := range v.Device.Reservations {
+		i := sort.Search(len(pbs), func(i int) bool { return pbs[i].Range.Base >= res.Base })
+		j := i
+		ours := true
+		for ; j < len(pbs) && res.Contains(pbs[j].Range.Base); j++ {
+			ours = ours && pbs[j].Stream == s && !pbs[j].SmallPool
+		}
+		if j == i {
+			if !slices.ContainsFunc(sbs, func(b Block) bool { return res.Contains(b.Range.Base) }) {
+				return need // a reservation with no block: an arena wholly unmapped, perhaps s's
+			}
+			continue // a stitched block's
+		}
+		if !ours {
+			continue
+		}
+		for _, mapped := range runsHolding(v.Device, res, pbs[i:j], r) {
+			found, bound = true, max(bound, vmm.AlignUp(r-min(r, mapped), g))
+		}
+	}
+	if !found {
+		return need
+	}
+	return bound
+}
+
+// runsHolding returns, for each run find_expandable_block could take in arena res (its pBlocks given in
+// address order; what no block covers is unmapped) that holds r bytes, the bytes of free mapped blocks among
+// the run's first r bytes.
+func runsHolding(d Device, res vmm.Range, blocks []Block, r uint64) []uint64 {
+	type piece struct {
+		size         uint64
+		free, mapped bool
+	}
+	var ps []piece
+	cur := res.Base
+	for _, b := range blocks {
+		if b.Range.Base > cur {
+			ps = append(ps, piece{uint64(b.Range.Base - cur), true, false})
+		}
+		_, holes := d.Backing(b.Range)
+		ps = append(ps, piece{b.Range.Size, b.State == BlockFree && len(holes) == 0, true})
+		cur = max(cur, b.Range.Limit())
+	}
+	if cur < res.Limit() {
+		ps = append(ps, piece{uint64(res.Limit() - cur), true, false})
+	}
+	var out []uint64
+	for k, p := range ps {
+		if p.mapped {
+			continue // a run starts at an unmapped stretch,
+		}
+		start := k
+		if k > 0 && ps[k-1].free && ps[k-1].mapped {
+			start = k - 1 // or at the free block just before it
+		}
+		var have, mapped uint64
+		for q := start; q < len(ps) && have < r && ps[q].free; q++ {
+			if ps[q].mapped {
+				mapped += min(ps[q].size, r-have)
+			}
+			have += ps[q].size
+		}
+		if have >= r {
+			out = append(out, mapped)
+		}
+	}
+	return out
 }
 
 func sortedDesc(x []uint64) []uint64 {

@@ -205,3 +205,61 @@ func TestCheckPaperCollect(t *testing.T) {
 		t.Errorf("gmlake judged: %v", vs)
 	}
 }
+
+// INV-STITCH, whether to stitch: a stitch whose new memory is not less, by the saving threshold, than what
+// growing the stream's arena in place would map is a violation; the arena's run starts at the free, mapped
+// block before its unmapped room (find_expandable_block), whose bytes growing does not map again.
+func TestCheckStitchOnlyWhenItSavesGrowth(t *testing.T) {
+	rule := GrowthRule{StitchMin: 4 * mb, Save: 512 << 10, Granularity: 2 * mb, Reuse: 5}
+	base, sb := vmm.DevicePtr(0x1000_0000), vmm.DevicePtr(0x4000_0000)
+	// One arena: handle 1 (2 MiB) under a free block (the one stitch candidate), handle 2 (4 MiB) under a
+	// live block of live bytes and a free block of the rest, then unmapped room. A 6 MiB request stitches
+	// handle 1 and 4 MiB of new memory (handles 3 and 4).
+	views := func(live uint64) (before, after View) {
+		before = View{Policy: "gmlake", Granularity: 2 * mb,
+			Blocks: []Block{
+				{ID: 1, State: BlockFree, Range: vmm.Range{Base: base, Size: 2 * mb}},
+				{ID: 2, State: BlockLive, Range: vmm.Range{Base: base.Add(2 * mb), Size: live}},
+				{ID: 3, State: BlockFree, Range: vmm.Range{Base: base.Add(2*mb + live), Size: 4*mb - live}},
+			},
+			Device: Device{Reservations: []vmm.Range{{Base: base, Size: 64 * mb}}, Used: 6 * mb, Capacity: 64 * mb,
+				Mappings: []DevMapping{{VA: vmm.Range{Base: base, Size: 2 * mb}, Handle: 1, Accessible: true},
+					{VA: vmm.Range{Base: base.Add(2 * mb), Size: 4 * mb}, Handle: 2, Accessible: true}},
+				Handles: []DevHandle{{Handle: 1, Size: 2 * mb, Mappings: 1}, {Handle: 2, Size: 4 * mb, Mappings: 1}}}}
+		after = before
+		after.Device.Mappings = append(slices.Clone(before.Device.Mappings),
+			DevMapping{VA: vmm.Range{Base: sb, Size: 2 * mb}, Handle: 1, Accessible: true},
+			DevMapping{VA: vmm.Range{Base: sb.Add(2 * mb), Size: 2 * mb}, Handle: 3, Accessible: true},
+			DevMapping{VA: vmm.Range{Base: sb.Add(4 * mb), Size: 2 * mb}, Handle: 4, Accessible: true})
+		after.Device.Handles = append(slices.Clone(before.Device.Handles), DevHandle{Handle: 3, Size: 2 * mb, Mappings: 1}, DevHandle{Handle: 4, Size: 2 * mb, Mappings: 1})
+		after.Device.Reservations = append(slices.Clone(before.Device.Reservations), vmm.Range{Base: sb, Size: 6 * mb})
+		after.Device.Used += 4 * mb
+		after.Blocks = append(slices.Clone(before.Blocks), Block{ID: 9, Stitched: true, State: BlockLive, Range: vmm.Range{Base: sb, Size: 6 * mb}})
+		return before, after
+	}
+	// 3 MiB free and mapped before the room: growing maps 4 MiB (6 - 3, rounded), the stitch as much.
+	before, after := views(1 * mb)
+	if got := ArenaGrowthBound(before, 0, 6*mb, 2*mb); got != 4*mb {
+		t.Fatalf("ArenaGrowthBound with 3 MiB free and mapped before the room = %s, want 4 MiB", vmm.FormatBytes(got))
+	}
+	if vs := CheckStitch(rule, before, after, sb, 6*mb, 0); len(vs) != 1 || vs[0].Inv != InvStitch {
+		t.Errorf("a stitch mapping as much new memory as growing would: want one INV-STITCH, got %v", vs)
+	}
+	after.Stats.AllocRetries = 1 // after releasing the cache any saving will do, but this one saves nothing
+	if vs := CheckStitch(rule, before, after, sb, 6*mb, 0); len(vs) != 1 {
+		t.Errorf("the same stitch on the retry: want one INV-STITCH, got %v", vs)
+	}
+	// 1 MiB free and mapped before the room: growing maps 6 MiB (6 - 1, rounded), the stitch 4 MiB.
+	before, after = views(3 * mb)
+	if vs := CheckStitch(rule, before, after, sb, 6*mb, 0); len(vs) != 0 {
+		t.Errorf("a stitch saving 2 MiB of growth: %v", vs)
+	}
+	// A reservation with no block (an arena wholly unmapped, whose stream the View does not tell): growing
+	// may map the whole request, and the stitch is not judged a waste.
+	before, after = views(1 * mb)
+	before.Device.Reservations = append(before.Device.Reservations, vmm.Range{Base: 0x2000_0000, Size: 64 * mb})
+	after.Device.Reservations = append(after.Device.Reservations, vmm.Range{Base: 0x2000_0000, Size: 64 * mb})
+	if got := ArenaGrowthBound(before, 0, 6*mb, 2*mb); got != 6*mb {
+		t.Errorf("ArenaGrowthBound beside a blockless reservation = %s, want 6 MiB", vmm.FormatBytes(got))
+	}
+}
