@@ -38,7 +38,7 @@ type params struct {
 	stitchMin   vmm.Bytes // smallest rounded request that may be stitched
 	crossStream bool      // stitch chunks of other streams' pools once their free events completed
 	sblockCache int       // cached free sBlocks before LRU StitchFree; < 0 unlimited
-	maxPieces   int       // the most chunks one new sBlock maps
+	maxPieces   int       // gmlake: the most chunks one new sBlock maps (gmlake-paper's paperStitchLocked fuses any number)
 	stitchSave  vmm.Bytes // gmlake: a stitch must save at least this much growth (Config.StitchSave)
 	debugOOM    bool      // Config.DebugOOM: dump the state on the out-of-memory path
 	reuseLimit  uint64    // a cached sBlock serves requests down to size*4/reuseLimit (x4: gmlake 5 = 1.25x)
@@ -102,7 +102,6 @@ func resolve(cfg Config, gran, total vmm.Bytes) (params, error) {
 		p.fragLimit = p.stitchMin
 		p.chunkMax = or(cfg.ChunkSize, alignUp(paperPiece, gran))
 		p.sblockCache = -1 // cached sBlocks go only by garbage_collect_fused_blocks (paper.go)
-		p.maxPieces = 1 << 30
 		p.paperReuse = paperReuse
 		if cfg.ReuseLimit != 0 {
 			p.paperReuse = cfg.ReuseLimit
