@@ -296,13 +296,21 @@ func targetedUniverses() []universe {
 	paperGrow := paper
 	paperGrow.Prefix = append(append([]ops.Op(nil), paper.Prefix...), alloc(4, 14*mib, 0), free(4))
 	paperGrow.Sizes, paperGrow.Resets, paperGrow.Depth = []uint64{4 * mib, 14 * mib}, true, 4+extra
+	// paper-reuse: paper-grow's cached 14 MiB stitched block under reuseLimit 1.1, the free pBlocks of its
+	// segment at most 10 MiB: a 12 MiB request may not reuse it (14 > 13.2: GLake stitches anew), a 14 MiB one
+	// takes it, a 10 MiB one is best fit's; what each leaves cached meets the next (INV-REUSE's gmlake-paper
+	// clause). Depth 4 in full.
+	paperReuse := paperGrow
+	paperReuse.Knobs = impl.Config{StitchMin: 4 * mib, ReuseLimit: 1.1}
+	paperReuse.Sizes, paperReuse.Resets, paperReuse.Depth = []uint64{10 * mib, 12 * mib, 14 * mib}, false, 4+extra
 	// stats: the tight universe of caching (PyTorch's segments: 2 MiB small, 20 MiB large, released whole)
 	// with the resets: a peak or a total that does not restart, or restarts from the wrong value, after
 	// allocations, splits, frees, out of memory and EmptyCache (INV-TORCHSTATS's reset model).
 	stats := ExploreConfig{Policy: impl.PolicyCaching, Streams: 2, MaxLive: 2, MaxPending: 1, Capacity: 40 * mib,
 		Sizes: []uint64{512, 22 * mib}, Resets: true, Depth: 5 + extra}
 	us := []universe{{"gmlake/stitch", stitch}, {"gmlake/handoff", handoff}, {"gmlake-paper/paper-gc", paper},
-		{"gmlake/capture", capture}, {"gmlake/flush", flush}, {"gmlake-paper/paper-grow", paperGrow}, {"caching/stats", stats}}
+		{"gmlake/capture", capture}, {"gmlake/flush", flush}, {"gmlake-paper/paper-grow", paperGrow},
+		{"gmlake-paper/paper-reuse", paperReuse}, {"caching/stats", stats}}
 	for i := range us {
 		us[i].cfg.Deadline = budget
 	}

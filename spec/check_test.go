@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -549,5 +550,46 @@ func TestCheckReuse(t *testing.T) {
 	}
 	if vs := CheckReuse(rule, before, after, nb, 1*mb+512, 0); len(vs) != 0 {
 		t.Errorf("a small request judged: %v", vs)
+	}
+}
+
+// INV-REUSE for gmlake-paper: with every chunk of the cached 4 MiB stitched block free, a 3 MiB request
+// (rounded to 4 MiB) served by a new reservation is caught while the block is within reuseLimit times the
+// request, and a reuse of it is caught once it is not (a 2 MiB request under reuseLimit 1.5).
+func TestCheckPaperReuse(t *testing.T) {
+	before := goodView()
+	for i := range before.Blocks[:2] {
+		before.Blocks[i].State, before.Blocks[i].Stream, before.Blocks[i].SmallPool = BlockFree, 0, false
+	}
+	before.Live = nil
+	fresh := before
+	nb := vmm.DevicePtr(0x4000_0000)
+	fresh.Blocks = append(slices.Clone(before.Blocks), Block{ID: 4, State: BlockLive, Range: vmm.Range{Base: nb, Size: 4 * mb}})
+	fresh.Device.Reservations = append(slices.Clone(before.Device.Reservations), vmm.Range{Base: nb, Size: 20 * mb})
+	if vs := CheckPaperReuse(before, fresh, nb, 3*mb, 2*mb, 10, 0); len(vs) != 1 || vs[0].Inv != InvReuse {
+		t.Errorf("a new segment beside a reusable cached stitched block: want one INV-REUSE, got %v", vs)
+	}
+	if vs := CheckPaperReuse(before, fresh, nb, 3*mb, 2*mb, 10, 1); len(vs) != 0 {
+		t.Errorf("another stream's cached block counted: %v", vs)
+	}
+	if vs := CheckPaperReuse(before, fresh, nb, 3*mb, 2*mb, 0.9, 0); len(vs) != 0 {
+		t.Errorf("a block above reuseLimit times the request counted: %v", vs)
+	}
+	if vs := CheckPaperReuse(before, fresh, nb, 5*mb, 2*mb, 10, 0); len(vs) != 0 {
+		t.Errorf("a block smaller than the request counted: %v", vs)
+	}
+	st := before.Blocks[2].Range.Base
+	reused := before
+	reused.Blocks = slices.Clone(before.Blocks)
+	reused.Blocks[2].State = BlockLive
+	reused.Blocks[2].Range.Size = 2 * mb
+	if vs := CheckPaperReuse(before, reused, st, 2*mb, 2*mb, 2, 0); len(vs) != 0 {
+		t.Errorf("a reuse of 2x within reuseLimit 2: %v", vs)
+	}
+	if vs := CheckPaperReuse(before, reused, st, 2*mb, 2*mb, 1.5, 0); len(vs) != 1 || vs[0].Inv != InvReuse {
+		t.Errorf("a reuse of 2x above reuseLimit 1.5: want one INV-REUSE, got %v", vs)
+	}
+	if vs := CheckPaperReuse(before, reused, st, mb, 2*mb, 1.5, 0); len(vs) != 0 {
+		t.Errorf("a small-pool request judged: %v", vs)
 	}
 }

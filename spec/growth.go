@@ -150,9 +150,59 @@ func CheckReuse(rule GrowthRule, before, after View, ptr vmm.DevicePtr, size uin
 		return nil // a cached sBlock was reused (or a reservation that existed before)
 	}
 	limit := max(r/4*rule.Reuse, r+2*rule.Granularity)
-	// Where each handle is primarily mapped: inside a reservation that holds pBlocks.
+	for _, sb := range reusableSBlocks(before, s, r) {
+		if sb.Range.Size <= limit {
+			return []Violation{violation(InvReuse, "Alloc(%d) on stream %d stitched a new block %v although the cached stitched block %d %v (%s, every chunk free) could be reused",
+				size, s, got.Range, sb.ID, sb.Range, vmm.FormatBytes(sb.Range.Size))}
+		}
+	}
+	return nil
+}
+
+// CheckPaperReuse is INV-REUSE for gmlake-paper, for one successful Alloc(size) on stream s that returned ptr,
+// over the Views before and after the call: GLake's get_free_block, once best fit missed, reuses the
+// smallest cached stitched block of the stream of at least r bytes whose every chunk is free, when it is at
+// most limit times r (reuseLimit: the ReuseLimit knob, default 10); r is the request rounded to 512 B and,
+// above 1 MiB (the large pool, the only one stitched), up to a multiple of chunk (GLake's round_size). So a
+// cached stitched block reused for the request held at most limit*r bytes, and a request served by new
+// memory or a new stitched block (a reservation that is new) had no such block to reuse: one of at least r
+// and at most limit*r bytes, of stream s, every chunk lying wholly in a free block of s. (The engine may
+// also take chunks freed on other streams whose work completed, and so reuse more: the predicate counts
+// only the stream's own, a subset, and stays safe.)
+func CheckPaperReuse(before, after View, ptr vmm.DevicePtr, size, chunk uint64, limit float64, s vmm.Stream) []Violation {
+	r := vmm.AlignUp(max(size, 1), 512)
+	if r <= SmallRequest || chunk == 0 {
+		return nil
+	}
+	r = vmm.AlignUp(r, chunk)
+	within := func(b Block) bool { return b.Range.Size >= r && float64(b.Range.Size) <= float64(r)*limit }
+	res, ok := resOfSorted(after.Device.Reservations, ptr)
+	if !ok {
+		return nil // INV-MIRROR
+	}
+	if old, had := resOfSorted(before.Device.Reservations, ptr); had && old == res {
+		for _, b := range before.Blocks {
+			if b.Stitched && b.Range.Base == ptr && b.State == BlockFree && liveBlockAt(after, ptr, true) != nil && !within(b) {
+				return []Violation{violation(InvReuse, "Alloc(%d) (rounded %d) on stream %d reused the cached stitched block %d %v of %s, more than reuseLimit %g times the request",
+					size, r, s, b.ID, b.Range, vmm.FormatBytes(b.Range.Size), limit)}
+			}
+		}
+		return nil
+	}
+	for _, sb := range reusableSBlocks(before, s, r) {
+		if within(sb) {
+			return []Violation{violation(InvReuse, "Alloc(%d) (rounded %d) on stream %d made the new reservation %v although the cached stitched block %d %v (%s, every chunk free, at most reuseLimit %g times the request) could be reused",
+				size, r, s, res, sb.ID, sb.Range, vmm.FormatBytes(sb.Range.Size), limit)}
+		}
+	}
+	return nil
+}
+
+// reusableSBlocks returns the cached (free) stitched blocks of stream s in v of at least r bytes whose every
+// chunk lies wholly in a free pBlock of s.
+func reusableSBlocks(v View, s vmm.Stream, r uint64) []Block {
 	var free []Block
-	for _, b := range before.Blocks {
+	for _, b := range v.Blocks {
 		if !b.Stitched && b.State == BlockFree && b.Stream == s {
 			free = append(free, b)
 		}
@@ -163,26 +213,26 @@ func CheckReuse(rule GrowthRule, before, after View, ptr vmm.DevicePtr, size uin
 		return i < len(free) && free[i].Range.Base <= va.Base && free[i].Range.Limit() >= va.Limit()
 	}
 	freeHandle := map[vmm.Handle]bool{}
-	for _, m := range before.Device.Mappings {
+	for _, m := range v.Device.Mappings {
 		if inFree(m.VA) {
 			freeHandle[m.Handle] = true
 		}
 	}
-	for _, sb := range before.Blocks {
-		if !sb.Stitched || sb.State != BlockFree || sb.Stream != s || sb.Range.Size < r || sb.Range.Size > limit {
+	var out []Block
+	for _, sb := range v.Blocks {
+		if !sb.Stitched || sb.State != BlockFree || sb.Stream != s || sb.Range.Size < r {
 			continue
 		}
-		ms := overlappingDev(before.Device.Mappings, sb.Range)
+		ms := overlappingDev(v.Device.Mappings, sb.Range)
 		ok := len(ms) > 0
 		for _, m := range ms {
 			ok = ok && freeHandle[m.Handle]
 		}
 		if ok {
-			return []Violation{violation(InvReuse, "Alloc(%d) on stream %d stitched a new block %v although the cached stitched block %d %v (%s, every chunk free) could be reused",
-				size, s, got.Range, sb.ID, sb.Range, vmm.FormatBytes(sb.Range.Size))}
+			out = append(out, sb)
 		}
 	}
-	return nil
+	return out
 }
 
 // CheckArena is INV-ARENA for one successful Alloc(size) on stream s that returned ptr, over the Views

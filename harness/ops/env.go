@@ -902,6 +902,7 @@ func (e *Env) step(op Op) StepResult {
 			if haveBefore {
 				res.Violations = append(res.Violations, spec.CheckTorch(e.Cfg.Policy, before, after, res.Ptr, op.Size, e.failedCalls())...)
 				res.Violations = append(res.Violations, e.judgePaperSplit(before, after, res.Ptr, op.Size)...)
+				res.Violations = append(res.Violations, e.judgePaperReuse(before, after, res.Ptr, op.Size, in.Stream)...)
 				res.Violations = append(res.Violations, spec.CheckExtend(before, after, res.Ptr)...)
 				if !e.faulty {
 					res.Violations = append(res.Violations, spec.CheckGrowth(e.Growth, before, after, op.Size, in.Stream)...)

@@ -19,3 +19,21 @@ func (e *Env) judgePaperSplit(before, after spec.View, ptr vmm.DevicePtr, size u
 	}
 	return spec.CheckPaperSplit(before, after, ptr, size, chunk)
 }
+
+// judgePaperReuse judges INV-REUSE's clause for gmlake-paper (spec.CheckPaperReuse: GLake's reuse of a cached
+// stitched block within reuseLimit times the request) for a successful Alloc, with the chunk size and the
+// ReuseLimit the Env configured (impl: paperReuse, 10, when the knob is 0).
+func (e *Env) judgePaperReuse(before, after spec.View, ptr vmm.DevicePtr, size uint64, s vmm.Stream) []spec.Violation {
+	if e.Cfg.Policy != impl.PolicyGMLakePaper {
+		return nil
+	}
+	chunk := uint64(e.Cfg.Knobs.ChunkSize)
+	if chunk == 0 {
+		chunk = vmm.AlignUp(2<<20, e.Device.Granularity()) // impl: paperPiece
+	}
+	limit := e.Cfg.Knobs.ReuseLimit
+	if limit == 0 {
+		limit = 10 // impl: paperReuse, GLake's reuseLimit
+	}
+	return spec.CheckPaperReuse(before, after, ptr, size, chunk, limit, s)
+}

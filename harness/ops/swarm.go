@@ -21,7 +21,7 @@ import (
 //   - swarm-capacity: devices from a few chunks (out of memory within a few ops) to 4 GiB, and for gmlake
 //     one of 2049 granules (its chunk size, 1/2048 of the device, rounds up to two granules: INV-CHUNK);
 //   - swarm-knobs: the policy's knobs (gmlake: chunk size, stitch threshold, sBlock cache 1-4 or default,
-//     cross-stream off; gmlake-paper: stitch threshold, sBlock cache); PyTorch's policies keep theirs;
+//     cross-stream off; gmlake-paper: stitch threshold, sBlock cache, reuse limit); PyTorch's policies keep theirs;
 //   - swarm-faults: a fault schedule over every driver call kind the engine makes, or none;
 //   - swarm-actions: each optional action is on with probability 1/2;
 //   - sizes-threshold: a third of the sizes sit at a threshold of the sequence's policy and knobs (512 B,
@@ -92,6 +92,8 @@ func DrawSwarm(t *rapid.T, policy string, noFaults bool) Swarm {
 	case impl.PolicyGMLakePaper:
 		s.Knobs.StitchMin = rapid.SampledFrom([]uint64{0, 2 * gran, 4 * gran}).Draw(t, "swarm-stitchmin")
 		s.Knobs.SBlockCache = rapid.IntRange(0, 4).Draw(t, "swarm-sblockcache")
+		// reuseLimit: 0 the default (10); 1 only a cached block of the request's size; 1.5 and 3 between.
+		s.Knobs.ReuseLimit = rapid.SampledFrom([]float64{0, 1, 1.5, 3}).Draw(t, "swarm-reuselimit")
 	}
 	if !noFaults && rapid.IntRange(0, 3).Draw(t, "swarm-faults") != 0 {
 		for _, k := range SwarmFaultCalls {
