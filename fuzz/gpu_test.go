@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -133,6 +134,34 @@ func gpuFuzzWorkersFit() error {
 		"pass -test.parallel %d", maxGPUFuzzWorkers, n, maxGPUFuzzWorkers)
 }
 
+// maxGPUMinimizeExecs bounds the fuzzer's minimization of a new input on the GPU (-test.fuzzminimizetime,
+// as a count of runs: "20x"). The coordinator hands new-coverage inputs to the workers to minimize before it
+// fuzzes on; at the default (60 s of runs an input) minimizing the corpus's large programs (~1 KB, 256 ops
+// each through every judge on a real driver) took every worker for the whole minute: on the H200 8 workers
+// fuzzed 943 inputs in 9 s and none in the 53 s after (session 8, GODEBUG=fuzzdebug=1 on the simulated
+// device showed the same: each ~1 KB input held its worker the full minimization time).
+const maxGPUMinimizeExecs = 20
+
+// gpuFuzzMinimizeFits refuses a GPU fuzzing run whose minimization is time-bound or longer than
+// maxGPUMinimizeExecs runs an input, with the flag to pass.
+func gpuFuzzMinimizeFits() error {
+	fz, mt := flag.Lookup("test.fuzz"), flag.Lookup("test.fuzzminimizetime")
+	if fz == nil || mt == nil || fz.Value.String() == "" {
+		return nil
+	}
+	return minimizeFits(mt.Value.String())
+}
+
+// minimizeFits judges one -test.fuzzminimizetime value (as the testing package prints it: "20x" or "1m0s").
+func minimizeFits(v string) error {
+	if n, err := strconv.Atoi(strings.TrimSuffix(v, "x")); err == nil && strings.HasSuffix(v, "x") && n <= maxGPUMinimizeExecs {
+		return nil
+	}
+	return fmt.Errorf("FuzzOpsOnGPU minimizes a new input for at most %d runs, and -test.fuzzminimizetime is %s: "+
+		"minimizing the corpus's large programs on the GPU by time held every worker and fuzzed nothing; "+
+		"pass -test.fuzzminimizetime %dx", maxGPUMinimizeExecs, v, maxGPUMinimizeExecs)
+}
+
 // FuzzOpsOnGPU is FuzzOps on the real GPU: the same decoded programs (the serving layer as header[2] says)
 // through one policy each (the input chooses) on harness/gpu.Device, every step judged by the contract, the spec's invariants on
 // the ledger's account and the stream history. Without the pattern check: its read-back is cuMemcpyDtoH on
@@ -143,6 +172,9 @@ func gpuFuzzWorkersFit() error {
 // default), so the target asks for fuzzConnections hardware queues, not the campaign's gpu.Connections.
 func FuzzOpsOnGPU(f *testing.F) {
 	if err := gpuFuzzWorkersFit(); err != nil {
+		f.Fatal(err)
+	}
+	if err := gpuFuzzMinimizeFits(); err != nil {
 		f.Fatal(err)
 	}
 	if os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS") == "" {
@@ -190,4 +222,22 @@ func FuzzOpsOnGPU(f *testing.F) {
 				policy, describeRun(p.Ops, i, vs), policy, programText(&sim))
 		}
 	})
+}
+
+// Property: FuzzOpsOnGPU runs only with a minimization bounded by a count of at most maxGPUMinimizeExecs
+// runs an input; a time bound (the default 60 s among them) or a larger count is refused with the flag to
+// pass.
+func TestGPUFuzzMinimizationIsBoundedByRuns(t *testing.T) {
+	for _, c := range []struct {
+		v  string
+		ok bool
+	}{{"20x", true}, {"1x", true}, {"0x", true}, {"21x", false}, {"1m0s", false}, {"5s", false}, {"x", false}} {
+		err := minimizeFits(c.v)
+		if (err == nil) != c.ok {
+			t.Errorf("-test.fuzzminimizetime %s: %v, want ok %v", c.v, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "-test.fuzzminimizetime 20x") {
+			t.Errorf("-test.fuzzminimizetime %s: the refusal %q does not name the flag to pass", c.v, err)
+		}
+	}
 }
