@@ -164,7 +164,14 @@
 // piece, so the event counts are GMLake's rules applied to this engine's splits and merges; a segment is
 // released, and an sBlock collected, only once its last use completed (GLake unmaps at once); a failed
 // stitch gives its blocks back (GLake leaves them marked used), and a request that fails returns the
-// segments reAlloc grew for it (GLake keeps them cached: INV-FAILCLEAN); fences still guard releases.
+// segments reAlloc grew for it (GLake keeps them cached: INV-FAILCLEAN); on the retry after
+// release_cached_blocks reAlloc applies only to a request a stitch can serve (at least fragLimit, and for its
+// "the free blocks cover it, grow nothing" case only when defragLevel leaves stitch attempt 2) and grows the
+// rest only when its segment is smaller than the whole one (get_allocation_size of a 2 MiB rest is 20 MiB),
+// else the whole segment grows: GLake's realloc_block(p, true) returns false for any large request its free blocks still
+// cover (blocks of segments in use, which the release keeps), which fails a request below fragLimit on a
+// device that holds it (INV-NOSPURIOUSOOM, found by rapid's swarm once it drew reAlloc; spec/FINDINGS.md
+// F14); fences still guard releases.
 //
 // # The chunk size (issue 3 item 6), measured
 //

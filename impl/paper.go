@@ -46,7 +46,7 @@ func (a *Allocator) paperMissLocked(ss *streamState, pool poolKind, rs, size vmm
 		}
 		return err
 	}
-	b, seg, err := a.paperGrowLocked(ss, pool, rs)
+	b, seg, err := a.paperGrowLocked(ss, pool, rs, false)
 	if b != nil || (err != nil && !errors.Is(err, vmm.ErrOutOfMemory)) {
 		return b, fail(a.paperErr(err, size, ss))
 	}
@@ -59,7 +59,7 @@ func (a *Allocator) paperMissLocked(ss *streamState, pool poolKind, rs, size vmm
 	if !a.seeded(MutSpuriousOOM) {
 		a.st.NumCacheFlushes++
 		_ = a.paperReleaseCachedLocked() // a failure leaves less released; the retry tells
-		b, seg, err = a.paperGrowLocked(ss, pool, rs)
+		b, seg, err = a.paperGrowLocked(ss, pool, rs, true)
 		if b != nil || (err != nil && !errors.Is(err, vmm.ErrOutOfMemory)) {
 			return b, fail(a.paperErr(err, size, ss))
 		}
@@ -74,7 +74,8 @@ func (a *Allocator) paperMissLocked(ss *streamState, pool poolKind, rs, size vmm
 		err = vmm.ErrOutOfMemory // reAlloc grew but could not stitch: GMLake's realloc_block returned false
 	}
 	a.st.NumOOMs++
-	return nil, fail(a.oomErrLocked(size, rs, ss.s, err))
+	fail(nil) // the segments reAlloc grew go back first: the error reports what the engine holds after the call
+	return nil, a.oomErrLocked(size, rs, ss.s, err)
 }
 
 func (a *Allocator) paperErr(err error, size vmm.Bytes, ss *streamState) error {
@@ -91,19 +92,27 @@ func (a *Allocator) paperErr(err error, size vmm.Bytes, ss *streamState) error {
 // time 0, 1, 2) and tries again, three times in all. With reAlloc, a large request that the stream's free
 // large blocks cover in part grows by only the rest and is stitched at once (attempt 4, past every
 // defragLevel). nil, nil, nil: reAlloc did not grow because the free large blocks already add up to the
-// request (realloc_block returns false there); nil, seg, nil: it grew seg but the stitch failed (seg stays
+// request (realloc_block returns false there). On the retry (isRetry) both hold only for a request a stitch
+// can serve (at least fragLimit; and defragLevel at most 2 for the second) and the first only when the rest's
+// segment is smaller than the whole one, else the whole segment grows; nil, seg, nil: it grew seg but the stitch failed (seg stays
 // cached, free; paperMissLocked returns it if the request fails).
-func (a *Allocator) paperGrowLocked(ss *streamState, pool poolKind, rs vmm.Bytes) (*block, *segment, error) {
+func (a *Allocator) paperGrowLocked(ss *streamState, pool poolKind, rs vmm.Bytes, retry bool) (*block, *segment, error) {
 	size := alignUp(allocationSize(rs), a.gran)
 	stitchAfter := false
 	if pool == largePool {
 		if a.p.reAlloc {
 			a.evTempLocked(2) // realloc_block's left and right search keys
+			// On the retry (after release_cached_blocks) only for a request a stitch will serve: GLake's
+			// shortcuts there fail, below fragLimit or with the stitch attempts skipped, a request the
+			// device holds; the engine grows the whole segment instead.
 			free := ss.free[largePool].bytes
-			if free >= rs {
+			switch {
+			case retry && rs < a.p.fragLimit:
+			case free >= rs && (!retry || a.p.defragLevel <= 2): // get_fused_fragmented_blocks(p, 2) takes them
 				return nil, nil, nil
-			}
-			if free > 0 {
+			case free >= rs:
+			case free > 0 && (!retry || allocationSize(rs-free) < allocationSize(rs)):
+				// (get_allocation_size of the rest can exceed the whole segment's: 20 MiB for a 2 MiB rest)
 				size, stitchAfter = allocationSize(rs-free), true
 			}
 		}

@@ -575,8 +575,10 @@ func TestPaperReAllocFailedRequestKeepsNoSegment(t *testing.T) {
 	for _, n := range []int{2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14} {
 		dev.FailNth(vmm.CallReserve, n, vmm.InvalidValue)
 	}
-	if _, err := a.Alloc(16*MiB, 0); !errors.Is(err, vmm.ErrOutOfMemory) {
-		t.Fatalf("Alloc(16 MiB) with every stitch failing: %v, want out of memory", err)
+	// 24 MiB: the rest, 12 MiB, makes a segment smaller than the whole request's, so the retry grows the
+	// rest again (a 16 MiB request's 4 MiB rest would make a 20 MiB segment, and its retry a whole 16 MiB one).
+	if _, err := a.Alloc(24*MiB, 0); !errors.Is(err, vmm.ErrOutOfMemory) {
+		t.Fatalf("Alloc(24 MiB) with every stitch failing: %v, want out of memory", err)
 	}
 	if n := a.Stats().DriverCalls[vmm.CallReserve]; n < 14 {
 		t.Fatalf("the scene made %d Reserve calls, want at least 14: the faults missed their calls", n)
@@ -632,6 +634,41 @@ func TestPaperCachedSBlockOutlivesItsStreamsWork(t *testing.T) {
 	}
 	if d := diff(dev.Counts(), before); d[vmm.CallUnmap] == 0 {
 		t.Fatalf("EmptyCache after the work completed: %v, want the cached stitched block torn down", d.Map())
+	}
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+}
+
+// The engine's departure from GLake's realloc_block on the retry (doc.go): with reAlloc on, a request the
+// stream's free blocks cover but no stitch serves (below fragLimit), and one whose rest would make a segment
+// larger than the whole request's, grow the whole segment after the cache release instead of failing on a
+// device that holds it (INV-NOSPURIOUSOOM; spec/FINDINGS.md F14).
+func TestPaperReAllocRetryGrowsWhatNoStitchServes(t *testing.T) {
+	// 10 MiB free in a segment that stays in use (2 + 8 MiB freed beside live blocks), a 10 MiB request
+	// below the 512 MiB fragLimit: GLake grows nothing (the free blocks cover it), stitches nothing.
+	a, dev := newPaper(t, Config{ReAlloc: true}, 64*MiB, true)
+	ps := []vmm.DevicePtr{mustAlloc(t, a, 2*MiB, 0), mustAlloc(t, a, 2*MiB, 0), mustAlloc(t, a, 8*MiB, 0), mustAlloc(t, a, 2*MiB, 0)}
+	mustFree(t, a, ps[0])
+	mustFree(t, a, ps[2])
+	if _, err := a.Alloc(10*MiB, 0); err != nil {
+		t.Fatalf("Alloc(10 MiB) with 44 MiB free on the device: %v", err)
+	}
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+
+	// A 12 MiB request beside 10 MiB free (fragLimit 4 MiB, one free block: no stitch): the 2 MiB rest's
+	// segment is 20 MiB, more than the 18 MiB the device has; the whole request's is 12 MiB.
+	a, dev = newPaper(t, Config{ReAlloc: true, StitchMin: 4 * MiB}, 64*MiB, true)
+	mustAlloc(t, a, 2*MiB, 0)
+	mustAlloc(t, a, 2*MiB, 0)
+	mustAlloc(t, a, 6*MiB, 0)
+	s1, err := dev.CreateStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAlloc(t, a, 24*MiB, s1) // another stream's segment: the device keeps 18 MiB free
+	if _, err := a.Alloc(12*MiB, 0); err != nil {
+		t.Fatalf("Alloc(12 MiB) with 18 MiB free on the device: %v", err)
 	}
 	checkState(t, a, dev)
 	closeClean(t, a, dev)

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/gmlake/gmlake/vmm"
 )
@@ -224,6 +225,91 @@ func CheckPaperSplit(before, after View, ptr vmm.DevicePtr, size, chunk uint64) 
 	if got.Range.Size != want {
 		return []Violation{violation(InvTorch, "gmlake-paper: Alloc(%d) (rounded %d) from a free block of %s got a block of %s: GLake's should_split (rest >= %s) says %s",
 			size, r, vmm.FormatBytes(from), vmm.FormatBytes(got.Range.Size), vmm.FormatBytes(chunk), vmm.FormatBytes(want))}
+	}
+	return nil
+}
+
+// PaperRule is what CheckPaperSegment needs of gmlake-paper's knobs (impl.Config: ReAlloc, StitchMin as
+// GLake's fragLimit, default 512 MiB, and DefragLevel).
+type PaperRule struct {
+	ReAlloc     bool
+	FragLimit   uint64
+	DefragLevel int
+	_           struct{}
+}
+
+// CheckPaperSegment is INV-TORCH's clause for gmlake-paper's large pool on realloc_block's segment, for one
+// successful Alloc(size) on stream s: with r the request rounded up to the chunk (GLake's round_size; above
+// 1 MiB), a segment made during the call (a reservation new after it that holds pBlocks) has
+// get_allocation_size(r) bytes rounded up to the chunk; with reAlloc on and F free large-pool bytes of stream s
+// before the call, 0 < F < r, get_allocation_size(r - F) rounded up (the rest, stitched at once to the free
+// blocks; below fragLimit, where no stitch serves it, or where the rest's segment is not the smaller, the
+// retry's whole segment too), and none at all when
+// F >= r, r is at least fragLimit and defragLevel leaves stitch attempt 2 (realloc_block returns false: the
+// free blocks cover it; otherwise the retry grows the whole segment, impl/doc.go's departure). Judged only
+// where F cannot change during the call: no pending pBlock before it (events completing free more) and no
+// handle released during it (release_cached_blocks drops free segments before the retry).
+func CheckPaperSegment(before, after View, size, chunk uint64, rule PaperRule, s vmm.Stream) []Violation {
+	if size == 0 || chunk == 0 || TorchRoundSize(size) <= torchSmallSize {
+		return nil
+	}
+	r := vmm.AlignUp(size, chunk)
+	var free uint64
+	for _, b := range before.Blocks {
+		if b.Stitched {
+			continue
+		}
+		if b.State == BlockPending {
+			return nil
+		}
+		if b.State == BlockFree && !b.SmallPool && b.Stream == s {
+			free += b.Range.Size
+		}
+	}
+	held := map[vmm.Handle]bool{}
+	for _, h := range after.Device.Handles {
+		if !h.Released {
+			held[h.Handle] = true
+		}
+	}
+	for _, h := range before.Device.Handles {
+		if !h.Released && !held[h.Handle] {
+			return nil
+		}
+	}
+	full := vmm.AlignUp(TorchAllocationSize(r), chunk)
+	want, why := []uint64{full}, "get_allocation_size of the request"
+	stitchable := r >= rule.FragLimit
+	switch {
+	case !rule.ReAlloc || free == 0:
+	case free >= r && stitchable && rule.DefragLevel <= 2:
+		want, why = nil, "none: reAlloc grows nothing while the stream's free large blocks cover the request"
+	case free >= r:
+		why = "the retry's whole segment: reAlloc's shortcut would fail a request no stitch serves"
+	case stitchable:
+		rest := vmm.AlignUp(TorchAllocationSize(r-free), chunk)
+		want, why = []uint64{rest}, "reAlloc: get_allocation_size of the request less the stream's free large bytes"
+		if rest >= full {
+			want, why = append(want, full), "reAlloc's rest on the first try; the whole segment, smaller, on the retry"
+		}
+	default:
+		want = []uint64{vmm.AlignUp(TorchAllocationSize(r-free), chunk), full}
+		why = "reAlloc's rest on the first try, the whole segment on the retry (no stitch serves the request)"
+	}
+	for _, res := range after.Device.Reservations {
+		if _, old := resOfSorted(before.Device.Reservations, res.Base); old {
+			continue
+		}
+		seg := false
+		for _, b := range after.Blocks {
+			if !b.Stitched && !b.SmallPool && res.Contains(b.Range.Base) {
+				seg = true
+			}
+		}
+		if seg && !slices.Contains(want, res.Size) {
+			return []Violation{violation(InvTorch, "gmlake-paper: Alloc(%d) (rounded %d) on stream %d made a segment of %s with %s free in the stream's large blocks; GLake's realloc_block makes %v (%s)",
+				size, r, s, vmm.FormatBytes(res.Size), vmm.FormatBytes(free), formatSizes(want), why)}
+		}
 	}
 	return nil
 }

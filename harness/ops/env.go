@@ -315,6 +315,11 @@ func NewEnv(cfg Config) (*Env, error) {
 	if cfg.Policy == impl.PolicyGMLakePaper && cfg.Knobs.StitchMin != 0 {
 		e.Rule.StitchMin = cfg.Knobs.StitchMin // the engine's own threshold, not the default
 	}
+	if cfg.Policy == impl.PolicyGMLakePaper && cfg.Knobs.DefragLevel >= 3 {
+		// Every stitch attempt of the miss path skipped (reAlloc's own stitches new memory in): no request
+		// is served by stitching the cache alone.
+		e.Rule.StitchMin = 0
+	}
 	if cfg.Policy == impl.PolicyGMLake {
 		e.Growth = GrowthRule(cfg.Knobs, e.Device.Capacity(), cfg.Granularity)
 	}
@@ -901,7 +906,7 @@ func (e *Env) step(op Op) StepResult {
 			res.Violations = append(res.Violations, spec.CheckBestFit(before, after, res.Ptr, in.Stream, vmm.AlignUp(max(op.Size, 512), 512))...)
 			if haveBefore {
 				res.Violations = append(res.Violations, spec.CheckTorch(e.Cfg.Policy, before, after, res.Ptr, op.Size, e.failedCalls())...)
-				res.Violations = append(res.Violations, e.judgePaperSplit(before, after, res.Ptr, op.Size)...)
+				res.Violations = append(res.Violations, e.judgePaperSplit(before, after, res.Ptr, op.Size, in.Stream)...)
 				res.Violations = append(res.Violations, e.judgePaperReuse(before, after, res.Ptr, op.Size, in.Stream)...)
 				res.Violations = append(res.Violations, spec.CheckExtend(before, after, res.Ptr)...)
 				if !e.faulty {
@@ -925,16 +930,18 @@ func (e *Env) step(op Op) StepResult {
 		if autoGC == 0 {
 			autoGC = 1000 << 30 // impl: GMLake's autoGC default
 		}
-		if e.paperStitched <= autoGC {
-			res.Violations = append(res.Violations, spec.CheckPaperCollect(before, after, op.Size, e.Cfg.Knobs.ReAlloc)...)
-		}
+		var made uint64 // the bytes this call stitched: they count toward autoGC before it collects
 		if res.Err == nil {
 			for _, b := range after.Blocks {
 				if b.Stitched && b.State == spec.BlockLive && b.Range.Base == res.Ptr && !before.Reserved(res.Ptr) {
-					e.paperStitched += b.Range.Size
+					made += b.Range.Size
 				}
 			}
 		}
+		if e.paperStitched+made <= autoGC {
+			res.Violations = append(res.Violations, spec.CheckPaperCollect(before, after, op.Size, e.Cfg.Knobs.ReAlloc)...)
+		}
+		e.paperStitched += made
 	}
 	if op.Kind == OpAlloc && haveBefore && errors.Is(res.Err, vmm.ErrOutOfMemory) && !e.faulty &&
 		!errors.Is(res.Err, impl.ErrInvalidSize) && len(e.capturing) == 0 && !e.pooled {

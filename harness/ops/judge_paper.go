@@ -6,10 +6,11 @@ import (
 	"github.com/gmlake/gmlake/vmm"
 )
 
-// judgePaperSplit judges INV-TORCH's clause for gmlake-paper's large pool (spec.CheckPaperSplit: GLake's
-// should_split) for a successful Alloc, with the chunk size the Env configured (GLake's 2 MiB kGranularity,
+// judgePaperSplit judges INV-TORCH's clauses for gmlake-paper's large pool (spec.CheckPaperSplit: GLake's
+// should_split; spec.CheckPaperSegment: realloc_block's segment, reAlloc as the Env configured) for a
+// successful Alloc, with the chunk size the Env configured (GLake's 2 MiB kGranularity,
 // aligned to the device's granularity, or the knob).
-func (e *Env) judgePaperSplit(before, after spec.View, ptr vmm.DevicePtr, size uint64) []spec.Violation {
+func (e *Env) judgePaperSplit(before, after spec.View, ptr vmm.DevicePtr, size uint64, s vmm.Stream) []spec.Violation {
 	if e.Cfg.Policy != impl.PolicyGMLakePaper {
 		return nil
 	}
@@ -17,7 +18,9 @@ func (e *Env) judgePaperSplit(before, after spec.View, ptr vmm.DevicePtr, size u
 	if chunk == 0 {
 		chunk = vmm.AlignUp(2<<20, e.Device.Granularity()) // impl: paperPiece
 	}
-	return spec.CheckPaperSplit(before, after, ptr, size, chunk)
+	return append(spec.CheckPaperSplit(before, after, ptr, size, chunk),
+		spec.CheckPaperSegment(before, after, size, chunk, spec.PaperRule{ReAlloc: e.Cfg.Knobs.ReAlloc,
+			FragLimit: or64(e.Cfg.Knobs.StitchMin, 512<<20 /* impl: paperStitch */), DefragLevel: e.Cfg.Knobs.DefragLevel}, s)...)
 }
 
 // judgePaperReuse judges INV-REUSE's clause for gmlake-paper (spec.CheckPaperReuse: GLake's reuse of a cached

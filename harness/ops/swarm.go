@@ -21,7 +21,8 @@ import (
 //   - swarm-capacity: devices from a few chunks (out of memory within a few ops) to 4 GiB, and for gmlake
 //     one of 2049 granules (its chunk size, 1/2048 of the device, rounds up to two granules: INV-CHUNK);
 //   - swarm-knobs: the policy's knobs (gmlake: chunk size, stitch threshold, sBlock cache 1-4 or default,
-//     cross-stream off; gmlake-paper: stitch threshold, sBlock cache, reuse limit); PyTorch's policies keep theirs;
+//     cross-stream off; gmlake-paper: stitch threshold, sBlock cache, reuse limit, reAlloc, defragLevel, autoGC); PyTorch's
+//     policies keep theirs;
 //   - swarm-faults: a fault schedule over every driver call kind the engine makes, or none;
 //   - swarm-actions: each optional action is on with probability 1/2;
 //   - sizes-threshold: a third of the sizes sit at a threshold of the sequence's policy and knobs (512 B,
@@ -94,6 +95,10 @@ func DrawSwarm(t *rapid.T, policy string, noFaults bool) Swarm {
 		s.Knobs.SBlockCache = rapid.IntRange(0, 4).Draw(t, "swarm-sblockcache")
 		// reuseLimit: 0 the default (10); 1 only a cached block of the request's size; 1.5 and 3 between.
 		s.Knobs.ReuseLimit = rapid.SampledFrom([]float64{0, 1, 1.5, 3}).Draw(t, "swarm-reuselimit")
+		// GLake's other knobs: reAlloc, the stitch attempts skipped (defragLevel), an autoGC low enough to run.
+		s.Knobs.ReAlloc = rapid.IntRange(0, 2).Draw(t, "swarm-realloc") == 0
+		s.Knobs.DefragLevel = rapid.SampledFrom([]int{0, 0, 1, 2, 3}).Draw(t, "swarm-defraglevel")
+		s.Knobs.AutoGC = rapid.SampledFrom([]uint64{0, 0, 8 * vmm.MiB, 64 * vmm.MiB}).Draw(t, "swarm-autogc")
 	}
 	if !noFaults && rapid.IntRange(0, 3).Draw(t, "swarm-faults") != 0 {
 		for _, k := range SwarmFaultCalls {
