@@ -263,3 +263,45 @@ func TestCheckStitchOnlyWhenItSavesGrowth(t *testing.T) {
 		t.Errorf("ArenaGrowthBound beside a blockless reservation = %s, want 6 MiB", vmm.FormatBytes(got))
 	}
 }
+
+// INV-TORCH, realloc_block's segment under gmlake-paper: get_allocation_size of the request rounded to the
+// chunk; with reAlloc, of the rest beyond the stream's free large bytes (the whole one too where no stitch
+// serves the request or the rest's is not the smaller), and none while those bytes cover a request a stitch
+// serves.
+func TestCheckPaperSegment(t *testing.T) {
+	base, nb := vmm.DevicePtr(0x1000_0000), vmm.DevicePtr(0x4000_0000)
+	// Before: a 20 MiB segment of stream 0, free bytes `free` at its end beside a live block.
+	views := func(free, seg uint64) (before, after View) {
+		before = View{Policy: "gmlake-paper", Granularity: 2 * mb,
+			Blocks: []Block{{ID: 1, State: BlockLive, Range: vmm.Range{Base: base, Size: 20*mb - free}},
+				{ID: 2, State: BlockFree, Range: vmm.Range{Base: base.Add(20*mb - free), Size: free}}},
+			Device: Device{Reservations: []vmm.Range{{Base: base, Size: 20 * mb}}, Capacity: 256 * mb}}
+		after = before
+		after.Blocks = append(slices.Clone(before.Blocks), Block{ID: 3, State: BlockLive, Range: vmm.Range{Base: nb, Size: seg}})
+		after.Device.Reservations = append(slices.Clone(before.Device.Reservations), vmm.Range{Base: nb, Size: seg})
+		return before, after
+	}
+	plain := PaperRule{FragLimit: 512 * mb}
+	re := PaperRule{ReAlloc: true, FragLimit: 4 * mb}
+	for _, c := range []struct {
+		what       string
+		free, seg  uint64
+		size       uint64
+		rule       PaperRule
+		violations int
+	}{
+		{"no reAlloc: the whole request's segment", 12 * mb, 24 * mb, 24 * mb, plain, 0},
+		{"no reAlloc: another size", 12 * mb, 12 * mb, 24 * mb, plain, 1},
+		{"reAlloc: the rest's segment (24 - 12 MiB)", 12 * mb, 12 * mb, 24 * mb, re, 0},
+		{"reAlloc: the whole segment though the rest's is smaller", 12 * mb, 24 * mb, 24 * mb, re, 1},
+		{"reAlloc: a 2 MiB rest makes 20 MiB, the whole 12 MiB request 12 MiB: either", 10 * mb, 12 * mb, 12 * mb, re, 0},
+		{"reAlloc: free bytes cover a request a stitch serves: no segment", 16 * mb, 20 * mb, 12 * mb, re, 1},
+		{"reAlloc: free bytes cover a request below fragLimit: the retry's whole segment", 16 * mb, 12 * mb, 12 * mb, PaperRule{ReAlloc: true, FragLimit: 512 * mb}, 0},
+		{"a small request is not judged", 12 * mb, 4 * mb, mb, re, 0},
+	} {
+		before, after := views(c.free, c.seg)
+		if vs := CheckPaperSegment(before, after, c.size, 2*mb, c.rule, 0); len(vs) != c.violations {
+			t.Errorf("%s: %v, want %d violations", c.what, vs, c.violations)
+		}
+	}
+}
