@@ -77,16 +77,8 @@ func CheckStitch(rule GrowthRule, before, after View, ptr vmm.DevicePtr, size ui
 			return nil
 		}
 	}
-	held := map[vmm.Handle]bool{}
-	for _, h := range after.Device.Handles {
-		if !h.Released {
-			held[h.Handle] = true
-		}
-	}
-	for _, h := range before.Device.Handles {
-		if !h.Released && !held[h.Handle] {
-			return nil // released during the call
-		}
+	if releasedDuring(before, after) {
+		return nil // a handle released during the call
 	}
 	sort.Slice(free, func(i, j int) bool { return free[i].Range.Base < free[j].Range.Base })
 	cand := map[vmm.Handle]uint64{}
@@ -223,6 +215,23 @@ func runsHolding(d Device, res vmm.Range, blocks []Block, r uint64) []uint64 {
 		}
 	}
 	return out
+}
+
+// releasedDuring reports whether a physical handle the device held in before is released in after (a release
+// of the cache during the call changes what the allocator could use).
+func releasedDuring(before, after View) bool {
+	held := map[vmm.Handle]bool{}
+	for _, h := range after.Device.Handles {
+		if !h.Released {
+			held[h.Handle] = true
+		}
+	}
+	for _, h := range before.Device.Handles {
+		if !h.Released && !held[h.Handle] {
+			return true
+		}
+	}
+	return false
 }
 
 func sortedDesc(x []uint64) []uint64 {

@@ -266,16 +266,8 @@ func CheckPaperSegment(before, after View, size, chunk uint64, rule PaperRule, s
 			free += b.Range.Size
 		}
 	}
-	held := map[vmm.Handle]bool{}
-	for _, h := range after.Device.Handles {
-		if !h.Released {
-			held[h.Handle] = true
-		}
-	}
-	for _, h := range before.Device.Handles {
-		if !h.Released && !held[h.Handle] {
-			return nil
-		}
+	if releasedDuring(before, after) {
+		return nil
 	}
 	full := vmm.AlignUp(TorchAllocationSize(r), chunk)
 	want, why := []uint64{full}, "get_allocation_size of the request"

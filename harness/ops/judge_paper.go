@@ -14,10 +14,7 @@ func (e *Env) judgePaperSplit(before, after spec.View, ptr vmm.DevicePtr, size u
 	if e.Cfg.Policy != impl.PolicyGMLakePaper {
 		return nil
 	}
-	chunk := uint64(e.Cfg.Knobs.ChunkSize)
-	if chunk == 0 {
-		chunk = vmm.AlignUp(2<<20, e.Device.Granularity()) // impl: paperPiece
-	}
+	chunk := e.paperChunk()
 	return append(spec.CheckPaperSplit(before, after, ptr, size, chunk),
 		spec.CheckPaperSegment(before, after, size, chunk, spec.PaperRule{ReAlloc: e.Cfg.Knobs.ReAlloc,
 			FragLimit: or64(e.Cfg.Knobs.StitchMin, 512<<20 /* impl: paperStitch */), DefragLevel: e.Cfg.Knobs.DefragLevel}, s)...)
@@ -30,13 +27,19 @@ func (e *Env) judgePaperReuse(before, after spec.View, ptr vmm.DevicePtr, size u
 	if e.Cfg.Policy != impl.PolicyGMLakePaper {
 		return nil
 	}
-	chunk := uint64(e.Cfg.Knobs.ChunkSize)
-	if chunk == 0 {
-		chunk = vmm.AlignUp(2<<20, e.Device.Granularity()) // impl: paperPiece
-	}
+	chunk := e.paperChunk()
 	limit := e.Cfg.Knobs.ReuseLimit
 	if limit == 0 {
 		limit = 10 // impl: paperReuse, GLake's reuseLimit
 	}
 	return spec.CheckPaperReuse(before, after, ptr, size, chunk, limit, s)
+}
+
+// paperChunk is gmlake-paper's chunk as the Env configured it: the ChunkSize knob, else GLake's 2 MiB
+// kGranularity aligned to the device's granularity (impl: paperPiece).
+func (e *Env) paperChunk() uint64 {
+	if c := uint64(e.Cfg.Knobs.ChunkSize); c != 0 {
+		return c
+	}
+	return vmm.AlignUp(2<<20, e.Device.Granularity())
 }
