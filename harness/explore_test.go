@@ -303,6 +303,14 @@ func targetedUniverses() []universe {
 	paperReuse := paperGrow
 	paperReuse.Knobs = impl.Config{StitchMin: 4 * mib, ReuseLimit: 1.1}
 	paperReuse.Sizes, paperReuse.Resets, paperReuse.Depth = []uint64{10 * mib, 12 * mib, 14 * mib}, false, 4+extra
+	// paper-realloc: gmlake-paper with reAlloc through the serving layer, a 20 MiB segment whose 2 and 8 MiB
+	// blocks are free beside live ones on a 64 MiB device: requests the free blocks cover below fragLimit,
+	// whose rest would make a segment larger than the whole one, or that fail after reAlloc grew (the
+	// retry's whole segment, FINDINGS F14; the error's figures after the grown segments went back, F13).
+	// Depth 4 in full.
+	paperRealloc := ExploreConfig{Policy: impl.PolicyGMLakePaper, Streams: 1, MaxLive: 6, MaxPending: 1, Capacity: 64 * mib,
+		Sizes: []uint64{10 * mib, 12 * mib, 44 * mib}, Knobs: impl.Config{ReAlloc: true}, Serve: true, Depth: 4 + extra,
+		Prefix: []ops.Op{alloc(0, 2*mib, 0), alloc(1, 2*mib, 0), alloc(2, 8*mib, 0), alloc(3, 2*mib, 0), free(0), free(2)}}
 	// stats: the tight universe of caching (PyTorch's segments: 2 MiB small, 20 MiB large, released whole)
 	// with the resets: a peak or a total that does not restart, or restarts from the wrong value, after
 	// allocations, splits, frees, out of memory and EmptyCache (INV-TORCHSTATS's reset model).
@@ -310,7 +318,7 @@ func targetedUniverses() []universe {
 		Sizes: []uint64{512, 22 * mib}, Resets: true, Depth: 5 + extra}
 	us := []universe{{"gmlake/stitch", stitch}, {"gmlake/handoff", handoff}, {"gmlake-paper/paper-gc", paper},
 		{"gmlake/capture", capture}, {"gmlake/flush", flush}, {"gmlake-paper/paper-grow", paperGrow},
-		{"gmlake-paper/paper-reuse", paperReuse}, {"caching/stats", stats}}
+		{"gmlake-paper/paper-reuse", paperReuse}, {"gmlake-paper/paper-realloc", paperRealloc}, {"caching/stats", stats}}
 	for i := range us {
 		us[i].cfg.Deadline = budget
 	}
