@@ -31,8 +31,17 @@ func TestCheckChunks(t *testing.T) {
 			h++
 		}
 		a.Device.Handles = append(a.Device.Handles, b.Device.Handles...)
+		// The created handles are mapped side by side from one base, in order; a 0 leaves a granule
+		// unmapped between them (another stretch of the arena's run).
+		va := vmm.DevicePtr(0x1000_0000)
 		for _, sz := range created {
+			if sz == 0 {
+				va = va.Add(g)
+				continue
+			}
 			a.Device.Handles = append(a.Device.Handles, DevHandle{Handle: h, Size: sz, Mappings: 1})
+			a.Device.Mappings = append(a.Device.Mappings, DevMapping{VA: vmm.Range{Base: va, Size: sz}, Handle: h, Accessible: true})
+			va = va.Add(sz)
 			h++
 		}
 		return b, a
@@ -47,7 +56,9 @@ func TestCheckChunks(t *testing.T) {
 		{"one short growth", nil, []uint64{g}, false},
 		{"nothing created", []uint64{g, g}, nil, false},
 		{"a handle above the chunk", nil, []uint64{8 * vmm.MiB}, true},
-		{"two short pieces (chunk size too small)", nil, []uint64{g, g}, true},
+		{"two short pieces side by side (chunk size too small)", nil, []uint64{g, g}, true},
+		{"a short piece before a whole chunk", nil, []uint64{g, 4 * vmm.MiB}, true},
+		{"two stretches, each with its short last piece", nil, []uint64{4 * vmm.MiB, g, 0, 4 * vmm.MiB, g}, false},
 	} {
 		b, a := views(c.old, c.created...)
 		if vs := CheckChunks(rule, b, a); (len(vs) > 0) != c.bad || len(vs) > 0 && vs[0].Inv != InvChunk {

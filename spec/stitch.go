@@ -257,20 +257,34 @@ func formatSizes(x []uint64) []string {
 // the cached stitched blocks that view a segment it releases. So a cached stitched block of before that is
 // gone after views a handle released during the call, or the device had more free bytes before the call
 // than the segment realloc_block makes for the request: get_allocation_size of the request rounded as GMLake
-// rounds it (to 2 MiB above 1 MiB); with reAlloc on (a segment for only what the free blocks lack) the
-// request rounded to 512 B bounds it. No new memory is made before realloc_block's collection, so the
+// rounds it (to 2 MiB above 1 MiB); with reAlloc on, a segment for only what the free blocks lack, at its
+// smallest (every free or pending large pBlock counted; none, and nothing judged, when they cover the
+// request). No new memory is made before realloc_block's collection, so the
 // device's free bytes then are at least those of before.
 func CheckPaperCollect(before, after View, size uint64, reAlloc bool) []Violation {
 	if before.Policy != "gmlake-paper" {
 		return nil
 	}
 	r := vmm.AlignUp(max(size, 1), 512)
-	seg := r
-	if !reAlloc {
+	seg := TorchAllocationSize(r)
+	if r > torchSmallSize {
+		r = vmm.AlignUp(r, 2<<20)
 		seg = TorchAllocationSize(r)
-		if r > torchSmallSize {
-			seg = TorchAllocationSize(vmm.AlignUp(r, 2<<20))
+	}
+	if reAlloc && r > torchSmallSize {
+		// The segment of only what the free large blocks lack: at its smallest with every free or pending
+		// large pBlock counted (any stream's; pending ones may complete during the call), none when they
+		// cover the request.
+		var free uint64
+		for _, b := range before.Blocks {
+			if !b.Stitched && !b.SmallPool && b.State != BlockLive {
+				free += b.Range.Size
+			}
 		}
+		if free >= r {
+			return nil
+		}
+		seg = min(seg, vmm.AlignUp(TorchAllocationSize(vmm.AlignUp(r-free, 2<<20)), 2<<20))
 	}
 	if before.Device.Free() > seg {
 		return nil

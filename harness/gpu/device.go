@@ -243,6 +243,19 @@ func (d *Device) Pending(s vmm.Stream) uint64 {
 	return 0
 }
 
+// Create creates a handle of size bytes on the GPU, refusing with out of memory one that would take the
+// Ledger's account past Capacity, as the simulated device of that capacity does: MemInfo reports a device of
+// Capacity bytes, and without the refusal an engine with no serving layer's cap above it (FuzzOpsOnGPU's
+// bare programs) kept growing on the 141 GB H200, past what the judge believes exists (5.8 GiB on a 1 GiB
+// device, 15 s for one 235-op program: past the fuzzer's 10 s limit, session 8).
+func (d *Device) Create(size uint64) (vmm.Handle, error) {
+	if used := d.Ledger.Used(); d.cfg.Capacity > 0 && (size > d.cfg.Capacity || used > d.cfg.Capacity-size) {
+		return 0, &vmm.CallError{Call: vmm.CallCreate, Result: vmm.OutOfMemory,
+			Detail: fmt.Sprintf("%s asked with %s of the judge's %s device held", vmm.FormatBytes(size), vmm.FormatBytes(used), vmm.FormatBytes(d.cfg.Capacity))}
+	}
+	return d.Ledger.Create(size)
+}
+
 // MemInfo reports a device of Capacity bytes (the judge's): free is what the Ledger's account leaves of it
 // (at most the GPU's real free memory), total is Capacity. The engine and the serving layer then size
 // themselves as on a GPU of that size, as on the simulated device: a request above Capacity is refused at

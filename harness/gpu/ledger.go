@@ -87,6 +87,13 @@ func (l *Ledger) Create(size uint64) (vmm.Handle, error) {
 	return name, nil
 }
 
+// Used is the physical bytes of the handles the Ledger holds.
+func (l *Ledger) Used() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.used
+}
+
 // realLocked is the driver's handle of a name.
 func (l *Ledger) realLocked(name vmm.Handle) vmm.Handle {
 	if h, ok := l.mu.real[name]; ok {
