@@ -533,7 +533,10 @@ func (a *Allocator) safeLocked(st *streamState, seq uint64) bool {
 		return seq <= st.safeSeq && (!st.gone || st.lastEv == 0)
 	}
 	if st.gone {
-		return a.lastDoneLocked(st)
+		// Its fences stay good after the stream is destroyed (an event outlives its stream): a block freed
+		// before the stream's last work was launched need not wait for that work.
+		a.retireFencesLocked(st, seq)
+		return seq <= st.safeSeq || a.lastDoneLocked(st)
 	}
 	if g := a.goneDefaultLocked(st); g != nil { // a private pool's state of a forgotten stream
 		return a.lastDoneLocked(g)
@@ -549,17 +552,7 @@ func (a *Allocator) safeLocked(st *streamState, seq uint64) bool {
 		st.recheck = false
 	}
 	for round := 0; round < 2; round++ {
-		// Retire completed fences, oldest first.
-		for len(st.fences) > 0 && seq > st.safeSeq {
-			f := st.fences[0]
-			done, err := a.d.QueryEvent(f.ev)
-			if err != nil || !done {
-				break
-			}
-			st.safeSeq = max(st.safeSeq, f.seq)
-			a.evFree = append(a.evFree, f.ev)
-			st.fences = append(st.fences[:0], st.fences[1:]...)
-		}
+		a.retireFencesLocked(st, seq)
 		if seq <= st.safeSeq {
 			return true
 		}
@@ -571,6 +564,21 @@ func (a *Allocator) safeLocked(st *streamState, seq uint64) bool {
 		}
 	}
 	return false
+}
+
+// retireFencesLocked retires st's completed fences, oldest first, until one covers seq (safeSeq reaches it) or
+// one has not completed.
+func (a *Allocator) retireFencesLocked(st *streamState, seq uint64) {
+	for len(st.fences) > 0 && seq > st.safeSeq {
+		f := st.fences[0]
+		done, err := a.d.QueryEvent(f.ev)
+		if err != nil || !done {
+			return
+		}
+		st.safeSeq = max(st.safeSeq, f.seq)
+		a.evFree = append(a.evFree, f.ev)
+		st.fences = append(st.fences[:0], st.fences[1:]...)
+	}
 }
 
 // processEventsLocked retires completed events and frees the blocks that were waiting only on them. Freeing a
