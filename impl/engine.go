@@ -328,7 +328,8 @@ func streamErr(s vmm.Stream, err error) error {
 // ForgetStream tells the allocator that stream s is about to be destroyed; call it before cuStreamDestroy.
 // It records a last event on s covering all the work s will ever run: blocks used on s (allocated there,
 // or recorded with RecordStream) are reused elsewhere, stitched or released only once that work completed,
-// as CUDA completes a destroyed stream's pending work. From then on Alloc and RecordStream on s are
+// as CUDA completes a destroyed stream's pending work, or once a fence recorded on s before it, at or after
+// their free, completed (a block freed before later work was launched on s does not wait for that work). From then on Alloc and RecordStream on s are
 // ErrUnknownStream; Free of blocks used on s works as before. The default stream cannot be forgotten
 // (ErrUnknownStream). A stream destroyed without ForgetStream is noticed at the first driver call on it
 // that fails; its claims end with it (the caller must have synchronized it), since nothing is left to wait

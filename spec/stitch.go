@@ -177,23 +177,7 @@ func ArenaGrowthBound(v View, s vmm.Stream, r, g uint64) uint64 {
 // address order; what no block covers is unmapped) that holds r bytes, the bytes of free mapped blocks among
 // the run's first r bytes.
 func runsHolding(d Device, res vmm.Range, blocks []Block, r uint64) []uint64 {
-	type piece struct {
-		size         uint64
-		free, mapped bool
-	}
-	var ps []piece
-	cur := res.Base
-	for _, b := range blocks {
-		if b.Range.Base > cur {
-			ps = append(ps, piece{uint64(b.Range.Base - cur), true, false})
-		}
-		_, holes := d.Backing(b.Range)
-		ps = append(ps, piece{b.Range.Size, b.State == BlockFree && len(holes) == 0, true})
-		cur = max(cur, b.Range.Limit())
-	}
-	if cur < res.Limit() {
-		ps = append(ps, piece{uint64(res.Limit() - cur), true, false})
-	}
+	ps := arenaPieces(d, res, blocks)
 	var out []uint64
 	for k, p := range ps {
 		if p.mapped {

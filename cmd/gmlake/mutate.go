@@ -94,7 +94,7 @@ denominator and print apart, and a judged mutant that some checker kills prints 
 				return nil
 			}
 			ms := all
-			hdr := fmt.Sprintf("mutants of %s: gmlake mutate --sample %d --seed %d (%d of %d)", dir, sample, seed, len(ms), len(all))
+			var hdr string // a saved key file's header: the sample file's own, or the sample drawn
 			if keysFile != "" {
 				keys, err := mutate.ReadKeys(keysFile)
 				if err != nil {
@@ -112,7 +112,7 @@ denominator and print apart, and a judged mutant that some checker kills prints 
 			} else if sample > 0 {
 				ms = mutate.Sample(all, sample, seed)
 			}
-			if sample > 0 && keysFile == "" {
+			if keysFile == "" {
 				hdr = fmt.Sprintf("mutants of %s: gmlake mutate --sample %d --seed %d (%d of %d)", dir, sample, seed, len(ms), len(all))
 			}
 			if saveKeys != "" {

@@ -906,7 +906,7 @@ func (e *Env) step(op Op) StepResult {
 			res.Violations = append(res.Violations, spec.CheckBestFit(before, after, res.Ptr, in.Stream, vmm.AlignUp(max(op.Size, 512), 512))...)
 			if haveBefore {
 				res.Violations = append(res.Violations, spec.CheckTorch(e.Cfg.Policy, before, after, res.Ptr, op.Size, e.failedCalls())...)
-				res.Violations = append(res.Violations, e.judgePaperSplit(before, after, res.Ptr, op.Size, in.Stream)...)
+				res.Violations = append(res.Violations, e.judgePaperLarge(before, after, res.Ptr, op.Size, in.Stream)...)
 				res.Violations = append(res.Violations, e.judgePaperReuse(before, after, res.Ptr, op.Size, in.Stream)...)
 				res.Violations = append(res.Violations, spec.CheckExtend(before, after, res.Ptr)...)
 				if !e.faulty {

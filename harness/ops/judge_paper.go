@@ -6,11 +6,11 @@ import (
 	"github.com/gmlake/gmlake/vmm"
 )
 
-// judgePaperSplit judges INV-TORCH's clauses for gmlake-paper's large pool (spec.CheckPaperSplit: GLake's
+// judgePaperLarge judges INV-TORCH's clauses for gmlake-paper's large pool (spec.CheckPaperSplit: GLake's
 // should_split; spec.CheckPaperSegment: realloc_block's segment, reAlloc as the Env configured) for a
 // successful Alloc, with the chunk size the Env configured (GLake's 2 MiB kGranularity,
 // aligned to the device's granularity, or the knob).
-func (e *Env) judgePaperSplit(before, after spec.View, ptr vmm.DevicePtr, size uint64, s vmm.Stream) []spec.Violation {
+func (e *Env) judgePaperLarge(before, after spec.View, ptr vmm.DevicePtr, size uint64, s vmm.Stream) []spec.Violation {
 	if e.Cfg.Policy != impl.PolicyGMLakePaper {
 		return nil
 	}
