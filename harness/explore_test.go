@@ -311,6 +311,16 @@ func targetedUniverses() []universe {
 	paperRealloc := ExploreConfig{Policy: impl.PolicyGMLakePaper, Streams: 1, MaxLive: 6, MaxPending: 1, Capacity: 64 * mib,
 		Sizes: []uint64{10 * mib, 12 * mib, 44 * mib}, Knobs: impl.Config{ReAlloc: true}, Serve: true, Depth: 4 + extra,
 		Prefix: []ops.Op{alloc(0, 2*mib, 0), alloc(1, 2*mib, 0), alloc(2, 8*mib, 0), alloc(3, 2*mib, 0), free(0), free(2)}}
+	// reuse: gmlake's cached stitched block at its reuse limit, max(r/4*5, r + 2 granules): three 4 MiB pieces
+	// with a 2 MiB block after each, freed, stitched into 12 MiB and freed, so that the 12 MiB stitched block is
+	// cached with every chunk free and no free pBlock holds more than 4 MiB; then 6 MiB (a granule beyond the
+	// limit: a new stitch, not the cached block), 8 MiB (the additive bound exactly: the cached block), 10 MiB
+	// (the ratio) and 12 MiB requests, freed and asked again (INV-REUSE: the reuse taken, within the limit, of
+	// the smallest). Depth 4 in full.
+	reuse := ExploreConfig{Policy: impl.PolicyGMLake, Streams: 1, MaxLive: 6, MaxPending: 1, Capacity: 20 * mib,
+		Sizes: []uint64{6 * mib, 8 * mib, 10 * mib, 12 * mib}, Depth: 4 + extra,
+		Prefix: []ops.Op{alloc(0, 4*mib, 0), alloc(1, 2*mib, 0), alloc(2, 4*mib, 0), alloc(3, 2*mib, 0), alloc(4, 4*mib, 0),
+			alloc(5, 2*mib, 0), free(0), free(2), free(4), alloc(6, 12*mib, 0), free(6)}}
 	// stats: the tight universe of caching (PyTorch's segments: 2 MiB small, 20 MiB large, released whole)
 	// with the resets: a peak or a total that does not restart, or restarts from the wrong value, after
 	// allocations, splits, frees, out of memory and EmptyCache (INV-TORCHSTATS's reset model).
@@ -318,7 +328,7 @@ func targetedUniverses() []universe {
 		Sizes: []uint64{512, 22 * mib}, Resets: true, Depth: 5 + extra}
 	us := []universe{{"gmlake/stitch", stitch}, {"gmlake/handoff", handoff}, {"gmlake-paper/paper-gc", paper},
 		{"gmlake/capture", capture}, {"gmlake/flush", flush}, {"gmlake-paper/paper-grow", paperGrow},
-		{"gmlake-paper/paper-reuse", paperReuse}, {"gmlake-paper/paper-realloc", paperRealloc}, {"caching/stats", stats}}
+		{"gmlake-paper/paper-reuse", paperReuse}, {"gmlake-paper/paper-realloc", paperRealloc}, {"gmlake/reuse", reuse}, {"caching/stats", stats}}
 	for i := range us {
 		us[i].cfg.Deadline = budget
 	}

@@ -553,6 +553,40 @@ func TestCheckReuse(t *testing.T) {
 	}
 }
 
+// INV-REUSE's reuse clause: with both chunks of the cached 4 MiB stitched block free, reusing it for a
+// request whose limit, max(r/4*5, r + 2 granules), is below 4 MiB is caught (a 2 MiB request at 512 KiB
+// granules: 3 MiB), one at the limit exactly is not (3 MiB: 4 MiB), and reusing it while a smaller cached
+// stitched block of the stream also fits is caught.
+func TestCheckReuseTakesTheSmallestWithinTheLimit(t *testing.T) {
+	before := goodView()
+	for i := range before.Blocks[:2] {
+		before.Blocks[i].State, before.Blocks[i].Stream, before.Blocks[i].SmallPool = BlockFree, 0, false
+	}
+	before.Live = nil
+	st := before.Blocks[2].Range.Base
+	after := before
+	after.Blocks = slices.Clone(before.Blocks)
+	after.Blocks[2].State = BlockLive
+	fine := GrowthRule{StitchMin: 2 * mb, Save: 64 << 10, Granularity: 512 << 10, Reuse: 5}
+	if vs := CheckReuse(fine, before, after, st, 2*mb, 0); len(vs) != 1 || vs[0].Inv != InvReuse {
+		t.Errorf("a 4 MiB stitched block reused for 2 MiB beyond the 3 MiB limit: want one INV-REUSE, got %v", vs)
+	}
+	if vs := CheckReuse(fine, before, after, st, 3*mb, 0); len(vs) != 0 {
+		t.Errorf("a 4 MiB stitched block reused for 3 MiB, at the limit exactly: %v", vs)
+	}
+	rule := GrowthRule{StitchMin: 2 * mb, Save: 64 << 10, Granularity: 2 * mb, Reuse: 5}
+	if vs := CheckReuse(rule, before, after, st, 2*mb, 0); len(vs) != 0 {
+		t.Errorf("the only reusable stitched block reused within the limit: %v", vs)
+	}
+	small := vmm.DevicePtr(0x4000_0000)
+	before.Blocks = append(slices.Clone(before.Blocks), Block{ID: 5, Stitched: true, State: BlockFree, Range: vmm.Range{Base: small, Size: 2 * mb}, Parts: []uint64{1}})
+	before.Device.Reservations = append(slices.Clone(before.Device.Reservations), vmm.Range{Base: small, Size: 2 * mb})
+	before.Device.Mappings = append(slices.Clone(before.Device.Mappings), DevMapping{VA: vmm.Range{Base: small, Size: 2 * mb}, Handle: 1, Accessible: true})
+	if vs := CheckReuse(rule, before, after, st, 2*mb, 0); len(vs) != 1 || vs[0].Inv != InvReuse {
+		t.Errorf("the 4 MiB stitched block reused beside a fitting 2 MiB one: want one INV-REUSE, got %v", vs)
+	}
+}
+
 // INV-REUSE for gmlake-paper: with every chunk of the cached 4 MiB stitched block free, a 3 MiB request
 // (rounded to 4 MiB) served by a new reservation is caught while the block is within reuseLimit times the
 // request, and a reuse of it is caught once it is not (a 2 MiB request under reuseLimit 1.5).

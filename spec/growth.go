@@ -136,7 +136,8 @@ func CheckGrowth(rule GrowthRule, before, after View, size uint64, s vmm.Stream)
 // after the call: a large request rounded to r >= StitchMin that a new stitched block serves (its reservation
 // is new) had no cached stitched block of s to reuse instead, one of at least r and at most
 // max(r/4*Reuse, r + 2 granules) bytes whose every chunk lay wholly in a free block of s (impl/doc.go, the
-// allocation path, step 3: reuse needs no driver call, a new stitch maps every chunk again).
+// allocation path, step 3: reuse needs no driver call, a new stitch maps every chunk again); and a request a
+// cached stitched block serves took one of at most that many bytes, with no smaller such block of s left.
 func CheckReuse(rule GrowthRule, before, after View, ptr vmm.DevicePtr, size uint64, s vmm.Stream) []Violation {
 	if rule.Reuse == 0 {
 		return nil
@@ -146,10 +147,28 @@ func CheckReuse(rule GrowthRule, before, after View, ptr vmm.DevicePtr, size uin
 	if got == nil {
 		return nil
 	}
-	if _, old := resOfSorted(before.Device.Reservations, ptr); old {
-		return nil // a cached sBlock was reused (or a reservation that existed before)
-	}
 	limit := max(r/4*rule.Reuse, r+2*rule.Granularity)
+	if _, old := resOfSorted(before.Device.Reservations, ptr); old {
+		// A cached sBlock was reused (or a reservation that existed before): the smallest reusable one, and
+		// one of at most limit bytes. The engine may also count chunks freed on other streams whose work
+		// completed, so its choice is among a superset of reusableSBlocks: none of those may be smaller.
+		for _, b := range before.Blocks {
+			if !b.Stitched || b.Range.Base != ptr || b.State != BlockFree {
+				continue
+			}
+			if b.Range.Size > limit {
+				return []Violation{violation(InvReuse, "Alloc(%d) (rounded %d) on stream %d reused the cached stitched block %d %v of %s, more than max(r/4*%d, r + 2 granules) = %s",
+					size, r, s, b.ID, b.Range, vmm.FormatBytes(b.Range.Size), rule.Reuse, vmm.FormatBytes(limit))}
+			}
+			for _, sb := range reusableSBlocks(before, s, r) {
+				if sb.Range.Size < b.Range.Size {
+					return []Violation{violation(InvReuse, "Alloc(%d) (rounded %d) on stream %d reused the cached stitched block %d %v of %s, but the smaller cached stitched block %d %v of %s (every chunk free) fits: reuse takes the smallest",
+						size, r, s, b.ID, b.Range, vmm.FormatBytes(b.Range.Size), sb.ID, sb.Range, vmm.FormatBytes(sb.Range.Size))}
+				}
+			}
+		}
+		return nil
+	}
 	for _, sb := range reusableSBlocks(before, s, r) {
 		if sb.Range.Size <= limit {
 			return []Violation{violation(InvReuse, "Alloc(%d) on stream %d stitched a new block %v although the cached stitched block %d %v (%s, every chunk free) could be reused",

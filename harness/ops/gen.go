@@ -37,9 +37,10 @@ import (
 //     piece holds: the two largest exactly, the largest plus 512 B, all of them, all but half a granule,
 //     or all plus a granule (stitching's choices: largest first, the smallest chunk covering the rest, new
 //     memory for the rest; best fit and growth under the others); then maybe that block is freed and asked
-//     again, at 4/5 of it (a cached stitched block is reused up to 1.25x the request: the reuse limit
-//     exactly), after one piece's size took one of its chunks (no longer reusable), or after the smallest
-//     piece's head and tail were taken and the head freed (its chunk free only in part);
+//     again, at 4/5 of it, two granules less, or three (a cached stitched block is reused up to
+//     max(1.25x the request, the request + 2 granules): the reuse limit exactly, and a granule beyond),
+//     after one piece's size took one of its chunks (no longer reusable), or after the smallest piece's
+//     head and tail were taken and the head freed (its chunk free only in part);
 //   - handoff (a template): on stream a, the smallest large-pool block, then one that fills the device after
 //     it (from mid-chunk to a chunk's end), freed, work launched on a after the free, and the small size
 //     asked on another stream: the engine must release what a freed (the free completed before the work:
@@ -256,8 +257,18 @@ var Rules = []Rule{
 		case 1:
 			seq = append(seq, Op{Kind: OpFree, ID: y}, Op{Kind: OpAlloc, ID: y + 1, Size: want, Stream: s})
 		case 2:
-			// The largest request a cached block of AlignUp(want, G) bytes serves: 4/5 of it, rounded up to 512 B.
-			r := vmm.AlignUp(vmm.AlignUp(want, g.Gran)*4/5, 512)
+			// A request at the reuse limit of the cached block of b = AlignUp(want, G) bytes: the smallest
+			// it serves by the ratio (4/5 of it, rounded up to 512 B), by the additive bound (b - 2 granules:
+			// max(r/4*5, r + 2 granules) >= b), or one granule below that (b - 3 granules: reused only
+			// while 5/4 of it reaches b).
+			b := vmm.AlignUp(want, g.Gran)
+			r := vmm.AlignUp(b*4/5, 512)
+			switch src.Intn(3, "frag-reuse-at") {
+			case 1:
+				r = max(b, 3*g.Gran) - 2*g.Gran
+			case 2:
+				r = max(b, 4*g.Gran) - 3*g.Gran
+			}
 			seq = append(seq, Op{Kind: OpFree, ID: y}, Op{Kind: OpAlloc, ID: y + 1, Size: r, Stream: s})
 		case 3:
 			seq = append(seq, Op{Kind: OpFree, ID: y}, Op{Kind: OpAlloc, ID: y + 1, Size: sizes[len(sizes)-1], Stream: s},
