@@ -56,7 +56,7 @@ func samePool(x, y *streamState) bool { return x.mp == y.mp }
 
 // CreateOrIncrefPool creates the private pool id with use count 1, or increments its use count, and
 // returns the new count. A released pool whose memory is still held comes back to life with it. The default
-// pool (the zero id) is not counted: ErrUnknownPool.
+// pool (the zero id) is not counted: ErrUnknownPool. With an error the count is 0 and nothing changed.
 func (a *Allocator) CreateOrIncrefPool(id PoolID) (int, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -85,7 +85,8 @@ func (a *Allocator) CreateOrIncrefPool(id PoolID) (int, error) {
 
 // ReleasePool decrements pool id's use count and returns the new count. At 0 the pool is released: its
 // free memory goes back to the device now (what in-flight work still uses, once it completed: at the next
-// EmptyCache or out-of-memory release), the memory of its live allocations as they are freed.
+// EmptyCache or out-of-memory release), the memory of its live allocations as they are freed. With an error
+// the count is 0 and nothing changed.
 func (a *Allocator) ReleasePool(id PoolID) (int, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

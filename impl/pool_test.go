@@ -374,3 +374,40 @@ func TestRevivedPoolReturnsItsEmptyArena(t *testing.T) {
 		})
 	}
 }
+
+// A refused pool call answers the count 0 and changes nothing: the default pool, a pool never created or
+// already released, gmlake-paper's pools, and every pool call after Close.
+func TestRefusedPoolCallsAnswerZero(t *testing.T) {
+	for _, pol := range Policies {
+		t.Run(pol, func(t *testing.T) {
+			a, dev := newTest(t, pol, 64*MiB, true /* sync */)
+			live := PoolID{A: 3, B: 1}
+			if pol != PolicyGMLakePaper {
+				mustPool(t, a, live)
+			}
+			check := func(what string, n int, err error, kind error) {
+				t.Helper()
+				if !errors.Is(err, kind) || n != 0 {
+					t.Errorf("%s = (%d, %v), want (0, %v)", what, n, err, kind)
+				}
+			}
+			n, err := a.ReleasePool(PoolID{})
+			check("ReleasePool(default)", n, err, ErrUnknownPool)
+			n, err = a.CreateOrIncrefPool(PoolID{})
+			check("CreateOrIncrefPool(default)", n, err, ErrUnknownPool)
+			n, err = a.ReleasePool(PoolID{A: 4, B: 1})
+			check("ReleasePool(never created)", n, err, ErrUnknownPool)
+			if pol == PolicyGMLakePaper {
+				n, err = a.CreateOrIncrefPool(live)
+				check("CreateOrIncrefPool under gmlake-paper", n, err, ErrBadConfig)
+			} else if got := a.PoolUseCount(live); got != 1 {
+				t.Errorf("a refused call moved the live pool's count to %d, want 1", got)
+			}
+			closeClean(t, a, dev)
+			n, err = a.ReleasePool(live)
+			check("ReleasePool after Close", n, err, ErrClosed)
+			n, err = a.CreateOrIncrefPool(live)
+			check("CreateOrIncrefPool after Close", n, err, ErrClosed)
+		})
+	}
+}

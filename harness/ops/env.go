@@ -1011,13 +1011,16 @@ func poolID(n int) impl.PoolID {
 
 // judgePoolOp checks the answer of pool-create or pool-release (the contract has no pools): after Close
 // every call fails with ErrClosed; the default pool and gmlake-paper have no use counts (ErrUnknownPool,
-// ErrBadConfig); releasing a pool that is not alive is ErrUnknownPool; otherwise the count moves by one.
+// ErrBadConfig); releasing a pool that is not alive is ErrUnknownPool; otherwise the count moves by one. A
+// refused call answers the count 0 (impl: "with an error the count is 0"; capi answers -1 then).
 func (e *Env) judgePoolOp(op Op, n int, err error) []spec.Violation {
 	bad := func(want string) []spec.Violation {
 		return []spec.Violation{{Inv: spec.InvContract, Msg: fmt.Sprintf("%v -> (%d, %v): want %s", op, n, err, want)}}
 	}
 	uses := e.pools[op.Pool]
 	switch {
+	case err != nil && n != 0:
+		return bad("the count 0 with the error")
 	case e.closed:
 		if !errors.Is(err, impl.ErrClosed) {
 			return bad("ErrClosed after Close")
