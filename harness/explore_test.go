@@ -316,9 +316,12 @@ func targetedUniverses() []universe {
 	// cached with every chunk free and no free pBlock holds more than 4 MiB; then 6 MiB (a granule beyond the
 	// limit: a new stitch, not the cached block), 8 MiB (the additive bound exactly: the cached block), 10 MiB
 	// (the ratio) and 12 MiB requests, freed and asked again (INV-REUSE: the reuse taken, within the limit, of
-	// the smallest). Depth 4 in full.
+	// the smallest); and an unmap fault at any step, so that the cached block's teardown (EmptyCache, the
+	// release after an out of memory) meets a refused unmap (INV-EMPTIED: EmptyCache reports it). Depth 4 in
+	// full.
 	reuse := ExploreConfig{Policy: impl.PolicyGMLake, Streams: 1, MaxLive: 6, MaxPending: 1, Capacity: 20 * mib,
-		Sizes: []uint64{6 * mib, 8 * mib, 10 * mib, 12 * mib}, Depth: 4 + extra,
+		Sizes: []uint64{6 * mib, 8 * mib, 10 * mib, 12 * mib}, Depth: 4 + extra, Faults: true,
+		FaultCalls: []vmm.CallKind{vmm.CallUnmap},
 		Prefix: []ops.Op{alloc(0, 4*mib, 0), alloc(1, 2*mib, 0), alloc(2, 4*mib, 0), alloc(3, 2*mib, 0), alloc(4, 4*mib, 0),
 			alloc(5, 2*mib, 0), free(0), free(2), free(4), alloc(6, 12*mib, 0), free(6)}}
 	// stats: the tight universe of caching (PyTorch's segments: 2 MiB small, 20 MiB large, released whole)

@@ -69,7 +69,7 @@ func TorchShouldSplit(blockSize, r uint64, expandable bool) bool {
 // Views before and after it (the executor logs them: harness/ops).
 type FailedCall struct {
 	Call vmm.CallKind
-	Size uint64 // the bytes it was asked for (Create, Reserve) or covered (Map, SetAccess)
+	Size uint64 // the bytes it was asked for (Create, Reserve) or covered (Map, SetAccess, Unmap)
 	Err  error
 	// Injected: a fault op made the call fail, not the device's own answer (the device had room).
 	Injected bool

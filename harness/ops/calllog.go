@@ -7,7 +7,7 @@ import (
 )
 
 // failLog is the engine's driver on the simulated device: the device itself, noting every Reserve, Create,
-// Map and SetAccess that fails (what the judge of a step knows beyond its Views: spec.FailedCall). The Env
+// Map, SetAccess and Unmap that fails (what the judge of a step knows beyond its Views: spec.FailedCall). The Env
 // empties it before each step.
 type failLog struct {
 	*sim.Device
@@ -42,5 +42,11 @@ func (l *failLog) Map(ptr vmm.DevicePtr, size uint64, h vmm.Handle, offset uint6
 func (l *failLog) SetAccess(ptr vmm.DevicePtr, size uint64) error {
 	err := l.Device.SetAccess(ptr, size)
 	l.note(vmm.CallSetAccess, size, err)
+	return err
+}
+
+func (l *failLog) Unmap(ptr vmm.DevicePtr, size uint64) error {
+	err := l.Device.Unmap(ptr, size)
+	l.note(vmm.CallUnmap, size, err)
 	return err
 }

@@ -947,6 +947,9 @@ func (e *Env) step(op Op) StepResult {
 		!errors.Is(res.Err, impl.ErrInvalidSize) && len(e.capturing) == 0 && !e.pooled {
 		res.Violations = append(res.Violations, spec.CheckNoSpuriousOOM(before, e.Hist, e.Rule, op.Size, in.Stream)...)
 	}
+	if op.Kind == OpEmptyCache {
+		res.Violations = append(res.Violations, judgeEmptyCacheReports(e.Cfg.Policy, res.Err, e.failedCalls())...)
+	}
 	if op.Kind == OpEmptyCache && res.Err == nil {
 		// INV-EMPTIED: what a successful EmptyCache leaves behind, outside the memory of the living private
 		// pools (INV-POOL: theirs, as PoolChecker learned it from the pool each allocation was asked from);
@@ -1204,4 +1207,23 @@ func interiorOfLive(v spec.View, p vmm.DevicePtr) bool {
 		}
 	}
 	return false
+}
+
+// judgeEmptyCacheReports is INV-EMPTIED's "a driver call it could not make is an error it reports" for the
+// unmaps of an EmptyCache that answered err, given the calls that failed during it: an unmap is never
+// retried (releases and address frees are, four times), so what it could not unmap stays cached and the
+// caller must hear of it (PyTorch's release_cached_blocks raises the driver's error). gmlake-paper's
+// garbage_collect_fused_blocks stops at a failed teardown quietly, as GLake's: not judged.
+func judgeEmptyCacheReports(policy string, err error, failed []spec.FailedCall) []spec.Violation {
+	if err != nil || policy == impl.PolicyGMLakePaper {
+		return nil
+	}
+	for _, f := range failed {
+		if f.Call == vmm.CallUnmap {
+			return []spec.Violation{{Inv: spec.InvEmptied, Msg: fmt.Sprintf(
+				"EmptyCache returned no error, but the driver refused an unmap of %s during it (%v): an unmap is not retried, and its failure is the caller's to hear",
+				vmm.FormatBytes(f.Size), f.Err)}}
+		}
+	}
+	return nil
 }

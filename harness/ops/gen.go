@@ -40,7 +40,8 @@ import (
 //     again, at 4/5 of it, two granules less, or three (a cached stitched block is reused up to
 //     max(1.25x the request, the request + 2 granules): the reuse limit exactly, and a granule beyond),
 //     after one piece's size took one of its chunks (no longer reusable), or after the smallest piece's
-//     head and tail were taken and the head freed (its chunk free only in part);
+//     head and tail were taken and the head freed (its chunk free only in part), or freed and the cache
+//     emptied (with faults on, maybe behind a refused unmap first: EmptyCache must report it);
 //   - handoff (a template): on stream a, the smallest large-pool block, then one that fills the device after
 //     it (from mid-chunk to a chunk's end), freed, work launched on a after the free, and the small size
 //     asked on another stream: the engine must release what a freed (the free completed before the work:
@@ -253,7 +254,7 @@ var Rules = []Rule{
 		want := []uint64{sizes[0] + sizes[1], sizes[0] + 512, total, total - g.Gran/2, total + g.Gran}[src.Intn(5, "frag-request")]
 		y := x + 2*n
 		seq = append(seq, Op{Kind: OpAlloc, ID: y, Size: want, Stream: s})
-		switch src.Intn(5, "frag-then") {
+		switch src.Intn(6, "frag-then") {
 		case 1:
 			seq = append(seq, Op{Kind: OpFree, ID: y}, Op{Kind: OpAlloc, ID: y + 1, Size: want, Stream: s})
 		case 2:
@@ -280,6 +281,15 @@ var Rules = []Rule{
 			seq = append(seq, Op{Kind: OpFree, ID: y}, Op{Kind: OpAlloc, ID: y + 1, Size: head, Stream: s},
 				Op{Kind: OpAlloc, ID: y + 2, Size: small - head, Stream: s}, Op{Kind: OpFree, ID: y + 1},
 				Op{Kind: OpAlloc, ID: y + 3, Size: want, Stream: s})
+		case 5:
+			// The block freed (a stitched one stays cached) and the cache emptied; with faults on, behind a
+			// refused unmap (the first the release makes: what it could not unmap stays, and EmptyCache says so).
+			seq = append(seq, Op{Kind: OpFree, ID: y})
+			if len(g.Swarm.Faults) > 0 && src.Intn(2, "frag-unmap-fault?") == 0 {
+				seq = append(seq, Op{Kind: OpFail, Call: vmm.CallUnmap, N: 1, Result: vmm.UnknownCUDAError},
+					Op{Kind: OpEmptyCache}, Op{Kind: OpClearFaults})
+			}
+			seq = append(seq, Op{Kind: OpEmptyCache})
 		}
 		return seq
 	}},

@@ -80,3 +80,55 @@ func TestForgetCapturingJudgeBites(t *testing.T) {
 		}
 	}
 }
+
+// Property (INV-EMPTIED, reported failures): an EmptyCache during which the driver refused an unmap reports
+// it. The scenes, under gmlake, caching and expandable: a freed block (gmlake: a stitched one, cached) and an
+// unmap fault armed for the release's first unmap. The Env judges the real run clean, and the EmptyCache
+// fails; the judge flags the same failed call under an EmptyCache that returned no error, and passes one with
+// no failed unmap, and gmlake-paper's (its collection stops quietly, as GLake's).
+func TestEmptyCacheReportsARefusedUnmap(t *testing.T) {
+	scenes := map[string]string{
+		impl.PolicyGMLake: "alloc a0 4194304 s0\nalloc a1 2097152 s0\nalloc a2 4194304 s0\nalloc a3 2097152 s0\n" +
+			"free a0\nfree a2\nalloc a4 8388608 s0\nfree a4\n",
+		impl.PolicyCaching:    "alloc a0 4194304 s0\nfree a0\n",
+		impl.PolicyExpandable: "alloc a0 4194304 s0\nfree a0\n",
+	}
+	for pol, scene := range scenes {
+		t.Run(pol, func(t *testing.T) {
+			env, err := NewEnv(Config{Policy: pol, Capacity: 64 << 20, Streams: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer env.Finish()
+			prog, err := Parse(scene+"fail unmap 1 CUDA_ERROR_UNKNOWN\nemptycache\n", "scene")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last StepResult
+			for _, op := range prog.Ops {
+				if last = env.Step(op); len(last.Violations) > 0 {
+					t.Fatalf("%v: %v", op, last.Violations)
+				}
+			}
+			if pol == impl.PolicyGMLake && env.A.Stats().NumStitches == 0 {
+				t.Fatal("the scene stitched nothing: no cached stitched block to release")
+			}
+			if last.Err == nil {
+				t.Fatal("EmptyCache under an unmap fault returned no error")
+			}
+			failed := env.failedCalls()
+			if len(failed) == 0 || failed[0].Call != vmm.CallUnmap {
+				t.Fatalf("the EmptyCache's failed calls are %v, want the refused unmap", failed)
+			}
+			if vs := judgeEmptyCacheReports(pol, nil, failed); len(vs) != 1 || vs[0].Inv != "INV-EMPTIED" {
+				t.Errorf("an EmptyCache that hid a refused unmap: want one INV-EMPTIED, got %v", vs)
+			}
+			if vs := judgeEmptyCacheReports(pol, last.Err, failed); len(vs) != 0 {
+				t.Errorf("an EmptyCache that reported the refused unmap: %v", vs)
+			}
+			if vs := judgeEmptyCacheReports(impl.PolicyGMLakePaper, nil, failed); len(vs) != 0 {
+				t.Errorf("gmlake-paper judged: %v", vs)
+			}
+		})
+	}
+}
