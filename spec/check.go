@@ -44,6 +44,7 @@ const (
 	InvSBlockCache   = "INV-SBCACHE"     // judged by harness/ops (judge_sbcache.go)
 	InvServe         = "INV-SERVE"       // judged by harness/ops (judge_serve.go: the serving layer's promises)
 	InvChunk         = "INV-CHUNK"       // spec/chunk.go (CheckChunks)
+	InvAccess        = "INV-ACCESS"      // judged by harness/ops (judge_access.go: the step's cuMemSetAccess calls)
 )
 
 // StateInvariants lists the invariants Check evaluates on a single View, with their predicates.

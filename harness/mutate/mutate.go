@@ -301,10 +301,16 @@ func (g *generator) text(n ast.Node) string { return string(g.src[g.off(n.Pos())
 func (g *generator) off(p token.Pos) int    { return g.fset.Position(p).Offset }
 
 func (g *generator) add(kind string, at token.Pos, start, end int, repl string) {
+	g.addSpan(kind, at, start, end, start, end, repl)
+}
+
+// addSpan adds a mutant that names the source [start, end) (its Orig and Site) and replaces the wider
+// span [from, to) with repl.
+func (g *generator) addSpan(kind string, at token.Pos, start, end, from, to int, repl string) {
 	pos := g.fset.Position(at)
 	k := g.fn + "\x00" + kind
 	m := Mutant{File: g.file, Line: pos.Line, Col: pos.Column, Func: g.fn, Kind: kind, Nth: g.nth[k],
-		Orig: short(string(g.src[start:end])), Site: siteOf(g.src, start), New: short(repl), start: start, end: end, repl: repl}
+		Orig: short(string(g.src[start:end])), Site: siteOf(g.src, start), New: short(repl), start: from, end: to, repl: repl}
 	g.nth[k]++ // a dead site still takes its number, so the keys of the live sites after it do not move
 	if g.dead == 0 {
 		g.out = append(g.out, m)
@@ -386,6 +392,20 @@ func quiet(call *ast.CallExpr) bool {
 	return false
 }
 
+// addOp adds the mutant that swaps n's operator (the source [start, end)) for t. An operator of another
+// precedence (|| and &&, & and |) in the operator's place would regroup the operands around it (the outer
+// || of `a || b || c` made && reads `a || (b && c)`), so then the whole expression is written again with
+// each operand in parentheses: the mutant is n with its operator swapped, `(a || b) && (c)`.
+func (g *generator) addOp(kind string, n *ast.BinaryExpr, start, end int, t token.Token) {
+	if t.Precedence() == n.Op.Precedence() {
+		g.add(kind, n.OpPos, start, end, t.String())
+		return
+	}
+	from, to := g.off(n.Pos()), g.off(n.End())
+	x, y := string(g.src[from:g.off(n.X.End())]), string(g.src[g.off(n.Y.Pos()):to])
+	g.addSpan(kind, n.OpPos, start, end, from, to, "("+x+") "+t.String()+" ("+y+")")
+}
+
 func mentionsDebug(n ast.Node) bool {
 	found := false
 	ast.Inspect(n, func(n ast.Node) bool {
@@ -419,10 +439,10 @@ func (g *generator) walk(body ast.Node) {
 				g.add("cmp-negate", n.OpPos, start, end, t.String())
 			}
 			if t, ok := logic[n.Op]; ok {
-				g.add("logic", n.OpPos, start, end, t.String())
+				g.addOp("logic", n, start, end, t)
 			}
 			if t, ok := arith[n.Op]; ok && !isString(n) {
-				g.add("arith", n.OpPos, start, end, t.String())
+				g.addOp("arith", n, start, end, t)
 			}
 			if deadOperands {
 				g.walkDead(n.X)

@@ -70,6 +70,45 @@ func TestGenerateEveryKind(t *testing.T) {
 	}
 }
 
+// Property: an operator swap is the expression with its operator swapped, whatever the precedences: the
+// outer || of `a || b || c` made && groups as (a || b) && c, not a || (b && c) (a textual swap's reading:
+// for the engine's `!paper || piece == 0 || piece >= size` an equivalent mutant), and & made | keeps its
+// operands too; a swap within one precedence (+ to -) stays a one-token edit. Each mutant's key still names
+// the operator.
+func TestOperatorSwapKeepsTheOperandsGrouping(t *testing.T) {
+	src := "package p\n\nfunc f(a, b, c bool, x, y, z int) (bool, int) {\n\treturn a || b || c, x & y == z + 1\n}\n"
+	ms, err := generateFile("p/p.go", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"(a || b) && (c)":                    "the outer ||",
+		"(a) && (b)":                         "the inner ||",
+		"return a || b || c, (x) | (y) == z": "&",
+		"z - 1":                              "+",
+	}
+	found := map[string]bool{}
+	for _, m := range ms {
+		out := string(m.Apply([]byte(src)))
+		for w := range want {
+			if (m.Kind == "logic" || m.Kind == "arith") && strings.Contains(out, w) {
+				found[w] = true
+				if m.Orig != "||" && m.Orig != "&" && m.Orig != "+" {
+					t.Errorf("%v: Orig %q, want the operator", m, m.Orig)
+				}
+			}
+		}
+		if _, err := generateFile("p/p.go", []byte(out)); err != nil {
+			t.Errorf("%v does not parse: %v", m, err)
+		}
+	}
+	for w, what := range want {
+		if !found[w] {
+			t.Errorf("no mutant of %s gives %q", what, w)
+		}
+	}
+}
+
 // Property: a sample is a seeded choice: the same seed gives the same keys, another seed others, and
 // Select finds them again by key (and reports keys whose code is gone).
 func TestSampleAndSelect(t *testing.T) {

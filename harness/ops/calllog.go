@@ -13,6 +13,7 @@ type failLog struct {
 	*sim.Device
 	failed []spec.FailedCall // the calls that failed since the last reset, in call order
 	syncs  []streamCall      // the event and stream calls since the last reset (INV-CAPTURESAFE, judge_capture.go)
+	access []vmm.Range       // every SetAccess since the last reset, in call order, failed or not (INV-ACCESS)
 }
 
 func (l *failLog) note(k vmm.CallKind, size uint64, err error) {
@@ -40,6 +41,7 @@ func (l *failLog) Map(ptr vmm.DevicePtr, size uint64, h vmm.Handle, offset uint6
 }
 
 func (l *failLog) SetAccess(ptr vmm.DevicePtr, size uint64) error {
+	l.access = append(l.access, vmm.Range{Base: ptr, Size: size})
 	err := l.Device.SetAccess(ptr, size)
 	l.note(vmm.CallSetAccess, size, err)
 	return err

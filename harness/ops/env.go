@@ -624,7 +624,7 @@ func (e *Env) step(op Op) StepResult {
 	e.lastOK = e.lastOK && !e.Cfg.NoChecks
 	e.Ops = append(e.Ops, op)
 	if e.calls != nil {
-		e.calls.failed, e.calls.syncs = e.calls.failed[:0], e.calls.syncs[:0]
+		e.calls.failed, e.calls.syncs, e.calls.access = e.calls.failed[:0], e.calls.syncs[:0], e.calls.access[:0]
 	}
 	switch op.Kind {
 	case OpFail, OpClearFaults, OpLaunch, OpComplete, OpCompleteAll, OpClose: // no engine call before Close
@@ -946,6 +946,9 @@ func (e *Env) step(op Op) StepResult {
 	if op.Kind == OpAlloc && haveBefore && errors.Is(res.Err, vmm.ErrOutOfMemory) && !e.faulty &&
 		!errors.Is(res.Err, impl.ErrInvalidSize) && len(e.capturing) == 0 && !e.pooled {
 		res.Violations = append(res.Violations, spec.CheckNoSpuriousOOM(before, e.Hist, e.Rule, op.Size, in.Stream)...)
+	}
+	if e.calls != nil {
+		res.Violations = append(res.Violations, judgeAccess(e.Cfg.Policy, before, after, e.calls.access)...) // INV-ACCESS
 	}
 	if op.Kind == OpEmptyCache {
 		res.Violations = append(res.Violations, judgeEmptyCacheReports(e.Cfg.Policy, res.Err, e.failedCalls())...)

@@ -1,0 +1,56 @@
+package ops
+
+import (
+	"testing"
+
+	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/spec"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// Property (INV-ACCESS): a step that sets access on two ranges side by side in one reservation is flagged
+// (one cuMemSetAccess over both would do), under gmlake, caching and expandable; ranges side by side in two
+// reservations, a range set twice (a retry), ranges apart, and gmlake-paper's per-piece calls are not. And a
+// real stitch of two chunks through the Env sets access once.
+func TestAccessJudgeBites(t *testing.T) {
+	const mb = vmm.MiB
+	base := vmm.DevicePtr(0x7f00_0000_0000)
+	one := spec.View{Device: spec.Device{Reservations: []vmm.Range{{Base: base, Size: 8 * mb}}}}
+	two := spec.View{Device: spec.Device{Reservations: []vmm.Range{{Base: base, Size: 2 * mb}, {Base: base.Add(2 * mb), Size: 6 * mb}}}}
+	lo, hi := vmm.Range{Base: base, Size: 2 * mb}, vmm.Range{Base: base.Add(2 * mb), Size: 2 * mb}
+	for _, pol := range []string{impl.PolicyGMLake, impl.PolicyCaching, impl.PolicyExpandable} {
+		if vs := judgeAccess(pol, spec.View{}, one, []vmm.Range{hi, lo}); len(vs) != 1 || vs[0].Inv != spec.InvAccess {
+			t.Errorf("%s: two calls side by side in one reservation: want one INV-ACCESS, got %v", pol, vs)
+		}
+		if vs := judgeAccess(pol, spec.View{}, two, []vmm.Range{lo, hi}); len(vs) != 0 {
+			t.Errorf("%s: side by side in two reservations: %v", pol, vs)
+		}
+		if vs := judgeAccess(pol, spec.View{}, one, []vmm.Range{lo, lo}); len(vs) != 0 {
+			t.Errorf("%s: one range set twice: %v", pol, vs)
+		}
+		if vs := judgeAccess(pol, spec.View{}, one, []vmm.Range{lo, {Base: base.Add(4 * mb), Size: 2 * mb}}); len(vs) != 0 {
+			t.Errorf("%s: ranges apart: %v", pol, vs)
+		}
+	}
+	if vs := judgeAccess(impl.PolicyGMLakePaper, spec.View{}, one, []vmm.Range{lo, hi}); len(vs) != 0 {
+		t.Errorf("gmlake-paper's per-piece calls judged: %v", vs)
+	}
+	env, err := NewEnv(Config{Policy: impl.PolicyGMLake, Capacity: 64 << 20, Streams: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Finish()
+	prog, err := Parse("alloc a0 4194304 s0\nalloc a1 2097152 s0\nalloc a2 4194304 s0\nalloc a3 2097152 s0\n"+
+		"free a0\nfree a2\nalloc a4 8388608 s0\n", "scene")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range prog.Ops {
+		if r := env.Step(op); len(r.Violations) > 0 {
+			t.Fatalf("%v: %v", op, r.Violations)
+		}
+	}
+	if env.A.Stats().NumStitches == 0 || len(env.calls.access) != 1 {
+		t.Fatalf("the stitch of two 4 MiB blocks: %d stitches, access set by %v; want one stitch, one call", env.A.Stats().NumStitches, env.calls.access)
+	}
+}
