@@ -235,6 +235,7 @@ func NewEnv(cfg Config) (*Env, error) {
 	if cfg.Streams <= 0 {
 		cfg.Streams = 2
 	}
+	asked := cfg.Policy // what the engine is asked for: "" its default, which the Env judges as gmlake
 	if cfg.Policy == "" {
 		cfg.Policy = impl.PolicyGMLake
 	}
@@ -278,7 +279,7 @@ func NewEnv(cfg Config) (*Env, error) {
 		e.callers = append(append([]vmm.Stream(nil), e.Streams...), vmm.Stream(1<<40)) // unknown to the device
 	}
 	kc := cfg.Knobs
-	kc.Policy, kc.TestOnlyMutations = cfg.Policy, cfg.Mutations
+	kc.Policy, kc.TestOnlyMutations = asked, cfg.Mutations
 	if cfg.Serve {
 		s, err := e.openServe(drv, kc, mapped)
 		if err != nil {
@@ -310,6 +311,10 @@ func NewEnv(cfg Config) (*Env, error) {
 			return nil, fmt.Errorf("ops: opening policy %q: %w", cfg.Policy, err)
 		}
 		e.A = a
+	}
+	if got := e.A.Policy(); got != cfg.Policy {
+		_, _ = e.A.Close()
+		return nil, fmt.Errorf("ops: asked for policy %q, the engine runs %q (want %q)", asked, got, cfg.Policy)
 	}
 	e.Rule = PolicyOOMRule(cfg.Policy, cfg.Granularity)
 	if cfg.Policy == impl.PolicyGMLakePaper && cfg.Knobs.StitchMin != 0 {

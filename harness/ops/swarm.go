@@ -41,6 +41,9 @@ type Swarm struct {
 	// under a memory cap of MemoryLimit bytes (0: none).
 	Serve       bool
 	MemoryLimit uint64
+	// DefaultName: the engine is asked for gmlake by the empty policy name (impl's default), as a
+	// Config{} from a Go program or an unset GMLAKE_POLICY asks for it.
+	DefaultName bool
 	// OptIn names the opt-in rules (ops.OptIn) this sequence may draw; DrawSwarm names them all.
 	OptIn []string
 	_     struct{}
@@ -53,8 +56,8 @@ func (s Swarm) String() string {
 		off = append(off, k)
 	}
 	sort.Strings(off)
-	return fmt.Sprintf("streams=%d sync=%v capacity=%s knobs={%s} faults=%d off=%s serve=%v limit=%s", s.Streams, s.Sync,
-		vmm.FormatBytes(s.Capacity), KnobString(s.Knobs), len(s.Faults), strings.Join(off, ","), s.Serve, vmm.FormatBytes(s.MemoryLimit))
+	return fmt.Sprintf("streams=%d sync=%v capacity=%s knobs={%s} faults=%d off=%s serve=%v limit=%s default-name=%v", s.Streams, s.Sync,
+		vmm.FormatBytes(s.Capacity), KnobString(s.Knobs), len(s.Faults), strings.Join(off, ","), s.Serve, vmm.FormatBytes(s.MemoryLimit), s.DefaultName)
 }
 
 // SwarmFaultCalls are the call kinds the engine makes after New (granularity and the first MemInfo come
@@ -90,6 +93,7 @@ func DrawSwarm(t *rapid.T, policy string, noFaults bool) Swarm {
 		s.Knobs.StitchMin = rapid.SampledFrom([]uint64{0, 512, gran, 2 * gran, 3 * gran, 4*gran + 512}).Draw(t, "swarm-stitchmin")
 		s.Knobs.SBlockCache = rapid.IntRange(0, 4).Draw(t, "swarm-sblockcache") // 0: the default (256)
 		s.Knobs.NoCrossStream = rapid.IntRange(0, 3).Draw(t, "swarm-nocross") == 0
+		s.DefaultName = rapid.IntRange(0, 3).Draw(t, "swarm-default-name") == 0
 	case impl.PolicyGMLakePaper:
 		s.Knobs.StitchMin = rapid.SampledFrom([]uint64{0, 2 * gran, 4 * gran}).Draw(t, "swarm-stitchmin")
 		s.Knobs.SBlockCache = rapid.IntRange(0, 4).Draw(t, "swarm-sblockcache")
