@@ -114,7 +114,7 @@ type Allocator struct {
 
 	// Private pools and capture (pool.go).
 	pools      map[PoolID]*mempool
-	deadPools  bool                // some released pool still holds memory
+	deadPools  bool                // some released pool still holds memory (and is in pools: CheckInvariants)
 	capturing  map[vmm.Stream]bool // streams capturing a CUDA graph
 	nCapturing int                 // Invariant: len(capturing)
 	// deferred are the frees of blocks used on other streams, waiting for the captures to end (or, their

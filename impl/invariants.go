@@ -282,6 +282,28 @@ func (a *Allocator) checkInvariantsLocked() error {
 			states = append(states, ss)
 		}
 	}
+	// deadPools says whether some released pool still holds memory, and a released pool is known only
+	// while it does (forgetEmptyPoolsLocked): else every later free walks the cache for nothing.
+	holds := map[*mempool]bool{}
+	for _, seg := range a.segs {
+		holds[seg.ss.mp] = true
+	}
+	for _, sb := range a.sblocks {
+		holds[sb.home.mp] = true
+	}
+	anyDead := false
+	for id, mp := range a.pools {
+		if !mp.dead {
+			continue
+		}
+		anyDead = true
+		if !holds[mp] {
+			return fail("released pool %v holds no segment and no stitched block, but is still known", id)
+		}
+	}
+	if anyDead != a.deadPools {
+		return fail("deadPools is %v, but a released pool holding memory is known: %v", a.deadPools, anyDead)
+	}
 	arenas := map[*segment]bool{}
 	for _, seg := range a.segs {
 		if seg.id > a.nextID {

@@ -79,7 +79,10 @@ func (a *Allocator) CreateOrIncrefPool(id PoolID) (int, error) {
 		a.pools[id] = mp
 	}
 	mp.uses++
-	mp.dead = false
+	if mp.dead {
+		mp.dead = false
+		a.forgetEmptyPoolsLocked() // recounts deadPools: this one holds memory again as a living pool's
+	}
 	return mp.uses, nil
 }
 
