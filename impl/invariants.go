@@ -348,6 +348,18 @@ func (a *Allocator) checkInvariantsLocked() error {
 	for seg := range arenas {
 		return fail("arena %d is listed by no stream state", seg.id)
 	}
+	// The PyTorch statistics' current values (kept by deltas on the hot path) are what the live set and the
+	// segments count afresh (INV-TORCHSTATS' current clause).
+	got, want := a.torchStatsLocked(), a.torchStatsCountedLocked()
+	names := []string{"allocation", "segment", "active", "inactive_split", "allocated_bytes", "reserved_bytes",
+		"active_bytes", "inactive_split_bytes", "requested_bytes"}
+	for k, g := range got.arrays() {
+		for i, w := range want.arrays()[k] {
+			if g[i].Current != w.Current {
+				return fail("torch stat %s[%d].current is %d, the live set and segments count %d", names[k], i, g[i].Current, w.Current)
+			}
+		}
+	}
 	return nil
 }
 

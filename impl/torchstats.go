@@ -151,6 +151,10 @@ type torchBase struct {
 func (a *Allocator) TorchStats() DeviceStats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.torchStatsLocked()
+}
+
+func (a *Allocator) torchStatsLocked() DeviceStats {
 	t := &a.ts
 	s := DeviceStats{
 		Allocation: t.allocation.out(), Segment: t.segment.out(), InactiveSplit: t.inactiveSplit.out(),
@@ -315,7 +319,7 @@ func mappedRunDelta(b *pBlock) int64 {
 }
 
 // torchStatsCountedLocked recounts the current values of DeviceStats from the live set and the segments, for
-// the invariant check (TestTorchStatsMatchLiveSet). Caller holds mu.
+// the invariant checks (CheckInvariants, TestTorchStatsMatchLiveSet). Caller holds mu.
 func (a *Allocator) torchStatsCountedLocked() DeviceStats {
 	var s DeviceStats
 	add := func(arr *StatArray, p poolKind, n int64) {
@@ -351,6 +355,9 @@ func (a *Allocator) torchStatsCountedLocked() DeviceStats {
 	}
 	for _, sb := range a.sblocks {
 		active(&sb.block)
+	}
+	for _, o := range a.heldOrphans { // unmapped, their release failed: still reserved (releaseCachedChunkLocked)
+		add(&s.ReservedBytes, o.pool, int64(o.size))
 	}
 	return s
 }
