@@ -324,6 +324,14 @@ func targetedUniverses() []universe {
 		FaultCalls: []vmm.CallKind{vmm.CallUnmap},
 		Prefix: []ops.Op{alloc(0, 4*mib, 0), alloc(1, 2*mib, 0), alloc(2, 4*mib, 0), alloc(3, 2*mib, 0), alloc(4, 4*mib, 0),
 			alloc(5, 2*mib, 0), free(0), free(2), free(4), alloc(6, 12*mib, 0), free(6)}}
+	// arena-run: gmlake's arena [4 MiB unmapped | 4 MiB free, mapped | 2 MiB live | unmapped tail]: a 6 MiB
+	// request's candidate run starts at the unmapped hole and takes 2 of the free block's 4 mapped MiB, so
+	// the arena would map 4 MiB where stitching the free block's chunks maps 2 (INV-STITCH's whether, and
+	// INV-GROWTH: the run's mapped bytes counted only as far as the request reaches, arenaCandidateLocked);
+	// with 2, 4 and 8 MiB requests, frees and EmptyCache after. Depth 3 in full.
+	arenaRun := ExploreConfig{Policy: impl.PolicyGMLake, Streams: 1, MaxLive: 4, MaxPending: 1, Capacity: 32 * mib,
+		Sizes: []uint64{2 * mib, 4 * mib, 6 * mib, 8 * mib}, Depth: 3 + extra,
+		Prefix: []ops.Op{alloc(0, 4*mib, 0), alloc(1, 4*mib, 0), alloc(2, 2*mib, 0), free(0), {Kind: ops.OpEmptyCache}, free(1)}}
 	// stats: the tight universe of caching (PyTorch's segments: 2 MiB small, 20 MiB large, released whole)
 	// with the resets: a peak or a total that does not restart, or restarts from the wrong value, after
 	// allocations, splits, frees, out of memory and EmptyCache (INV-TORCHSTATS's reset model).
@@ -331,7 +339,7 @@ func targetedUniverses() []universe {
 		Sizes: []uint64{512, 22 * mib}, Resets: true, Depth: 5 + extra}
 	us := []universe{{"gmlake/stitch", stitch}, {"gmlake/handoff", handoff}, {"gmlake-paper/paper-gc", paper},
 		{"gmlake/capture", capture}, {"gmlake/flush", flush}, {"gmlake-paper/paper-grow", paperGrow},
-		{"gmlake-paper/paper-reuse", paperReuse}, {"gmlake-paper/paper-realloc", paperRealloc}, {"gmlake/reuse", reuse}, {"caching/stats", stats}}
+		{"gmlake-paper/paper-reuse", paperReuse}, {"gmlake-paper/paper-realloc", paperRealloc}, {"gmlake/reuse", reuse}, {"gmlake/arena-run", arenaRun}, {"caching/stats", stats}}
 	for i := range us {
 		us[i].cfg.Deadline = budget
 	}

@@ -258,6 +258,16 @@ func (a *Allocator) forgetEmptyPoolsLocked() {
 			a.deadPools = true
 			continue
 		}
+		// The pool's (stream, pool) states go with it: their fences' events go back to the pool of free
+		// events (a pending one may be recorded again or destroyed: Close destroys evFree), else they leak
+		// (found by rapid: a pool's block freed on a stream with work pending, the pool released, the cache
+		// emptied, Close; spec/FINDINGS.md F16).
+		for _, ss := range mp.order {
+			for _, f := range ss.fences {
+				a.evFree = append(a.evFree, f.ev)
+			}
+			ss.fences = nil
+		}
 		delete(a.pools, id)
 	}
 }

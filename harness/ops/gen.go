@@ -42,6 +42,10 @@ import (
 //     after one piece's size took one of its chunks (no longer reusable), or after the smallest piece's
 //     head and tail were taken and the head freed (its chunk free only in part), or freed and the cache
 //     emptied (with faults on, maybe behind a refused unmap first: EmptyCache must report it);
+//   - arena-hole (a template; opt-in): on one stream, blocks of 1-3 and 1-4 granules and a separator, the
+//     first freed and the cache emptied (an unmapped hole in the arena), the second freed (free, mapped), then
+//     the hole's size plus half the free block, all of it but half a granule, all of it, or one granule (the
+//     candidate run counts the mapped bytes only as far as the request reaches: INV-STITCH, INV-GROWTH);
 //   - handoff (a template): on stream a, the smallest large-pool block, then one that fills the device after
 //     it (from mid-chunk to a chunk's end), freed, work launched on a after the free, and the small size
 //     asked on another stream: the engine must release what a freed (the free completed before the work:
@@ -118,7 +122,7 @@ type Rule struct {
 // OptIn are the rules that are off unless the swarm names them (Swarm.OptIn) or the caller does (Gen.On's
 // only). A rule added to the table changes what a given string of choices decodes to; an opt-in rule
 // leaves the programs of saved byte strings (the fuzz corpus) as they were until their owner opts in.
-var OptIn = map[string]bool{"fragments": true, "handoff": true, "forget": true, "query": true, "capture-flush": true,
+var OptIn = map[string]bool{"arena-hole": true, "fragments": true, "handoff": true, "forget": true, "query": true, "capture-flush": true,
 	"close-fault": true, "fence": true}
 
 // Gen is the generator for one sequence: the swarm's configuration and rules switched off, the sizes it
@@ -421,6 +425,18 @@ var Rules = []Rule{
 		return []Op{{Kind: OpAlloc, ID: x, Size: g.Capacity, Stream: a}, {Kind: OpFree, ID: x},
 			{Kind: OpAlloc, ID: x + 1, Size: g.Gran, Stream: a}, {Kind: OpAlloc, ID: x + 2, Size: g.Capacity - g.Gran, Stream: a},
 			{Kind: OpFree, ID: x + 2}, {Kind: OpLaunch, Stream: a}, {Kind: OpAlloc, ID: x + 3, Size: c, Stream: b}}
+	}},
+	{"arena-hole", 1, func(g *Gen, st State, src Source) []Op {
+		// On one stream: blocks of h and m granules and a one-granule separator, the first freed and the
+		// cache emptied (its chunks unmapped: a hole), the second freed (free and mapped); then a request
+		// that takes the hole and part of the free block (the arena's candidate run maps the hole, whose
+		// mapped bytes count only as far as the request reaches), or the hole and all of it.
+		s, x := g.home(src), st.NextID()
+		h, m := g.Gran*uint64(1+src.Intn(3, "hole-size")), g.Gran*uint64(1+src.Intn(4, "hole-free"))
+		want := h + []uint64{m / 2, m - g.Gran/2, m, g.Gran}[src.Intn(4, "hole-request")]
+		return []Op{{Kind: OpAlloc, ID: x, Size: h, Stream: s}, {Kind: OpAlloc, ID: x + 1, Size: m, Stream: s},
+			{Kind: OpAlloc, ID: x + 2, Size: g.Gran, Stream: s}, {Kind: OpFree, ID: x}, {Kind: OpEmptyCache},
+			{Kind: OpFree, ID: x + 1}, {Kind: OpAlloc, ID: x + 3, Size: want, Stream: s}}
 	}},
 	{"handoff", 1, func(g *Gen, st State, src Source) []Op {
 		a, x := g.home(src), st.NextID()

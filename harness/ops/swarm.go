@@ -69,7 +69,7 @@ var SwarmFaultCalls = []vmm.CallKind{vmm.CallCreate, vmm.CallRelease, vmm.CallRe
 // swarmOptional are the actions swarm-actions may switch off (alloc, free and the empty action stay on).
 var swarmOptional = []string{"alloc-threshold", "alloc-repeat", "double-free", "free-interior", "record",
 	"launch", "complete", "completeall", "emptycache", "bad-stream", "close", "pending-pair", "pool", "capture",
-	"fail", "clearfaults", "fragments", "handoff", "forget", "query", "capture-flush", "close-fault", "fence"}
+	"fail", "clearfaults", "fragments", "arena-hole", "handoff", "forget", "query", "capture-flush", "close-fault", "fence"}
 
 // DrawSwarm draws one sequence's configuration for policy.
 func DrawSwarm(t *rapid.T, policy string, noFaults bool) Swarm {
