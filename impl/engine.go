@@ -531,7 +531,9 @@ func (a *Allocator) safeLocked(st *streamState, seq uint64) bool {
 		return true
 	}
 	if a.nCapturing > 0 { // no event may be recorded or queried: only what is known already
-		return seq <= st.safeSeq && (!st.gone || st.lastEv == 0)
+		// A fence already retired covers the free, whether or not the stream is gone (F15's rule: an event
+		// outlives its stream).
+		return seq <= st.safeSeq
 	}
 	if st.gone {
 		// Its fences stay good after the stream is destroyed (an event outlives its stream): a block freed
@@ -540,7 +542,8 @@ func (a *Allocator) safeLocked(st *streamState, seq uint64) bool {
 		return seq <= st.safeSeq || a.lastDoneLocked(st)
 	}
 	if g := a.goneDefaultLocked(st); g != nil { // a private pool's state of a forgotten stream
-		return a.lastDoneLocked(g)
+		a.retireFencesLocked(st, seq) // its fences stay good too (F15)
+		return seq <= st.safeSeq || a.lastDoneLocked(g)
 	}
 	if st.recheck { // a call said st does not exist: if it still does not, its claims ended with it
 		_, err := a.d.StreamQuery(st.s)

@@ -411,3 +411,54 @@ func TestRefusedPoolCallsAnswerZero(t *testing.T) {
 		})
 	}
 }
+
+// A forgotten stream's retired fence covers a free made before its later work, during a capture too (F15's
+// rule in safeLocked's capture branch, which may query no event): a block freed on s1 before work was
+// launched there, s1 forgotten with that work pending, is safe once its fence retired, capture or not; and
+// so is a private pool's block of a forgotten stream (its state's fences count as the default state's).
+func TestGoneStreamRetiredFenceCountsDuringCapture(t *testing.T) {
+	for _, pooled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pooled=%v", pooled), func(t *testing.T) {
+			a, dev := newTest(t, PolicyGMLake, 256*MiB, false /* async */)
+			s1, err := dev.CreateStream()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var p vmm.DevicePtr
+			if pooled {
+				mustPool(t, a, graphPool)
+				p = mustAllocPool(t, a, 4*MiB, s1, graphPool)
+			} else {
+				p = mustAlloc(t, a, 4*MiB, s1)
+			}
+			a.mu.Lock()
+			b := a.ptrs[p]
+			st := blockHome(b)
+			a.mu.Unlock()
+			mustFree(t, a, p) // nothing pending on s1: the free's fence completes at once
+			dev.Launch(s1)    // work after the free
+			if err := a.ForgetStream(s1); err != nil {
+				t.Fatal(err)
+			}
+			a.mu.Lock()
+			seq := b.freeSeq
+			if !a.safeLocked(st, seq) {
+				t.Errorf("the free before s1's last work is not safe")
+			}
+			a.nCapturing++ // as SetCapturing does: no event may be queried now
+			if !a.safeLocked(st, seq) {
+				t.Errorf("during a capture, the free covered by a retired fence is not safe")
+			}
+			a.nCapturing--
+			a.mu.Unlock()
+			dev.CompleteAll()
+			if pooled {
+				if _, err := a.ReleasePool(graphPool); err != nil {
+					t.Fatal(err)
+				}
+			}
+			checkState(t, a, dev)
+			closeClean(t, a, dev)
+		})
+	}
+}
