@@ -349,7 +349,10 @@ func longestExpandableRun(d Device, res vmm.Range, blocks []Block) (uint64, vmm.
 	var runAt vmm.DevicePtr
 	var prevFree uint64 // the free, wholly mapped block just before the piece (0: none)
 	ps := arenaPieces(d, res, blocks)
-	for i, p := range ps {
+	for _, p := range ps {
+		if run > best { // the run up to p: measured before a busy block ends it, as before every piece
+			best, bestAt = run, runAt
+		}
 		switch {
 		case !p.mapped:
 			if run == 0 {
@@ -365,11 +368,9 @@ func longestExpandableRun(d Device, res vmm.Range, blocks []Block) (uint64, vmm.
 		default:
 			prevFree = p.size
 		}
-		// Measured after each block and at the arena's end (a run of room that a busy block ends is
-		// not counted: as the predicate was written; it only loosens INV-ARENA).
-		if (p.mapped || i == len(ps)-1) && run > best {
-			best, bestAt = run, runAt
-		}
+	}
+	if run > best { // the run the arena's end ends
+		best, bestAt = run, runAt
 	}
 	return best, bestAt
 }

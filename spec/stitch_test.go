@@ -101,6 +101,29 @@ func TestCheckStitch(t *testing.T) {
 
 // INV-ARENA bites on a new arena opened while the stream's arena of the request's pool had a run of free and
 // unmapped room holding the request, counting the free mapped block before the unmapped room; not otherwise.
+// INV-ARENA counts a run of unmapped room that a block in use ends, as find_expandable_block does: an arena
+// of 14 MiB holding [10 MiB unmapped | 2 MiB live | 2 MiB unmapped] extends to an 8 MiB request, so a new
+// arena for it is caught; a 12 MiB request fits no run, and is not.
+func TestCheckArenaCountsARunABusyBlockEnds(t *testing.T) {
+	base, nb := vmm.DevicePtr(0x1000_0000), vmm.DevicePtr(0x2000_0000)
+	live := vmm.Range{Base: base.Add(10 * mb), Size: 2 * mb}
+	before := View{Policy: "gmlake", Granularity: 2 * mb,
+		Blocks: []Block{{ID: 1, State: BlockLive, Range: live}},
+		Device: Device{Reservations: []vmm.Range{{Base: base, Size: 14 * mb}}, Used: 2 * mb, Capacity: 256 * mb,
+			Mappings: []DevMapping{{VA: live, Handle: 1, Accessible: true}}}}
+	for _, c := range []struct {
+		size uint64
+		want int
+	}{{8 * mb, 1}, {10 * mb, 1}, {12 * mb, 0}} {
+		after := before
+		after.Blocks = append(slices.Clone(before.Blocks), Block{ID: 2, State: BlockLive, Range: vmm.Range{Base: nb, Size: c.size}})
+		after.Device.Reservations = append(slices.Clone(before.Device.Reservations), vmm.Range{Base: nb, Size: 64 * mb})
+		if vs := CheckArena(before, after, nb, c.size, 0); len(vs) != c.want {
+			t.Errorf("a new arena for %d MiB beside a 10 MiB run a live block ends: want %d INV-ARENA, got %v", c.size/mb, c.want, vs)
+		}
+	}
+}
+
 func TestCheckArena(t *testing.T) {
 	base, nb := vmm.DevicePtr(0x1000_0000), vmm.DevicePtr(0x2000_0000)
 	views := func(policy string, stream vmm.Stream, freeTail bool, size uint64) (View, View) {
