@@ -45,6 +45,7 @@ const (
 	InvServe         = "INV-SERVE"       // judged by harness/ops (judge_serve.go: the serving layer's promises)
 	InvChunk         = "INV-CHUNK"       // spec/chunk.go (CheckChunks)
 	InvAccess        = "INV-ACCESS"      // judged by harness/ops (judge_access.go: the step's cuMemSetAccess calls)
+	InvPaperEvents   = "INV-PAPEREVENTS" // judged by harness/ops (judge_paper.go: gmlake-paper's event churn)
 )
 
 // StateInvariants lists the invariants Check evaluates on a single View, with their predicates.

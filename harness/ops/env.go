@@ -642,6 +642,7 @@ func (e *Env) step(op Op) StepResult {
 	// refused: the op did not run on this device (a fault without fault injection); unjudged: the
 	// contract knows nothing of it (pools, capture, launch on no stream), the Env judges it itself.
 	var haveBefore, refused, unjudged bool
+	var callsBefore vmm.CallCounts // the device's call counts before an Alloc (INV-PAPEREVENTS)
 	kind := op.Kind
 	if e.unmapped(op.Stream) && (kind == OpAlloc || kind == OpRecord || kind == OpCaptureBegin || kind == OpCaptureEnd || kind == OpForget) {
 		// The caller value of a stream forgotten through the serving layer's mapping names no stream any
@@ -657,6 +658,9 @@ func (e *Env) step(op Op) StepResult {
 	case OpAlloc:
 		e.flushHist()
 		before, haveBefore = e.viewBefore(), true
+		if e.Dev != nil {
+			callsBefore = e.Dev.Counts()
+		}
 		in = contract.ContractInput{Op: contract.COpAlloc, Size: op.Size, Stream: e.stream(op.Stream)}
 		if op.Pool != 0 {
 			res.Ptr, res.Err = e.allocPool(op.Size, op.Stream, op.Pool)
@@ -951,6 +955,9 @@ func (e *Env) step(op Op) StepResult {
 	if op.Kind == OpAlloc && haveBefore && errors.Is(res.Err, vmm.ErrOutOfMemory) && !e.faulty &&
 		!errors.Is(res.Err, impl.ErrInvalidSize) && len(e.capturing) == 0 && !e.pooled {
 		res.Violations = append(res.Violations, spec.CheckNoSpuriousOOM(before, e.Hist, e.Rule, op.Size, in.Stream)...)
+	}
+	if kind == OpAlloc && res.Err == nil && e.Dev != nil && !e.faulty { // a refused cuEventCreate makes no Block event to destroy
+		res.Violations = append(res.Violations, judgePaperEvents(e.Cfg.Policy, callsBefore, e.Dev.Counts())...)
 	}
 	if e.calls != nil {
 		res.Violations = append(res.Violations, judgeAccess(e.Cfg.Policy, before, after, e.calls.access)...) // INV-ACCESS

@@ -54,3 +54,36 @@ func TestAccessJudgeBites(t *testing.T) {
 		t.Fatalf("the stitch of two 4 MiB blocks: %d stitches, access set by %v; want one stitch, one call", env.A.Stats().NumStitches, env.calls.access)
 	}
 }
+
+// Property (INV-PAPEREVENTS): a successful gmlake-paper Alloc that created or destroyed no event is flagged
+// (GLake's search key is a Block, with its event); one that made one of each passes, and other policies are
+// not judged. And a real gmlake-paper Alloc through the Env makes them.
+func TestPaperEventsJudgeBites(t *testing.T) {
+	var before, none, one vmm.CallCounts
+	one[vmm.CallCreateEvent], one[vmm.CallDestroyEvent] = 1, 1
+	created := one
+	created[vmm.CallDestroyEvent] = 0
+	for _, c := range []struct {
+		after vmm.CallCounts
+		want  int
+	}{{none, 1}, {created, 1}, {one, 0}} {
+		if vs := judgePaperEvents(impl.PolicyGMLakePaper, before, c.after); len(vs) != c.want || (c.want == 1 && vs[0].Inv != spec.InvPaperEvents) {
+			t.Errorf("created %d, destroyed %d: want %d INV-PAPEREVENTS, got %v", c.after[vmm.CallCreateEvent], c.after[vmm.CallDestroyEvent], c.want, vs)
+		}
+	}
+	if vs := judgePaperEvents(impl.PolicyGMLake, before, none); len(vs) != 0 {
+		t.Errorf("gmlake judged: %v", vs)
+	}
+	env, err := NewEnv(Config{Policy: impl.PolicyGMLakePaper, Capacity: 64 << 20, Streams: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Finish()
+	calls := env.Dev.Counts()
+	if r := env.Step(Op{Kind: OpAlloc, ID: 0, Size: 4 << 20}); r.Err != nil || len(r.Violations) > 0 {
+		t.Fatalf("alloc: %v %v", r.Err, r.Violations)
+	}
+	if vs := judgePaperEvents(impl.PolicyGMLakePaper, calls, env.Dev.Counts()); len(vs) != 0 {
+		t.Fatalf("a real gmlake-paper Alloc: %v", vs)
+	}
+}

@@ -1,6 +1,8 @@
 package ops
 
 import (
+	"fmt"
+
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/spec"
 	"github.com/gmlake/gmlake/vmm"
@@ -42,4 +44,23 @@ func (e *Env) paperChunk() uint64 {
 		return c
 	}
 	return vmm.AlignUp(2<<20, e.Device.Granularity())
+}
+
+// judgePaperEvents is INV-PAPEREVENTS for one successful Alloc under gmlake-paper, over the device's call
+// counts before and after it: GLake's get_free_block searches with a Block, and every Block creates a CUDA
+// event (cudaEventCreateWithFlags) that goes with it, so the call created at least one event and destroyed
+// at least one: gmlake-paper's cost is GLake's, event churn included (impl: evTempLocked). Other policies
+// make no event for a search: not judged.
+func judgePaperEvents(policy string, before, after vmm.CallCounts) []spec.Violation {
+	if policy != impl.PolicyGMLakePaper {
+		return nil
+	}
+	created := after[vmm.CallCreateEvent] - before[vmm.CallCreateEvent]
+	destroyed := after[vmm.CallDestroyEvent] - before[vmm.CallDestroyEvent]
+	if created == 0 || destroyed == 0 {
+		return []spec.Violation{{Inv: spec.InvPaperEvents, Msg: fmt.Sprintf(
+			"a successful Alloc under gmlake-paper created %d and destroyed %d events: GLake's search key is a Block, whose event is created and destroyed with it (at least one of each)",
+			created, destroyed)}}
+	}
+	return nil
 }
