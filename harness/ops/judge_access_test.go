@@ -35,21 +35,9 @@ func TestAccessJudgeBites(t *testing.T) {
 	if vs := judgeAccess(impl.PolicyGMLakePaper, spec.View{}, one, []vmm.Range{lo, hi}); len(vs) != 0 {
 		t.Errorf("gmlake-paper's per-piece calls judged: %v", vs)
 	}
-	env, err := NewEnv(Config{Policy: impl.PolicyGMLake, Capacity: 64 << 20, Streams: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := runScene(t, Config{Policy: impl.PolicyGMLake, Capacity: 64 << 20, Streams: 1},
+		"alloc a0 4194304 s0\nalloc a1 2097152 s0\nalloc a2 4194304 s0\nalloc a3 2097152 s0\nfree a0\nfree a2\nalloc a4 8388608 s0\n")
 	defer env.Finish()
-	prog, err := Parse("alloc a0 4194304 s0\nalloc a1 2097152 s0\nalloc a2 4194304 s0\nalloc a3 2097152 s0\n"+
-		"free a0\nfree a2\nalloc a4 8388608 s0\n", "scene")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, op := range prog.Ops {
-		if r := env.Step(op); len(r.Violations) > 0 {
-			t.Fatalf("%v: %v", op, r.Violations)
-		}
-	}
 	if env.A.Stats().NumStitches == 0 || len(env.calls.access) != 1 {
 		t.Fatalf("the stitch of two 4 MiB blocks: %d stitches, access set by %v; want one stitch, one call", env.A.Stats().NumStitches, env.calls.access)
 	}

@@ -95,20 +95,11 @@ func TestEmptyCacheReportsARefusedUnmap(t *testing.T) {
 	}
 	for pol, scene := range scenes {
 		t.Run(pol, func(t *testing.T) {
-			env, err := NewEnv(Config{Policy: pol, Capacity: 64 << 20, Streams: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
+			env := runScene(t, Config{Policy: pol, Capacity: 64 << 20, Streams: 1}, scene+"fail unmap 1 CUDA_ERROR_UNKNOWN\n")
 			defer env.Finish()
-			prog, err := Parse(scene+"fail unmap 1 CUDA_ERROR_UNKNOWN\nemptycache\n", "scene")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var last StepResult
-			for _, op := range prog.Ops {
-				if last = env.Step(op); len(last.Violations) > 0 {
-					t.Fatalf("%v: %v", op, last.Violations)
-				}
+			last := env.Step(Op{Kind: OpEmptyCache})
+			if len(last.Violations) > 0 {
+				t.Fatalf("emptycache: %v", last.Violations)
 			}
 			if pol == impl.PolicyGMLake && env.A.Stats().NumStitches == 0 {
 				t.Fatal("the scene stitched nothing: no cached stitched block to release")
