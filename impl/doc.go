@@ -53,7 +53,10 @@
 //
 // Destroyed streams: CUDA completes the work a destroyed stream still holds, but leaves no handle to wait
 // on it. ForgetStream, called before cuStreamDestroy, records a last event on the stream: what was used on
-// it waits for that event, and the stream is unknown from then on. A stream destroyed without it is noticed
+// it waits for that event, unless a fence already says the free completed (an event outlives its stream:
+// F15, in every (stream, pool) state of the stream and during a capture too), and the stream is unknown from
+// then on. A released pool forgotten once it holds nothing gives its states' fence events back to the
+// free events (F16). A stream destroyed without it is noticed
 // at the first driver call on it that fails (confirmed with StreamQuery); its claims end with it.
 //
 // # Private pools, capture and PyTorch's view (pool.go, torchstats.go, torchsnap.go)
