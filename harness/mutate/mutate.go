@@ -395,7 +395,8 @@ func quiet(call *ast.CallExpr) bool {
 // addOp adds the mutant that swaps n's operator (the source [start, end)) for t. An operator of another
 // precedence (|| and &&, & and |) in the operator's place would regroup the operands around it (the outer
 // || of `a || b || c` made && reads `a || (b && c)`), so then the whole expression is written again with
-// each operand in parentheses: the mutant is n with its operator swapped, `(a || b) && (c)`.
+// each operand in parentheses and the whole in parentheses too (an operand of a wider expression, as the
+// inner || of `a || b && c`): the mutant is n with its operator swapped, `((a || b) && (c))`.
 func (g *generator) addOp(kind string, n *ast.BinaryExpr, start, end int, t token.Token) {
 	if t.Precedence() == n.Op.Precedence() {
 		g.add(kind, n.OpPos, start, end, t.String())
@@ -403,7 +404,7 @@ func (g *generator) addOp(kind string, n *ast.BinaryExpr, start, end int, t toke
 	}
 	from, to := g.off(n.Pos()), g.off(n.End())
 	x, y := string(g.src[from:g.off(n.X.End())]), string(g.src[g.off(n.Y.Pos()):to])
-	g.addSpan(kind, n.OpPos, start, end, from, to, "("+x+") "+t.String()+" ("+y+")")
+	g.addSpan(kind, n.OpPos, start, end, from, to, "(("+x+") "+t.String()+" ("+y+"))")
 }
 
 func mentionsDebug(n ast.Node) bool {

@@ -72,20 +72,21 @@ func TestGenerateEveryKind(t *testing.T) {
 
 // Property: an operator swap is the expression with its operator swapped, whatever the precedences: the
 // outer || of `a || b || c` made && groups as (a || b) && c, not a || (b && c) (a textual swap's reading:
-// for the engine's `!paper || piece == 0 || piece >= size` an equivalent mutant), and & made | keeps its
-// operands too; a swap within one precedence (+ to -) stays a one-token edit. Each mutant's key still names
-// the operator.
+// for the engine's `!paper || piece == 0 || piece >= size` an equivalent mutant), the inner && of
+// `a && b && c` made || as (a || b) && c, not a || (b && c), and & made | keeps its operands too; a swap
+// within one precedence (+ to -) stays a one-token edit. Each mutant's key still names the operator.
 func TestOperatorSwapKeepsTheOperandsGrouping(t *testing.T) {
-	src := "package p\n\nfunc f(a, b, c bool, x, y, z int) (bool, int) {\n\treturn a || b || c, x & y == z + 1\n}\n"
+	src := "package p\n\nfunc f(a, b, c bool, x, y, z int) (bool, bool) {\n\tif a && b && c {\n\t\treturn a, true\n\t}\n\treturn a || b || c, x & y == z + 1\n}\n"
 	ms, err := generateFile("p/p.go", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"(a || b) && (c)":                    "the outer ||",
-		"(a) && (b)":                         "the inner ||",
-		"return a || b || c, (x) | (y) == z": "&",
-		"z - 1":                              "+",
+		"return ((a || b) && (c)), x":          "the outer ||",
+		"return ((a) && (b)) || c, x":          "the inner ||",
+		"return a || b || c, ((x) | (y)) == z": "&",
+		"return a || b || c, x & y == z - 1":   "+",
+		"if ((a) || (b)) && c {":               "the inner && of a wider &&",
 	}
 	found := map[string]bool{}
 	for _, m := range ms {
@@ -93,7 +94,7 @@ func TestOperatorSwapKeepsTheOperandsGrouping(t *testing.T) {
 		for w := range want {
 			if (m.Kind == "logic" || m.Kind == "arith") && strings.Contains(out, w) {
 				found[w] = true
-				if m.Orig != "||" && m.Orig != "&" && m.Orig != "+" {
+				if m.Orig != "||" && m.Orig != "&&" && m.Orig != "&" && m.Orig != "+" {
 					t.Errorf("%v: Orig %q, want the operator", m, m.Orig)
 				}
 			}
