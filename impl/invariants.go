@@ -284,13 +284,7 @@ func (a *Allocator) checkInvariantsLocked() error {
 	}
 	// deadPools says whether some released pool still holds memory, and a released pool is known only
 	// while it does (forgetEmptyPoolsLocked): else every later free walks the cache for nothing.
-	holds := map[*mempool]bool{}
-	for _, seg := range a.segs {
-		holds[seg.ss.mp] = true
-	}
-	for _, sb := range a.sblocks {
-		holds[sb.home.mp] = true
-	}
+	holds := a.poolsHoldingLocked()
 	anyDead := false
 	for id, mp := range a.pools {
 		if !mp.dead {
@@ -351,8 +345,7 @@ func (a *Allocator) checkInvariantsLocked() error {
 	// The PyTorch statistics' current values (kept by deltas on the hot path) are what the live set and the
 	// segments count afresh (INV-TORCHSTATS' current clause).
 	got, want := a.torchStatsLocked(), a.torchStatsCountedLocked()
-	names := []string{"allocation", "segment", "active", "inactive_split", "allocated_bytes", "reserved_bytes",
-		"active_bytes", "inactive_split_bytes", "requested_bytes"}
+	names := torchStatNames
 	for k, g := range got.arrays() {
 		for i, w := range want.arrays()[k] {
 			if g[i].Current != w.Current {

@@ -236,19 +236,21 @@ func (a *Allocator) releaseDeadLocked() {
 	a.forgetEmptyPoolsLocked()
 }
 
-// forgetEmptyPoolsLocked drops released pools that hold no segment and no stitched block.
-func (a *Allocator) forgetEmptyPoolsLocked() {
+// poolsHoldingLocked returns the pools that hold a segment or a stitched block (nil: the default pool).
+func (a *Allocator) poolsHoldingLocked() map[*mempool]bool {
 	held := map[*mempool]bool{}
 	for _, seg := range a.segs {
-		if mp := seg.ss.mp; mp != nil && mp.dead {
-			held[mp] = true
-		}
+		held[seg.ss.mp] = true
 	}
 	for _, sb := range a.sblocks {
-		if mp := sb.home.mp; mp != nil && mp.dead {
-			held[mp] = true
-		}
+		held[sb.home.mp] = true
 	}
+	return held
+}
+
+// forgetEmptyPoolsLocked drops released pools that hold no segment and no stitched block.
+func (a *Allocator) forgetEmptyPoolsLocked() {
+	held := a.poolsHoldingLocked()
 	a.deadPools = false
 	for id, mp := range a.pools {
 		if !mp.dead {

@@ -58,6 +58,10 @@ type DeviceStats struct {
 	MaxSplitSize                          int64 // -1: none
 }
 
+// torchStatNames are PyTorch's names of the arrays, in arrays' order.
+var torchStatNames = []string{"allocation", "segment", "active", "inactive_split", "allocated_bytes", "reserved_bytes",
+	"active_bytes", "inactive_split_bytes", "requested_bytes"}
+
 func (s *DeviceStats) arrays() []*StatArray {
 	return []*StatArray{&s.Allocation, &s.Segment, &s.Active, &s.InactiveSplit, &s.AllocatedBytes,
 		&s.ReservedBytes, &s.ActiveBytes, &s.InactiveSplitBytes, &s.RequestedBytes}

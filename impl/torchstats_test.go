@@ -38,8 +38,7 @@ func checkTorchStats(a *Allocator, seen, base *DeviceStats, resetAcc bool) error
 	a.mu.Unlock()
 	got := a.TorchStats()
 	st := a.Stats()
-	names := []string{"allocation", "segment", "active", "inactive_split", "allocated_bytes", "reserved_bytes",
-		"active_bytes", "inactive_split_bytes", "requested_bytes"}
+	names := torchStatNames
 	ga, wa, sa, ba := got.arrays(), want.arrays(), seen.arrays(), base.arrays()
 	var errs []string
 	for k := range ga {

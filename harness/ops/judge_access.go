@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -20,12 +21,7 @@ func judgeAccess(policy string, before, after spec.View, calls []vmm.Range) []sp
 		return nil
 	}
 	rs := slices.Clone(calls)
-	slices.SortFunc(rs, func(x, y vmm.Range) int {
-		if x.Base != y.Base {
-			return cmpPtr(x.Base, y.Base)
-		}
-		return cmpPtr(vmm.DevicePtr(x.Size), vmm.DevicePtr(y.Size))
-	})
+	slices.SortFunc(rs, func(x, y vmm.Range) int { return cmp.Or(cmp.Compare(x.Base, y.Base), cmp.Compare(x.Size, y.Size)) })
 	rs = slices.Compact(rs)
 	within := func(x, y vmm.Range) bool {
 		for _, v := range []spec.View{after, before} {
@@ -45,14 +41,4 @@ func judgeAccess(policy string, before, after spec.View, calls []vmm.Range) []sp
 		}
 	}
 	return nil
-}
-
-func cmpPtr(x, y vmm.DevicePtr) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
