@@ -80,10 +80,8 @@ func (a *Allocator) allocMissLocked(ss *streamState, pool poolKind, rs, size vmm
 		return a.paperMissLocked(ss, pool, rs, size)
 	}
 	var err error
-	defer func() { a.lastResort = false }()
 	for attempt := 0; attempt < 2; attempt++ {
 		var b *block
-		a.lastResort = attempt > 0
 		if b, err = a.allocNewLocked(ss, pool, rs, attempt > 0); err == nil {
 			return b, nil
 		}
@@ -132,7 +130,7 @@ func (a *Allocator) allocNewLocked(ss *streamState, pool poolKind, rs vmm.Bytes,
 		if sb := a.reuseSBlockLocked(ss, rs); sb != nil {
 			return &sb.block, nil
 		}
-		if sb, ok, err := a.tryStitchLocked(ss, rs); ok || err != nil {
+		if sb, ok, err := a.tryStitchLocked(ss, rs, retry); ok || err != nil {
 			if err != nil {
 				return nil, err
 			}
@@ -142,7 +140,7 @@ func (a *Allocator) allocNewLocked(ss *streamState, pool poolKind, rs vmm.Bytes,
 	var b *pBlock
 	var err error
 	if a.p.arena {
-		b, err = a.arenaAllocLocked(ss, pool, rs)
+		b, err = a.arenaAllocLocked(ss, pool, rs, retry)
 	} else {
 		b, err = a.segmentAllocLocked(ss, pool, rs, retry)
 	}
@@ -281,7 +279,7 @@ func (a *Allocator) newArenaLocked(ss *streamState, pool poolKind) (*segment, er
 	return seg, nil
 }
 
-// dropFreshArenaLocked undoes newArenaLocked after the first mapping into seg failed (mapIntoLocked changed nothing, so seg is
+// dropFreshArenaLocked undoes newArenaLocked after the first mapping into seg failed (prepareMapLocked changed nothing, so seg is
 // still one unmapped block): a failed request leaves no new reservation behind.
 func (a *Allocator) dropFreshArenaLocked(seg *segment) {
 	a.undoReserveLocked(seg.base, seg.size)
@@ -338,7 +336,7 @@ func (a *Allocator) arenaCandidateLocked(seg *segment, rs vmm.Bytes) (*pBlock, v
 // stretch's driver calls are made before any is committed, so a failure on a later one leaves the earlier
 // ones unmapped too, and a failed request changes nothing (INV-FAILCLEAN; PyTorch's map_block keeps the
 // stretches it mapped before the one that failed).
-func (a *Allocator) arenaAllocLocked(ss *streamState, pool poolKind, rs vmm.Bytes) (*pBlock, error) {
+func (a *Allocator) arenaAllocLocked(ss *streamState, pool poolKind, rs vmm.Bytes, retry bool) (*pBlock, error) {
 	c, _ := a.arenaRunLocked(ss, pool, rs)
 	var fresh *segment // an arena opened for this request: returned if the request fails
 	if c == nil {
@@ -360,7 +358,7 @@ func (a *Allocator) arenaAllocLocked(ss *streamState, pool poolKind, rs vmm.Byte
 			continue
 		}
 		var g growth
-		if g, err = a.prepareMapLocked(b, min(b.size, rs-have)); err != nil {
+		if g, err = a.prepareMapLocked(b, min(b.size, rs-have), retry); err != nil {
 			break
 		}
 		gs = append(gs, g)
@@ -411,25 +409,17 @@ type growth struct {
 	chunks []*chunk  // the new chunks in address order, not yet in u.seg
 }
 
-// mapIntoLocked maps physical memory at the start of unmapped arena block u, enough for n bytes rounded up to the
-// quantum (at most u.size): pages of the page size (expandable), or one chunk of the whole size (gmlake, in
-// pieces of at most chunkMax). The new mapped block merges with free neighbours and joins the free set;
-// mapIntoLocked returns it. On failure nothing changed.
-func (a *Allocator) mapIntoLocked(u *pBlock, n vmm.Bytes) (*pBlock, error) {
-	g, err := a.prepareMapLocked(u, n)
-	if err != nil {
-		return nil, err
-	}
-	return a.commitMapLocked(g), nil
-}
-
-// prepareMapLocked makes mapIntoLocked's driver calls: it creates the handles, maps them at u.ptr and sets
-// access. On failure it undoes them (nothing changed); on success the engine's structures are untouched.
-func (a *Allocator) prepareMapLocked(u *pBlock, n vmm.Bytes) (growth, error) {
+// prepareMapLocked makes the driver calls of one mapping into an arena: physical memory at the start of
+// unmapped arena block u, enough for n bytes rounded up to the quantum (at most u.size; on the retry after
+// releasing the cache, retry, to the granularity only), as pages of the page size (expandable) or one chunk of
+// the whole size (gmlake, in pieces of at most chunkMax). It creates the handles, maps them at u.ptr and sets
+// access. On failure it undoes them (nothing changed); on success the engine's structures are untouched
+// (commitMapLocked makes the mapped block the engine's: it merges with free neighbours and joins the free set).
+func (a *Allocator) prepareMapLocked(u *pBlock, n vmm.Bytes, retry bool) (growth, error) {
 	seg := u.seg
 	q := a.quantum(seg.pool)
 	sz := min(roundUp(n, q), u.size)
-	if a.lastResort {
+	if retry {
 		// After releasing the cache, map no more than the granularity requires: a last page shorter than
 		// the page size rather than a spurious out-of-memory.
 		sz = min(roundUp(n, a.gran), u.size)
@@ -585,7 +575,7 @@ func (a *Allocator) dropCandsLocked(cands []*chunk) {
 // tryStitchLocked serves rs by stitching free chunks into a new sBlock when that grows the reserved memory less
 // than growing would (gmlake; gmlake-paper stitches by its own rule, paperStitchLocked).
 // ok says whether it stitched; err reports a driver failure (nothing changed).
-func (a *Allocator) tryStitchLocked(ss *streamState, rs vmm.Bytes) (b *sBlock, ok bool, err error) {
+func (a *Allocator) tryStitchLocked(ss *streamState, rs vmm.Bytes, retry bool) (b *sBlock, ok bool, err error) {
 	cands := a.stitchableLocked(ss)
 	defer a.dropCandsLocked(cands)
 	if len(cands) == 0 {
@@ -628,7 +618,7 @@ func (a *Allocator) tryStitchLocked(ss *streamState, rs vmm.Bytes) (b *sBlock, o
 			grow = alignUp(rs-min(rs, mapped), a.gran)
 		}
 		save := a.p.stitchSave
-		if a.lastResort {
+		if retry {
 			save = 0 // after releasing the cache, any saving may be what makes the request fit
 		}
 		// One whole chunk of ss's own pool would have been found by best fit; one of another stream's is a
@@ -637,7 +627,7 @@ func (a *Allocator) tryStitchLocked(ss *streamState, rs vmm.Bytes) (b *sBlock, o
 			return nil, false, nil
 		}
 		if rem > 0 {
-			if grown, fresh, err = a.arenaChunksLocked(ss, rem); err != nil {
+			if grown, fresh, err = a.arenaChunksLocked(ss, rem, retry); err != nil {
 				return nil, false, err
 			}
 			chosen = append(chosen, grown.chunks...)
@@ -672,7 +662,7 @@ func (a *Allocator) tryStitchLocked(ss *streamState, rs vmm.Bytes) (b *sBlock, o
 // chunkMax, like any growth): its driver calls are made, and buildSBlockLocked commits it (it then lies free
 // in the arena, held by the stitch) or undoes it. fresh is the arena opened for it, if any: the caller
 // returns it when the stitch fails.
-func (a *Allocator) arenaChunksLocked(ss *streamState, size vmm.Bytes) (g growth, fresh *segment, err error) {
+func (a *Allocator) arenaChunksLocked(ss *streamState, size vmm.Bytes, retry bool) (g growth, fresh *segment, err error) {
 	var u *pBlock
 	for _, seg := range ss.arenas[largePool] {
 		for _, x := range seg.unmapped {
@@ -692,7 +682,7 @@ func (a *Allocator) arenaChunksLocked(ss *streamState, size vmm.Bytes) (g growth
 		}
 		u, fresh = seg.head, seg
 	}
-	if g, err = a.prepareMapLocked(u, size); err != nil {
+	if g, err = a.prepareMapLocked(u, size, retry); err != nil {
 		if fresh != nil {
 			a.dropFreshArenaLocked(fresh)
 		}

@@ -10,7 +10,7 @@ import (
 
 // dumpStateLocked prints every stream, segment, block, sBlock and pending wait. mu must be held.
 func (a *Allocator) dumpStateLocked(why string) {
-	fmt.Fprintf(os.Stderr, "=== %s %s reserved=%d freeSeq=%d lastResort=%v\n", a.p.name, why, a.st.ReservedBytes>>20, a.freeSeq, a.lastResort)
+	fmt.Fprintf(os.Stderr, "=== %s %s reserved=%d freeSeq=%d\n", a.p.name, why, a.st.ReservedBytes>>20, a.freeSeq)
 	for _, ss := range a.sortedStreamsLocked() {
 		fmt.Fprintf(os.Stderr, "stream %d safeSeq %d fences %v\n", ss.s, ss.safeSeq, ss.fences)
 	}

@@ -77,8 +77,6 @@ type Allocator struct {
 	total  vmm.Bytes // device capacity (MemInfo total at New)
 	closed bool
 
-	lastResort bool // the retry after releasing the cache: map only what the granularity requires
-
 	streams map[vmm.Stream]*streamState
 	// order lists the values of streams sorted by stream id (deterministic iteration without sorting on
 	// the allocation path: a stitch looks at every stream). Invariant: the same set as streams.
