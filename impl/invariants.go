@@ -342,6 +342,51 @@ func (a *Allocator) checkInvariantsLocked() error {
 	for seg := range arenas {
 		return fail("arena %d is listed by no stream state", seg.id)
 	}
+	// Every driver event the engine holds has exactly one holder (the event pool, a pending wait, a stream's
+	// fence or last event, a gmlake-paper block event): one event in two places is recorded over while
+	// still waited on, or destroyed twice at Close.
+	holder := map[vmm.Event]string{}
+	hold := func(e vmm.Event, who string) error {
+		if e == 0 {
+			return nil
+		}
+		if prev, ok := holder[e]; ok {
+			return fail("event %d is held twice: by %s and by %s", e, prev, who)
+		}
+		holder[e] = who
+		return nil
+	}
+	for _, e := range a.evFree {
+		if e == 0 {
+			return fail("the event pool holds event 0 (no event)")
+		}
+		if err := hold(e, "the event pool"); err != nil {
+			return err
+		}
+	}
+	for i, pe := range a.pend {
+		if err := hold(pe.ev, fmt.Sprintf("pending wait %d", i)); err != nil {
+			return err
+		}
+	}
+	for _, ss := range states {
+		if !ss.gone && ss.lastEv != 0 {
+			return fail("stream %d is not forgotten but holds a last event %d", ss.s, ss.lastEv)
+		}
+		for _, f := range ss.fences {
+			if err := hold(f.ev, fmt.Sprintf("a fence of stream %d", ss.s)); err != nil {
+				return err
+			}
+		}
+		if err := hold(ss.lastEv, fmt.Sprintf("stream %d's last event", ss.s)); err != nil {
+			return err
+		}
+	}
+	for ev := range evRefs {
+		if err := hold(ev.e, "a block event"); err != nil {
+			return err
+		}
+	}
 	// The PyTorch statistics' current values (kept by deltas on the hot path) are what the live set and the
 	// segments count afresh (INV-TORCHSTATS' current clause).
 	got, want := a.torchStatsLocked(), a.torchStatsCountedLocked()

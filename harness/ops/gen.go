@@ -53,7 +53,8 @@ import (
 //   - forget (opt-in, ops.OptIn): ForgetStream of a stream (the default one a misuse: exactly
 //     ErrUnknownStream), alone, or as a template: a block of the stream used with work pending on it and
 //     freed, or another stream's block recorded on it, then the stream forgotten (with faults on, maybe
-//     behind a fault on the event it records: a failed forget changes nothing), the block's size asked on
+//     behind a fault on the event it records: a failed forget changes nothing; or synchronized and, as the
+//     driver answers, destroyed before the forget: nothing is left to wait on), the block's size asked on
 //     another stream before and after the forgotten stream's work completes (its memory waits for that
 //     work: the event the forget recorded), the cache emptied; later ops on the stream are misuse
 //     (ErrUnknownStream), a launch on it is refused by the Env (a destroyed stream runs no more work);
@@ -314,12 +315,23 @@ var Rules = []Rule{
 			pre = []Op{{Kind: OpAlloc, ID: x, Size: sz, Stream: o}, {Kind: OpRecord, ID: x, Stream: s}, {Kind: OpLaunch, Stream: s}}
 		}
 		forget := []Op{{Kind: OpForget, Stream: s}}
-		if len(g.Swarm.Faults) > 0 && src.Intn(3, "forget-fault?") == 0 {
-			// The forget's own driver calls fail: its event's creation or recording (a stream the driver
-			// says is invalid, or any other error).
-			call := []vmm.CallKind{vmm.CallRecordEvent, vmm.CallCreateEvent}[src.Intn(2, "forget-fault-call")]
-			r := []vmm.Result{vmm.InvalidHandle, vmm.UnknownCUDAError}[src.Intn(2, "forget-fault-result")]
-			forget = []Op{{Kind: OpFail, Call: call, N: 1, Result: r}, forget[0], {Kind: OpClearFaults}}
+		if len(g.Swarm.Faults) > 0 {
+			switch src.Intn(4, "forget-fault?") {
+			case 0:
+				// The forget's own driver calls fail: its event's creation or recording (a stream the driver
+				// says is invalid, or any other error).
+				call := []vmm.CallKind{vmm.CallRecordEvent, vmm.CallCreateEvent}[src.Intn(2, "forget-fault-call")]
+				r := []vmm.Result{vmm.InvalidHandle, vmm.UnknownCUDAError}[src.Intn(2, "forget-fault-result")]
+				forget = []Op{{Kind: OpFail, Call: call, N: 1, Result: r}, forget[0], {Kind: OpClearFaults}}
+			case 1:
+				// The caller synchronized s and destroyed it before the forget (the wrong order): the
+				// driver answers the forget's record and the engine's StreamQuery that s does not exist,
+				// and the forget succeeds with nothing left to wait on.
+				forget = []Op{{Kind: OpComplete, Stream: s},
+					{Kind: OpFail, Call: vmm.CallRecordEvent, N: 1, Result: vmm.InvalidHandle},
+					{Kind: OpFail, Call: vmm.CallStreamQuery, N: 1, Result: vmm.InvalidHandle},
+					forget[0], {Kind: OpClearFaults}}
+			}
 		}
 		seq := append(pre, forget...)
 		if pre[0].Stream == o {
