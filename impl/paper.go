@@ -116,7 +116,7 @@ func (a *Allocator) paperGrowLocked(ss *streamState, pool poolKind, rs vmm.Bytes
 				size, stitchAfter = allocationSize(rs-free), true
 			}
 		}
-		size = alignUp(size, a.p.chunkMax)
+		size = roundUp(size, a.p.chunkMax) // any multiple of the granularity: not only a power of two
 	}
 	var seg *segment
 	var err error

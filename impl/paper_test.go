@@ -149,6 +149,40 @@ func TestPaperRoundingAndSplitting(t *testing.T) {
 	closeClean(t, a, dev)
 }
 
+// With a chunk of three granules (ChunkSize 6 MiB, GLake's kGranularity as a knob) every large request
+// rounds up to whole chunks and so does its segment (round_size, realloc_block): a 1 MiB + 1 B request gets
+// a 6 MiB block of a 24 MiB segment (20 MiB rounded up), an 11 MiB request a 12 MiB block and segment, a
+// 13 MiB request an 18 MiB one; the segments are whole chunks, each one handle of 6 MiB.
+func TestPaperChunkOfThreeGranulesRoundsSegments(t *testing.T) {
+	for _, c := range []struct{ size, block, seg uint64 }{
+		{MiB + 1, 6 * MiB, 24 * MiB}, {11 * MiB, 12 * MiB, 12 * MiB}, {13 * MiB, 18 * MiB, 18 * MiB},
+	} {
+		a, dev := newPaper(t, Config{ChunkSize: 6 * MiB}, 0, true)
+		before := a.Stats().ReservedBytes
+		p := mustAlloc(t, a, c.size, 0)
+		var got uint64
+		for _, l := range a.Snapshot().Live {
+			if l.Ptr == p {
+				got = l.Size
+			}
+		}
+		if got != c.block {
+			t.Errorf("Alloc(%d) with 6 MiB chunks: block of %s, want %s", c.size, vmm.FormatBytes(got), vmm.FormatBytes(c.block))
+		}
+		if grew := a.Stats().ReservedBytes - before; grew != c.seg {
+			t.Errorf("Alloc(%d) with 6 MiB chunks: a segment of %s, want %s (get_allocation_size rounded up to whole chunks)",
+				c.size, vmm.FormatBytes(grew), vmm.FormatBytes(c.seg))
+		}
+		for _, h := range dev.State().Handles {
+			if h.Size != 6*MiB {
+				t.Fatalf("Alloc(%d) with 6 MiB chunks: a handle of %s, want every chunk 6 MiB", c.size, vmm.FormatBytes(h.Size))
+			}
+		}
+		checkState(t, a, dev)
+		closeClean(t, a, dev)
+	}
+}
+
 // get_free_block's stitched-block branch: once best fit misses, a cached sBlock serves any large request
 // (below fragLimit too), if at most reuseLimit times the request, holding only the first request/2 MiB
 // pieces; the rest stays free for others.

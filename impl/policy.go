@@ -172,4 +172,4 @@ func (p *params) shouldSplit(b *pBlock, rs vmm.Bytes) bool {
 }
 
 // roundUp rounds n up to a multiple of q (any q > 0, not only powers of two: expandable's 20 MiB pages).
-func roundUp(n, q vmm.Bytes) vmm.Bytes { return (n + q - 1) / q * q }
+func roundUp(n, q vmm.Bytes) vmm.Bytes { return vmm.Bytes(vmm.RoundUp(uint64(n), uint64(q))) }

@@ -193,7 +193,7 @@ func CheckPaperReuse(before, after View, ptr vmm.DevicePtr, size, chunk uint64, 
 	if r <= SmallRequest || chunk == 0 {
 		return nil
 	}
-	r = vmm.AlignUp(r, chunk)
+	r = vmm.RoundUp(r, chunk)
 	within := func(b Block) bool { return b.Range.Size >= r && float64(b.Range.Size) <= float64(r)*limit }
 	res, ok := resOfSorted(after.Device.Reservations, ptr)
 	if !ok {

@@ -198,7 +198,7 @@ func CheckPaperSplit(before, after View, ptr vmm.DevicePtr, size, chunk uint64) 
 	if size == 0 || chunk == 0 || TorchRoundSize(size) <= torchSmallSize {
 		return nil
 	}
-	r := vmm.AlignUp(size, chunk)
+	r := vmm.RoundUp(size, chunk)
 	got := liveBlockAt(after, ptr, false /* stitched */)
 	if got == nil {
 		return nil
@@ -253,7 +253,7 @@ func CheckPaperSegment(before, after View, size, chunk uint64, rule PaperRule, s
 	if size == 0 || chunk == 0 || TorchRoundSize(size) <= torchSmallSize {
 		return nil
 	}
-	r := vmm.AlignUp(size, chunk)
+	r := vmm.RoundUp(size, chunk)
 	var free uint64
 	for _, b := range before.Blocks {
 		if b.Stitched {
@@ -269,7 +269,7 @@ func CheckPaperSegment(before, after View, size, chunk uint64, rule PaperRule, s
 	if releasedDuring(before, after) {
 		return nil
 	}
-	full := vmm.AlignUp(TorchAllocationSize(r), chunk)
+	full := vmm.RoundUp(TorchAllocationSize(r), chunk)
 	want, why := []uint64{full}, "get_allocation_size of the request"
 	stitchable := r >= rule.FragLimit
 	switch {
@@ -279,13 +279,13 @@ func CheckPaperSegment(before, after View, size, chunk uint64, rule PaperRule, s
 	case free >= r:
 		why = "the retry's whole segment: reAlloc's shortcut would fail a request no stitch serves"
 	case stitchable:
-		rest := vmm.AlignUp(TorchAllocationSize(r-free), chunk)
+		rest := vmm.RoundUp(TorchAllocationSize(r-free), chunk)
 		want, why = []uint64{rest}, "reAlloc: get_allocation_size of the request less the stream's free large bytes"
 		if rest >= full {
 			want, why = append(want, full), "reAlloc's rest on the first try; the whole segment, smaller, on the retry"
 		}
 	default:
-		want = []uint64{vmm.AlignUp(TorchAllocationSize(r-free), chunk), full}
+		want = []uint64{vmm.RoundUp(TorchAllocationSize(r-free), chunk), full}
 		why = "reAlloc's rest on the first try, the whole segment on the retry (no stitch serves the request)"
 	}
 	for _, res := range after.Device.Reservations {

@@ -62,6 +62,10 @@ func (r Range) String() string { return fmt.Sprintf("[%#x, %#x)", uint64(r.Base)
 // AlignUp rounds n up to a multiple of align, which must be a power of two.
 func AlignUp(n, align uint64) uint64 { return (n + align - 1) &^ (align - 1) }
 
+// RoundUp rounds n up to a multiple of q, any q > 0 (a chunk size of three granules, an expandable page of
+// 20 MiB), where AlignUp needs a power of two.
+func RoundUp(n, q uint64) uint64 { return (n + q - 1) / q * q }
+
 // FormatBytes prints a byte count with a binary unit, for error messages and tables.
 func FormatBytes(n uint64) string {
 	switch {

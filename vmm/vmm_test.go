@@ -101,3 +101,13 @@ func TestRangeHalfOpen(t *testing.T) {
 	assert.Equal(t, uint64(4*MiB), AlignUp(2*MiB+1, 2*MiB))
 	assert.Equal(t, "1.50 GiB", FormatBytes(GiB+GiB/2))
 }
+
+// Property: RoundUp rounds to any multiple, where AlignUp needs a power of two (a 6 MiB chunk: 20 MiB rounds
+// to 24 MiB; AlignUp's mask would answer otherwise).
+func TestRoundUpTakesAnyMultiple(t *testing.T) {
+	assert.Equal(t, uint64(24*MiB), RoundUp(20*MiB, 6*MiB))
+	assert.Equal(t, uint64(6*MiB), RoundUp(6*MiB, 6*MiB))
+	assert.Equal(t, uint64(0), RoundUp(0, 6*MiB))
+	assert.Equal(t, AlignUp(2*MiB+1, 2*MiB), RoundUp(2*MiB+1, 2*MiB))
+	assert.NotEqual(t, RoundUp(20*MiB, 6*MiB), AlignUp(20*MiB, 6*MiB))
+}

@@ -320,6 +320,18 @@ func NewEnv(cfg Config) (*Env, error) {
 	if cfg.Policy == impl.PolicyGMLakePaper && cfg.Knobs.StitchMin != 0 {
 		e.Rule.StitchMin = cfg.Knobs.StitchMin // the engine's own threshold, not the default
 	}
+	if cfg.Policy == impl.PolicyGMLakePaper {
+		// A large request rounds up to the chunk size, and so does its segment (GLake's round_size and
+		// realloc_block, kGranularity the chunk: impl.Config.ChunkSize).
+		chunk := e.paperChunk()
+		small := e.Rule.Need
+		e.Rule.Need = func(size uint64) uint64 {
+			if spec.TorchRoundSize(size) <= vmm.MiB {
+				return small(size)
+			}
+			return vmm.RoundUp(spec.TorchAllocationSize(vmm.RoundUp(size, chunk)), chunk)
+		}
+	}
 	if cfg.Policy == impl.PolicyGMLakePaper && cfg.Knobs.DefragLevel >= 3 {
 		// Every stitch attempt of the miss path skipped (reAlloc's own stitches new memory in): no request
 		// is served by stitching the cache alone.

@@ -95,6 +95,8 @@ func DrawSwarm(t *rapid.T, policy string, noFaults bool) Swarm {
 		s.Knobs.NoCrossStream = rapid.IntRange(0, 3).Draw(t, "swarm-nocross") == 0
 		s.DefaultName = rapid.IntRange(0, 3).Draw(t, "swarm-default-name") == 0
 	case impl.PolicyGMLakePaper:
+		// GLake's 2 MiB piece (0), or a chunk of two or three granules: segments, splits and rounding go by it.
+		s.Knobs.ChunkSize = rapid.SampledFrom([]uint64{0, 0, 2 * gran, 3 * gran}).Draw(t, "swarm-chunk")
 		s.Knobs.StitchMin = rapid.SampledFrom([]uint64{0, 2 * gran, 4 * gran}).Draw(t, "swarm-stitchmin")
 		s.Knobs.SBlockCache = rapid.IntRange(0, 4).Draw(t, "swarm-sblockcache")
 		// reuseLimit: 0 the default (10); 1 only a cached block of the request's size; 1.5 and 3 between.
