@@ -407,6 +407,32 @@ func TestPaperReAlloc(t *testing.T) {
 	}
 }
 
+// GLake's event churn for a stitch (get_fused_fragmented_blocks), event by event: malloc's search key is a
+// Block (one event), the stitch's left and right search keys two more, the fused Block's own one (replaced
+// by the newest of its parts'), and, when the last block taken is split, the kept head's new Block one
+// more: free segments of 12 and 10 MiB stitched whole for 22 MiB create and destroy 4 events, and for
+// 14 MiB (the 10 MiB one split, its 2 MiB head taken) 5. None is recorded: no free happened.
+func TestPaperStitchEventChurn(t *testing.T) {
+	for _, c := range []struct {
+		req, events uint64
+	}{{22 * MiB, 4}, {14 * MiB, 5}} {
+		a, dev := newPaper(t, Config{StitchMin: 4 * MiB}, 0, true)
+		separate(t, a, 12*MiB, 10*MiB)
+		before := dev.Counts()
+		mustAlloc(t, a, c.req, 0)
+		d := diff(dev.Counts(), before)
+		if a.Stats().NumStitches != 1 {
+			t.Fatalf("Alloc(%d MiB) over free 12 and 10 MiB segments: %d stitches, want 1", c.req>>20, a.Stats().NumStitches)
+		}
+		if d[vmm.CallCreateEvent] != c.events || d[vmm.CallDestroyEvent] != c.events || d[vmm.CallRecordEvent] != 0 {
+			t.Errorf("Alloc(%d MiB) stitched: %d events created, %d destroyed, %d recorded; want GLake's %d, %d, 0",
+				c.req>>20, d[vmm.CallCreateEvent], d[vmm.CallDestroyEvent], d[vmm.CallRecordEvent], c.events, c.events)
+		}
+		checkState(t, a, dev)
+		closeClean(t, a, dev)
+	}
+}
+
 // VmmSegment / VirBlock: every 2 MiB piece is created, mapped and given access on its own, in a segment and
 // in a stitched block alike; the segment is unmapped in one call at release.
 func TestPaperDriverCallsPerPiece(t *testing.T) {
@@ -543,6 +569,27 @@ func TestPaperGCOnFailedStitch(t *testing.T) {
 	if st := a.Stats(); st.NumStitches != 3 || st.NumStitchFrees != 1 {
 		t.Fatalf("stitches %d, collected %d: want the third stitch after collecting the fragmented sBlock",
 			st.NumStitches, st.NumStitchFrees)
+	}
+	checkState(t, a, dev)
+	closeClean(t, a, dev)
+}
+
+// get_fused_fragmented_blocks refused at all three attempts after splitting the last block it took: the
+// split block goes back to the free set whole (merged with its rest: GLake leaves it marked used, the engine
+// gives it back), the request grows a segment of its own, and the free blocks are as before.
+func TestPaperFailedStitchGivesTheSplitBlockBack(t *testing.T) {
+	a, dev := newPaper(t, Config{StitchMin: 4 * MiB}, 0, true)
+	separate(t, a, 12*MiB, 10*MiB)
+	for n := 1; n <= 3; n++ {
+		dev.FailNth(vmm.CallReserve, n, vmm.UnknownCUDAError)
+	}
+	mustAlloc(t, a, 14*MiB, 0) // 12 + 10 MiB, the 10 MiB one split for its 2 MiB head
+	if st := a.Stats(); st.NumStitches != 0 || st.ReservedBytes != 36*MiB {
+		t.Fatalf("after three refused stitches: %d stitches, %s reserved; want none and a 14 MiB segment grown (36 MiB)",
+			st.NumStitches, vmm.FormatBytes(st.ReservedBytes))
+	}
+	if got := freeSizes(a); !slices.Equal(got, []uint64{12 * MiB, 10 * MiB}) {
+		t.Fatalf("free blocks %v after the refused stitch: want the 12 and 10 MiB segments whole", got)
 	}
 	checkState(t, a, dev)
 	closeClean(t, a, dev)

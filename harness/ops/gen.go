@@ -33,7 +33,7 @@ import (
 //   - capture (a template): a block recorded on another stream with work pending there, a capture begins
 //     on a stream, the block is freed and its size asked again, the capture ends, the work completes;
 //   - fragments (a template; opt-in, ops.OptIn, as handoff): on one stream, 2-5 pieces of 1-6 granules each followed by a one-granule
-//     separator, the pieces freed (free chunks apart, none large enough alone), then a request no single
+//     separator (gmlake-paper: 5-10 granules, segments of their own, and a 1 MiB separator), the pieces freed (free chunks apart, none large enough alone), then a request no single
 //     piece holds: the two largest exactly, the largest plus 512 B, all of them, all but half a granule,
 //     or all plus a granule (stitching's choices: largest first, the smallest chunk covering the rest, new
 //     memory for the rest; best fit and growth under the others); then maybe that block is freed and asked
@@ -41,7 +41,9 @@ import (
 //     max(1.25x the request, the request + 2 granules): the reuse limit exactly, and a granule beyond),
 //     after one piece's size took one of its chunks (no longer reusable), or after the smallest piece's
 //     head and tail were taken and the head freed (its chunk free only in part), or freed and the cache
-//     emptied (with faults on, maybe behind a refused unmap first: EmptyCache must report it);
+//     emptied (with faults on, maybe behind a refused unmap first: EmptyCache must report it); or, with
+//     faults on, the request's first three reservations refused (every stitch attempt gmlake-paper makes:
+//     the block split for it goes back whole) and the request asked again once the faults clear;
 //   - arena-hole (a template; opt-in): on one stream, blocks of 1-3 and 1-4 granules and a separator, the
 //     first freed and the cache emptied (an unmapped hole in the arena), the second freed (free, mapped), then
 //     the hole's size plus half the free block, all of it but half a granule, all of it, or one granule (the
@@ -243,11 +245,17 @@ var Rules = []Rule{
 		n := 2 + src.Intn(4, "frag-pieces")
 		var seq, frees []Op
 		var sizes []uint64
+		pieces, sep := []uint64{1, 2, 3, 4, 6}, g.Gran
+		if g.Policy == impl.PolicyGMLakePaper {
+			// gmlake-paper's segments: a piece of at least 10 MiB is a segment of its own, with no free
+			// remainder for best fit to serve the request from; the separator a small-pool block.
+			pieces, sep = []uint64{5, 6, 7, 8, 10}, vmm.MiB
+		}
 		for i := 0; i < n; i++ {
-			sz := g.Gran * []uint64{1, 2, 3, 4, 6}[src.Intn(5, "frag-size")]
+			sz := g.Gran * pieces[src.Intn(len(pieces), "frag-size")]
 			sizes = append(sizes, sz)
 			seq = append(seq, Op{Kind: OpAlloc, ID: x + 2*i, Size: sz, Stream: s},
-				Op{Kind: OpAlloc, ID: x + 2*i + 1, Size: g.Gran, Stream: s})
+				Op{Kind: OpAlloc, ID: x + 2*i + 1, Size: sep, Stream: s})
 			frees = append(frees, Op{Kind: OpFree, ID: x + 2*i})
 		}
 		seq = append(seq, frees...)
@@ -258,6 +266,16 @@ var Rules = []Rule{
 		}
 		want := []uint64{sizes[0] + sizes[1], sizes[0] + 512, total, total - g.Gran/2, total + g.Gran}[src.Intn(5, "frag-request")]
 		y := x + 2*n
+		if len(g.Swarm.Faults) > 0 && src.Intn(4, "frag-reserve-fault?") == 0 {
+			// The stitch's reservation refused at every attempt (gmlake-paper collects sBlocks and tries
+			// three times; gmlake grows instead): the split block goes back whole and the request is served
+			// otherwise, or fails clean.
+			for i := 1; i <= 3; i++ {
+				seq = append(seq, Op{Kind: OpFail, Call: vmm.CallReserve, N: i, Result: vmm.UnknownCUDAError})
+			}
+			return append(seq, Op{Kind: OpAlloc, ID: y, Size: want, Stream: s}, Op{Kind: OpClearFaults},
+				Op{Kind: OpAlloc, ID: y + 1, Size: want, Stream: s})
+		}
 		seq = append(seq, Op{Kind: OpAlloc, ID: y, Size: want, Stream: s})
 		switch src.Intn(6, "frag-then") {
 		case 1:
