@@ -105,3 +105,31 @@ func TestFacadeDestroyStreamUnknownAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// New refuses a configuration the engine cannot run with ErrBadConfig (ErrUnknownPolicy for a policy it does
+// not know) and returns no allocator: a chunk that is no multiple of the granularity, a stitch threshold no
+// multiple of 512 B, a page no multiple of the granularity, a negative reuse limit, a defrag level above 3.
+// A refused New takes nothing from the device.
+func TestFacadeNewRefusesBadConfigs(t *testing.T) {
+	for _, c := range []struct {
+		knobs map[string]string
+		want  error
+	}{
+		{map[string]string{"CHUNK_SIZE": "3MiB"}, ErrBadConfig},
+		{map[string]string{"POLICY": "gmlake-paper", "CHUNK_SIZE": "1MiB"}, ErrBadConfig},
+		{map[string]string{"STITCH_MIN": "1000"}, ErrBadConfig},
+		{map[string]string{"POLICY": "expandable", "PAGE_SIZE_LARGE": "21MiB"}, ErrBadConfig},
+		{map[string]string{"POLICY": "gmlake-paper", "REUSE_LIMIT": "-1"}, ErrBadConfig},
+		{map[string]string{"POLICY": "gmlake-paper", "DEFRAG_LEVEL": "4"}, ErrBadConfig},
+		{map[string]string{"POLICY": "gmlake-2"}, ErrUnknownPolicy},
+	} {
+		dev := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
+		a, err := New(dev, Options{Knobs: c.knobs})
+		if !errors.Is(err, c.want) || a != nil {
+			t.Errorf("New with %v = %v, %v; want no allocator and %v", c.knobs, a, err, c.want)
+		}
+		if l := dev.Leaks(); !l.Empty() || dev.State().Used != 0 {
+			t.Errorf("New with %v refused, but took from the device: %v", c.knobs, l)
+		}
+	}
+}

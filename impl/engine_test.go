@@ -989,3 +989,20 @@ func skipUnlessSeeded(t *testing.T) {
 		t.Skip("seeded bugs need -tags gmlake_mutants")
 	}
 }
+
+// An engine built without the seeded bugs refuses a Config that asks for one (ErrBadConfig, no allocator)
+// rather than run a test that believes the bug is on; with the tag (make test runs both builds) it is made.
+func TestNewRefusesSeededBugsItLacks(t *testing.T) {
+	dev := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
+	a, err := New(dev, Config{TestOnlyMutations: MutNoMerge})
+	if SeededBugs {
+		if err != nil || a == nil {
+			t.Fatalf("New with a seeded bug, built with it: %v, %v", a, err)
+		}
+		closeClean(t, a, dev)
+		return
+	}
+	if !errors.Is(err, ErrBadConfig) || a != nil {
+		t.Fatalf("New with a seeded bug, built without it = %v, %v; want no allocator and %v", a, err, ErrBadConfig)
+	}
+}

@@ -314,7 +314,7 @@ func TestCheckersForFolder(t *testing.T) {
 		unit        string
 		runs, skips []string
 	}{
-		{"impl", "./impl", []string{"rapid", "itf", "replay", "integrity"}, []string{"capi", "facade"}},
+		{"impl", "./impl", []string{"rapid", "itf", "replay", "integrity", "facade"}, []string{"capi"}},
 		{"impl/serve", "./impl/serve", []string{"rapid", "porcupine", "explore", "findings", "fuzz", "campaign", "clib"}, []string{"itf", "integrity", "replay", "capi"}},
 		{"impl/clib", "./impl/clib", []string{"capi", "facade", "clib"}, []string{"rapid", "fuzz", "itf"}},
 	} {

@@ -46,9 +46,10 @@ func (c Checker) For(dir string) (Checker, bool) {
 // The folders each checker's tests call. The harness's checkers drive impl.Allocator, the serving layer too
 // where their configuration says Serve (rapid's swarm, porcupine's odd seeds, the explorer's tight-served
 // universe, the fuzz decoder's serve bit, the campaign, the golden F10); the ITF traces, the integrity
-// check and the trace replays drive the engine alone; the C library (impl/clib) is reached by its own
-// tests, the Go facade's (its knob parsing), capi's (the C library built from the mutant) and the clib
-// checker's (harness/ops: the op language through impl/clib, which drives the layer and the engine too).
+// check and the trace replays drive the engine alone; the Go facade's tests (package gmlake) drive the engine
+// and impl/clib's knob parsing; the C library (impl/clib) is reached by its own tests, the facade's, capi's
+// (the C library built from the mutant) and the clib checker's (harness/ops: the op language through
+// impl/clib, which drives the layer and the engine too).
 var (
 	engineOnly = []string{"impl"}
 	harnessed  = []string{"impl", "impl/serve"}
@@ -70,7 +71,8 @@ var Checkers = []Checker{
 	{Name: "replay", Pkg: "./harness/replay", Run: "^(TestBaselinesMatchTorchPeakReserved|TestBundledTracesLivePeakMatchesTorch|TestReplayEveryPolicyMultiStream|TestReplayCachingPeaksByHand|TestGMLakeTargetsOnBundledTraces)$", Dirs: engineOnly},
 	{Name: "fuzz", Pkg: "./fuzz", Run: "^(FuzzOps|TestRandomPrograms)$", Dirs: harnessed},
 	{Name: "campaign", Pkg: "./fuzz", Run: "^TestCampaignClean$", Dirs: harnessed},
-	{Name: "facade", Pkg: ".", Run: ".", Dirs: clibOnly},
+	// The Go facade (package gmlake) runs the engine under its knob parsing: what a Go program calls.
+	{Name: "facade", Pkg: ".", Run: ".", Dirs: []string{"impl", "impl/clib"}},
 	// capi's tests build libgmlake.so with go build; the mutant's overlay reaches that build through
 	// GOFLAGS (runChecker), so the library under test is the mutant's.
 	{Name: "capi", Pkg: "./capi", Run: ".", Dirs: clibOnly},
