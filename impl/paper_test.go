@@ -284,6 +284,56 @@ func TestPaperGCFragmentedFirstStopsAtUnfinishedEvent(t *testing.T) {
 	closeClean(t, a, dev)
 }
 
+// garbage_collect_fused_blocks(time, require) stops collecting the fragmented sBlocks, oldest release first,
+// once it has 4x require bytes (time 0) or 16x (time 1); with require 0, or at time 2, it collects them all.
+// Three fragmented cached sBlocks of 80, 60 and 40 MiB, released in that order: 20 MiB at time 0 stops at
+// exactly 80 MiB (one), 25 MiB needs 100 (two: 140), 5 MiB at time 1 stops at 80 (one); released in the
+// reverse order, 10 MiB at time 0 stops at the 40 MiB one, released last but made first. The stitched bytes
+// autoGC counts go down by what was collected.
+func TestPaperGCStopsAtItsMultipleOfTheRequest(t *testing.T) {
+	for _, c := range []struct {
+		time      int
+		require   uint64
+		reverse   bool // released 40, 60, 80 MiB
+		collected int
+		bytes     uint64
+	}{
+		{0, 20 * MiB, false, 1, 80 * MiB}, {0, 25 * MiB, false, 2, 140 * MiB}, {1, 5 * MiB, false, 1, 80 * MiB},
+		{1, 10 * MiB, false, 3, 180 * MiB}, {0, 0, false, 3, 180 * MiB}, {2, 20 * MiB, false, 3, 180 * MiB},
+		{0, 10 * MiB, true, 1, 40 * MiB}, {0, 20 * MiB, true, 2, 100 * MiB},
+	} {
+		a, dev := newPaper(t, Config{StitchMin: 4 * MiB}, 0, true)
+		separate(t, a, 40*MiB, 40*MiB, 30*MiB, 30*MiB, 20*MiB, 20*MiB)
+		var stitched []vmm.DevicePtr
+		for _, sz := range []uint64{80 * MiB, 60 * MiB, 40 * MiB} { // 40+40, 30+30, 20+20
+			stitched = append(stitched, mustAlloc(t, a, sz, 0))
+		}
+		if c.reverse {
+			slices.Reverse(stitched)
+		}
+		for _, p := range stitched {
+			mustFree(t, a, p)
+		}
+		for _, sz := range []uint64{40 * MiB, 30 * MiB, 20 * MiB} { // one piece of each: all three fragmented
+			mustAlloc(t, a, sz, 0)
+		}
+		if n := len(a.sblocks); n != 3 || uint64(a.fused) != 180*MiB {
+			t.Fatalf("%d cached sBlocks, %s stitched; want 3, 180 MiB", n, vmm.FormatBytes(uint64(a.fused)))
+		}
+		got := underLock(a, func() vmm.Bytes { return a.paperGCLocked(c.time, vmm.Bytes(c.require), nil) })
+		if left := 3 - len(a.sblocks); left != c.collected || uint64(got) != c.bytes {
+			t.Errorf("GC(%d, %s), released in reverse %v: collected %d sBlocks, %s; want %d, %s", c.time,
+				vmm.FormatBytes(c.require), c.reverse, left, vmm.FormatBytes(uint64(got)), c.collected, vmm.FormatBytes(c.bytes))
+		}
+		if uint64(a.fused) != 180*MiB-c.bytes {
+			t.Errorf("GC(%d, %s) collected %s: %s stitched left, want %s", c.time, vmm.FormatBytes(c.require),
+				vmm.FormatBytes(uint64(got)), vmm.FormatBytes(uint64(a.fused)), vmm.FormatBytes(180*MiB-c.bytes))
+		}
+		checkState(t, a, dev)
+		closeClean(t, a, dev)
+	}
+}
+
 // get_fused_fragmented_blocks: once the stitched bytes exceed autoGC, garbage_collect_fused_blocks(2, 0).
 func TestPaperAutoGC(t *testing.T) {
 	for _, c := range []struct {
