@@ -192,6 +192,18 @@ func TestGenerateCorpus(t *testing.T) {
 		}
 		write("FuzzOps", fmt.Sprintf("forget-synthetic-%02d", k), b)
 	}
+	// Knob bytes (format 5, header[2] bit 5): small sBlock caches, chunks of 2, 3 and 12 granules, stitch
+	// thresholds at 2 and 4 granules (and 512 B above), no cross-stream reuse, reAlloc; with the opt-in
+	// rules of formats 3 and 4, half through the serving layer, on devices of 64 MiB to 1 GiB, 1-4 streams.
+	r = rand.New(rand.NewSource(20261204))
+	for k := 0; k < 8; k++ {
+		b := make([]byte, 120+r.Intn(320))
+		r.Read(b)
+		b[0], b[1] = b[0]&0x80|byte(r.Intn(3)), byte(k%4)
+		b[2] = knobBit | optInBit | format4Bit | byte(k%2) | byte(k%3)<<1
+		b[3] = byte(k%4) | byte(k%3)<<2 | byte(1+k%3)<<4 | byte(k%2)<<6 | byte(k/4)<<7
+		write("FuzzOps", fmt.Sprintf("knobs-synthetic-%02d", k), b)
+	}
 	// The forget template behind a fault on the event ForgetStream records (format 4), on 64 MiB with two
 	// streams: a 4 MiB block of s1 with work pending on s1, freed; recording s1's last event fails (an error,
 	// or the driver saying s1 is invalid while it exists), so the forget fails and changes nothing; its size
@@ -323,7 +335,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	}
 }
 
-// Property: header[2]'s low seven bits (format 2's serving-layer byte) change the layer and its cap and nothing else: the
+// Property: header[2]'s low five bits (format 2's serving-layer byte) change the layer and its cap and nothing else: the
 // ops are the same for every value of it, so a format-1 input with a 0 inserted at offset 2 (how the corpus
 // was migrated) decodes to the program it always did; and every value with bit 0 set runs the serving layer
 // under one of the swarm's caps.
@@ -338,7 +350,7 @@ func TestServeByteChangesOnlyTheLayer(t *testing.T) {
 		if bare.Cfg.Serve || bare.Cfg.MemoryLimit != 0 {
 			t.Fatalf("header[2] = 0 runs the serving layer: %s", bare.Cfg.Header())
 		}
-		for h := 1; h < format4Bit; h += 1 + r.Intn(8) {
+		for h := 1; h < knobBit; h += 1 + r.Intn(8) {
 			b[2] = byte(h)
 			p := Decode(b)
 			if !reflect.DeepEqual(p.Ops, bare.Ops) {
@@ -511,9 +523,9 @@ func TestFormat4BitChangesNoEntry(t *testing.T) {
 			t.Fatalf("%s: %v", f, err)
 		}
 		base := filepath.Base(f)
-		format4 := strings.HasPrefix(base, "forget-") || strings.HasPrefix(base, "reset-")
+		format4 := strings.HasPrefix(base, "forget-") || strings.HasPrefix(base, "reset-") || strings.HasPrefix(base, "knobs-")
 		if format4 != (b[2]&format4Bit != 0) {
-			t.Fatalf("%s: header[2] = %#x: bit 6 is set exactly in the forget-* and reset-* entries", f, b[2])
+			t.Fatalf("%s: header[2] = %#x: bit 6 is set exactly in the forget-*, reset-* and knobs-* entries", f, b[2])
 		}
 		if format4 {
 			for _, o := range Decode(b).Ops {
@@ -548,5 +560,70 @@ func bitChangesOnlyOps(t *testing.T, seed int64, bit byte, name, never string) {
 	}
 	if differ == 0 {
 		t.Fatalf("bit %s changed no program of 100: %s", name, never)
+	}
+}
+
+// Property: header[2]'s bit 5 (format 5) makes header[3] a knob byte and changes nothing else: the same
+// choices after it decode to the same ops and setup, the knobs aside; every knob byte names a configuration
+// every policy's engine accepts; Encode writes the knobs back; and bit 5 is set exactly in the committed
+// knobs-* entries, so every older entry decodes as before.
+func TestKnobByteChangesOnlyTheKnobs(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	for i := 0; i < 100; i++ {
+		b := make([]byte, headerLen+120+r.Intn(300))
+		r.Read(b)
+		b[2] &^= knobBit
+		plain := Decode(b)
+		k := byte(r.Intn(256))
+		withKnobs := append(append(append([]byte{}, b[:headerLen]...), k), b[headerLen:]...)
+		withKnobs[2] |= knobBit
+		p := Decode(withKnobs)
+		want := plain.Cfg
+		want.Knobs = decodeKnobs(k)
+		if !reflect.DeepEqual(p.Cfg, want) || !reflect.DeepEqual(p.Ops, plain.Ops) {
+			t.Fatalf("knob byte %#x changed more than the knobs: %s vs %s", k, p.Cfg.Header(), want.Header())
+		}
+	}
+	for k := 0; k < 256; k++ {
+		knobs := decodeKnobs(byte(k))
+		if got, ok := encodeKnobs(knobs); !ok || decodeKnobs(got) != knobs {
+			t.Fatalf("knob byte %#x: encodes back as %#x, %v", k, got, ok)
+		}
+		for _, policy := range impl.Policies {
+			cfg := ops.Config{Policy: policy, Capacity: 64 * vmm.MiB, Streams: 2, Knobs: knobs}
+			env, err := ops.NewEnv(cfg)
+			if err != nil {
+				t.Fatalf("knob byte %#x under %s: %v", k, policy, err)
+			}
+			if vs := env.Finish(); len(vs) > 0 {
+				t.Fatalf("knob byte %#x under %s: an empty run: %v", k, policy, vs)
+			}
+		}
+	}
+	p := Decode(append([]byte{0, 1, knobBit, 0x5b}, make([]byte, 40)...))
+	if back := Decode(Encode(p)); back.Cfg.Knobs != p.Cfg.Knobs || p.Cfg.Knobs == (impl.Config{}) {
+		t.Fatalf("Encode lost the knobs: %s, back %s", p.Cfg.Header(), back.Cfg.Header())
+	}
+	files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzOps", "*"))
+	n := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := readCorpusFile(data)
+		if err != nil || len(b) < headerLen {
+			t.Fatalf("%s: %v", f, err)
+		}
+		knobbed := strings.HasPrefix(filepath.Base(f), "knobs-")
+		if knobbed != (b[2]&knobBit != 0) {
+			t.Fatalf("%s: header[2] = %#x: bit 5 is set exactly in the knobs-* entries", f, b[2])
+		}
+		if knobbed {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("no knobs-* entry in the corpus (regenerate it: see TestGenerateCorpus)")
 	}
 }

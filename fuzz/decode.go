@@ -17,6 +17,11 @@ package fuzz
 //	           drawn too (rapid's swarm opts in to them the same way). Bit 6 set: those of format 4 (the
 //	           forget and query rules: ForgetStream, LargestCachedBlock, Snapshot, the statistics' resets)
 //	           are drawn too, after format 3's.
+//	           Bit 5 set (format 5): header[3] is a knob byte (decodeKnobs), and the choices start after it.
+//	header[3]  only with header[2]'s bit 5: the engine's knobs, for every policy: bits 0-1 the chunk size
+//	           (default, 2, 3 or 12 granules), bits 2-3 the stitch threshold (default, 2 or 4 granules, 4
+//	           granules + 512 B), bits 4-5 the sBlock cache (default, 1, 2, 4), bit 6 no cross-stream reuse,
+//	           bit 7 gmlake-paper's reAlloc (rapid's swarm draws the same values)
 //	then       rule choices and their arguments (ops.ByteSource: one byte for a choice among up to 256)
 //
 // Format 2 added header[2]. The committed corpus (testdata/fuzz/FuzzOps) was migrated, not re-drawn: each
@@ -35,6 +40,10 @@ package fuzz
 // every committed entry (header[2] at most 0x85), and it no longer counts in the serving layer's cap, so
 // every format-3 entry decodes exactly as before (TestFormat4BitChangesNoEntry); the forget-* entries and a
 // quarter of TestRandomPrograms' inputs set it.
+//
+// Format 5 gave bit 5 to the knob byte. Bit 5 was clear in every committed entry (header[2] one of 0-5,
+// 0x40-0x44, 0x80-0x85, 0xc1-0xc5), and it no longer counts in the serving layer's cap, so every format-4
+// entry decodes exactly as before (TestKnobByteChangesOnlyTheKnobs); the knobs-* entries set it.
 //
 // Every byte string decodes to some program (missing bytes read as 0), so the fuzzer never wastes an input;
 // the decoder keeps the sequence meaningful by naming live allocations by their index among those it
@@ -61,7 +70,30 @@ const headerLen = 3
 const (
 	optInBit   = 0x80
 	format4Bit = 0x40
+	knobBit    = 0x20 // format 5: header[3] is a knob byte (decodeKnobs)
 )
+
+// decodeKnobs is the engine configuration a knob byte (format 5's header[3]) names: 0 is the defaults.
+func decodeKnobs(k byte) impl.Config {
+	const gran = 2 * vmm.MiB
+	return impl.Config{
+		ChunkSize:     []uint64{0, 2 * gran, 3 * gran, 12 * gran}[k&3],
+		StitchMin:     []uint64{0, 2 * gran, 4 * gran, 4*gran + 512}[k>>2&3],
+		SBlockCache:   []int{0, 1, 2, 4}[k>>4&3],
+		NoCrossStream: k&0x40 != 0,
+		ReAlloc:       k&0x80 != 0,
+	}
+}
+
+// encodeKnobs is the knob byte of k, if decodeKnobs names k exactly.
+func encodeKnobs(k impl.Config) (byte, bool) {
+	for b := 0; b < 256; b++ {
+		if decodeKnobs(byte(b)) == k {
+			return byte(b), true
+		}
+	}
+	return 0, false
+}
 
 // format4Rules are the opt-in rules format 4 added (header[2]'s bit 6); every other opt-in rule is format 3's
 // (bit 7).
@@ -167,9 +199,16 @@ func Decode(data []byte) *ops.Program {
 		Patterns: true,
 	}}
 	if h2&1 != 0 {
-		p.Cfg.Serve, p.Cfg.MemoryLimit = true, serveLimits(p.Cfg.Capacity)[int(h2&^(optInBit|format4Bit)>>1)%3]
+		p.Cfg.Serve, p.Cfg.MemoryLimit = true, serveLimits(p.Cfg.Capacity)[int(h2&^(optInBit|format4Bit|knobBit)>>1)%3]
 	}
-	src := ops.NewByteSource(data[min(headerLen, len(data)):])
+	start := headerLen
+	if h2&knobBit != 0 {
+		if len(data) > headerLen {
+			p.Cfg.Knobs = decodeKnobs(data[headerLen])
+		}
+		start++
+	}
+	src := ops.NewByteSource(data[min(start, len(data)):])
 	gen, rules := decodeGen(p.Cfg.Capacity, p.Cfg.Streams, h2)
 	st := &belief{next: 1}
 	for src.More() && len(p.Ops) < MaxOps {
@@ -223,6 +262,10 @@ func Encode(p *ops.Program) []byte {
 	streams := min(max(p.Cfg.Streams, 1), MaxStreams)
 	// The program's own frees come explicitly: Decode then has nothing to free at the end.
 	out := []byte{byte(ci) | 0x80, byte(streams - 1), serveByte(p.Cfg, capacities[ci])}
+	if k, ok := encodeKnobs(p.Cfg.Knobs); ok && k != 0 {
+		out[2] |= knobBit
+		out = append(out, k)
+	}
 	gen, rules := decodeGen(capacities[ci], streams, 0 /* h2: Encode names the rules without the opt-in ones */)
 	st := &belief{next: 1}
 	rename := map[int]int{}
