@@ -28,6 +28,11 @@ type PoolStep struct {
 	Alive  []PoolID     // the private pools whose use count is above 0
 	Held   []vmm.Handle // every physical handle the allocator holds
 	Mapped []vmm.Range  // every virtual range the allocator has mapped
+	// MappedBy is the physical handle mapped at each range of Mapped (the same index; nil: not known). A
+	// released pool's parked range is taken back only where its own handles still map it: a real driver
+	// hands a freed virtual range out again, so within one call a released pool's segment may go and a
+	// segment of another pool come at the same addresses.
+	MappedBy []vmm.Handle
 }
 
 // PoolChecker checks INV-POOL over a run, one step at a time. It remembers, for each physical handle, the
@@ -68,6 +73,19 @@ func (c *PoolChecker) Step(s PoolStep) []Violation {
 		held[h] = true
 	}
 	mapped := mergeRanges(s.Mapped)
+	// mappedFor is what pool p's parked ranges may be covered by: the ranges its own handles map.
+	mappedFor := func(p PoolID) []vmm.Range {
+		if len(s.MappedBy) != len(s.Mapped) {
+			return mapped
+		}
+		var own []vmm.Range
+		for i, r := range s.Mapped {
+			if o, ok := c.parkedOwner[s.MappedBy[i]]; ok && o == p {
+				own = append(own, r)
+			}
+		}
+		return mergeRanges(own)
+	}
 	for p, rs := range c.va {
 		if !alive[p] {
 			c.parkedVA[p] = rs
@@ -82,8 +100,9 @@ func (c *PoolChecker) Step(s PoolStep) []Violation {
 	}
 	for p, rs := range c.parkedVA { // what a released pool still maps: taken back if it lives again
 		var keep []vmm.Range
+		own := mappedFor(p)
 		for _, r := range rs {
-			if covered(mapped, r) {
+			if covered(own, r) {
 				keep = append(keep, r)
 			}
 		}

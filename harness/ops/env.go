@@ -1137,7 +1137,7 @@ func (e *Env) poolStep() spec.PoolStep {
 		st.Held = append(st.Held, c.Handle)
 	}
 	for _, m := range snap.Mappings {
-		st.Mapped = append(st.Mapped, m.VA)
+		st.Mapped, st.MappedBy = append(st.Mapped, m.VA), append(st.MappedBy, m.Handle)
 	}
 	return st
 }
