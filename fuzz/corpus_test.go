@@ -511,17 +511,8 @@ func TestFormat4BitChangesNoEntry(t *testing.T) {
 		}
 	}
 	bitChangesOnlyOps(t, 6 /* seed */, format4Bit, "6", "format 4's rules are never drawn")
-	files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzOps", "*"))
 	kinds := map[ops.OpKind]bool{}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := readCorpusFile(data)
-		if err != nil || len(b) < headerLen {
-			t.Fatalf("%s: %v", f, err)
-		}
+	for f, b := range fuzzOpsEntries(t) {
 		base := filepath.Base(f)
 		format4 := strings.HasPrefix(base, "forget-") || strings.HasPrefix(base, "reset-") || strings.HasPrefix(base, "knobs-")
 		if format4 != (b[2]&format4Bit != 0) {
@@ -604,17 +595,8 @@ func TestKnobByteChangesOnlyTheKnobs(t *testing.T) {
 	if back := Decode(Encode(p)); back.Cfg.Knobs != p.Cfg.Knobs || p.Cfg.Knobs == (impl.Config{}) {
 		t.Fatalf("Encode lost the knobs: %s, back %s", p.Cfg.Header(), back.Cfg.Header())
 	}
-	files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzOps", "*"))
 	n := 0
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := readCorpusFile(data)
-		if err != nil || len(b) < headerLen {
-			t.Fatalf("%s: %v", f, err)
-		}
+	for f, b := range fuzzOpsEntries(t) {
 		knobbed := strings.HasPrefix(filepath.Base(f), "knobs-")
 		if knobbed != (b[2]&knobBit != 0) {
 			t.Fatalf("%s: header[2] = %#x: bit 5 is set exactly in the knobs-* entries", f, b[2])
@@ -626,4 +608,23 @@ func TestKnobByteChangesOnlyTheKnobs(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no knobs-* entry in the corpus (regenerate it: see TestGenerateCorpus)")
 	}
+}
+
+// fuzzOpsEntries reads every committed FuzzOps entry: its bytes by file path, each at least a header.
+func fuzzOpsEntries(t *testing.T) map[string][]byte {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzOps", "*"))
+	out := map[string][]byte{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := readCorpusFile(data)
+		if err != nil || len(b) < headerLen {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out[f] = b
+	}
+	return out
 }

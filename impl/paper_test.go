@@ -28,6 +28,16 @@ func newPaper(t testing.TB, cfg Config, capacity uint64, sync bool) (*Allocator,
 	return a, dev
 }
 
+// liveSize is the block size of the live allocation at p (0: none).
+func liveSize(a *Allocator, p vmm.DevicePtr) uint64 {
+	for _, l := range a.Snapshot().Live {
+		if l.Ptr == p {
+			return l.Size
+		}
+	}
+	return 0
+}
+
 // freeSizes lists the sizes of the free pBlocks, largest first.
 func freeSizes(a *Allocator) []uint64 {
 	var out []uint64
@@ -120,12 +130,7 @@ func TestPaperRoundingAndSplitting(t *testing.T) {
 		{1000, 1024}, {MiB, MiB}, {MiB + 1, 2 * MiB}, {3*MiB + 5, 4 * MiB}, {11*MiB + 512*1024, 12 * MiB},
 	} {
 		p := mustAlloc(t, a, c.size, 0)
-		var got uint64
-		for _, l := range a.Snapshot().Live {
-			if l.Ptr == p {
-				got = l.Size
-			}
-		}
+		got := liveSize(a, p)
 		if got != c.block {
 			t.Errorf("Alloc(%d): block of %d bytes, want %d", c.size, got, c.block)
 		}
@@ -160,12 +165,7 @@ func TestPaperChunkOfThreeGranulesRoundsSegments(t *testing.T) {
 		a, dev := newPaper(t, Config{ChunkSize: 6 * MiB}, 0, true)
 		before := a.Stats().ReservedBytes
 		p := mustAlloc(t, a, c.size, 0)
-		var got uint64
-		for _, l := range a.Snapshot().Live {
-			if l.Ptr == p {
-				got = l.Size
-			}
-		}
+		got := liveSize(a, p)
 		if got != c.block {
 			t.Errorf("Alloc(%d) with 6 MiB chunks: block of %s, want %s", c.size, vmm.FormatBytes(got), vmm.FormatBytes(c.block))
 		}

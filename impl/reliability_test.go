@@ -75,6 +75,17 @@ func (a *Allocator) countBlocks() int {
 
 // busyOnNewStream allocates size bytes on the default stream, records the allocation on a new stream of dev
 // and launches work there: the allocation is in use on a stream other than its own, with the work pending.
+// newTestWithStream makes an asynchronous engine of policy on a 4 GiB device and one stream beside the default.
+func newTestWithStream(t *testing.T, policy string) (*Allocator, *sim.Device, vmm.Stream) {
+	t.Helper()
+	a, dev := newTest(t, policy, 4<<30, false /* sync */)
+	s, err := dev.CreateStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, dev, s
+}
+
 func busyOnNewStream(t *testing.T, a *Allocator, dev *sim.Device, size uint64) (vmm.DevicePtr, vmm.Stream) {
 	t.Helper()
 	s, err := dev.CreateStream()
@@ -189,11 +200,7 @@ func TestForgetStreamFencesItsWork(t *testing.T) {
 func TestForgetStreamAfterItsDestructionWaitsOnNothing(t *testing.T) {
 	for _, pol := range Policies {
 		t.Run(pol, func(t *testing.T) {
-			a, dev := newTest(t, pol, 4<<30, false /* sync */)
-			s, err := dev.CreateStream()
-			if err != nil {
-				t.Fatal(err)
-			}
+			a, dev, s := newTestWithStream(t, pol)
 			q := mustAlloc(t, a, 16*MiB, s)
 			mustFree(t, a, q)
 			dev.Launch(s)
@@ -287,11 +294,7 @@ func BenchmarkStitchAttemptManyStreams(b *testing.B) {
 func TestEmptyCacheNeverRacesPendingWrites(t *testing.T) {
 	for _, pol := range Policies {
 		t.Run(pol, func(t *testing.T) {
-			a, dev := newTest(t, pol, 4<<30, false /* sync */)
-			s, err := dev.CreateStream()
-			if err != nil {
-				t.Fatal(err)
-			}
+			a, dev, s := newTestWithStream(t, pol)
 			p := mustAlloc(t, a, 8*MiB, s)
 			q := mustAlloc(t, a, 64*MiB, vmm.DefaultStream)
 			if err := dev.Memset(p, 8*MiB, 1, s); err != nil {
@@ -320,10 +323,7 @@ func TestEmptyCacheNeverRacesPendingWrites(t *testing.T) {
 			closeClean(t, a, dev)
 
 			// Control: the same write, then the memory unmapped behind the engine's back.
-			a, dev = newTest(t, pol, 4<<30, false /* sync */)
-			if s, err = dev.CreateStream(); err != nil {
-				t.Fatal(err)
-			}
+			a, dev, s = newTestWithStream(t, pol)
 			p = mustAlloc(t, a, 8*MiB, s)
 			if err := dev.Memset(p, 8*MiB, 1, s); err != nil {
 				t.Fatal(err)
