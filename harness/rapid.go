@@ -132,11 +132,7 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 		sw.Off["fail"], sw.Off["clearfaults"], sw.Off["bad-stream"] = true, true, true
 	}
 	streams := sw.Streams
-	policy := cfg.Policy
-	if sw.DefaultName {
-		policy = "" // the Env judges gmlake, and the engine must be it
-	}
-	env, err := ops.NewEnv(ops.Config{Policy: policy, Capacity: sw.Capacity, Streams: streams, SyncStreams: sw.Sync,
+	env, err := ops.NewEnv(ops.Config{Policy: cfg.Policy, DefaultName: sw.DefaultName, Capacity: sw.Capacity, Streams: streams, SyncStreams: sw.Sync,
 		Knobs: sw.Knobs, Mutations: cfg.Mutations, Ignore: cfg.Ignore, Differential: cfg.Differential,
 		Device: dev, Serve: sw.Serve, MemoryLimit: sw.MemoryLimit})
 	if err != nil {

@@ -21,7 +21,11 @@ const DefaultProbes = 512
 
 // Config configures an Env: the device, the engine and the checkers that judge it.
 type Config struct {
-	Policy      string // one of impl.Policies; "" is the default policy
+	Policy      string // one of impl.Policies; "" is the default policy (NewEnv sets it and DefaultName)
+	// DefaultName: the engine is asked for its policy by the empty name (impl's default, what a Config{} from
+	// a Go program or an unset GMLAKE_POLICY asks for), and must run Policy, which must be gmlake. The setup
+	// line prints it, so a reproducer found through the default name replays through it.
+	DefaultName bool
 	Capacity    uint64 // device bytes; 0: 8 GiB
 	Granularity uint64 // 0: 2 MiB
 	Streams     int    // streams in the environment, the default stream included; 0: 2
@@ -235,9 +239,15 @@ func NewEnv(cfg Config) (*Env, error) {
 	if cfg.Streams <= 0 {
 		cfg.Streams = 2
 	}
-	asked := cfg.Policy // what the engine is asked for: "" its default, which the Env judges as gmlake
 	if cfg.Policy == "" {
-		cfg.Policy = impl.PolicyGMLake
+		cfg.Policy, cfg.DefaultName = impl.PolicyGMLake, true
+	}
+	if cfg.DefaultName && cfg.Policy != impl.PolicyGMLake {
+		return nil, fmt.Errorf("ops: the default policy name runs %q, not %q: DefaultName wants Policy %q or empty", impl.PolicyGMLake, cfg.Policy, impl.PolicyGMLake)
+	}
+	asked := cfg.Policy // what the engine is asked for: "" its default, which the Env judges as gmlake
+	if cfg.DefaultName {
+		asked = ""
 	}
 	if cfg.CLib {
 		cfg.Serve = true

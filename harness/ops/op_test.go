@@ -284,3 +284,36 @@ func TestHeaderCarriesEveryKnob(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultNameReplaysThroughTheEmptyName: an Env that asks for gmlake by the empty name (as rapid's swarm
+// does a quarter of the time) prints defaultname=true in its reproducer, so the replay asks the same way; a
+// default name with another policy is refused, not run as that policy.
+func TestDefaultNameReplaysThroughTheEmptyName(t *testing.T) {
+	for _, cfg := range []Config{{}, {Policy: impl.PolicyGMLake, DefaultName: true}} {
+		e, err := NewEnv(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Step(Op{Kind: OpAlloc, ID: 0, Size: 3 << 20})
+		text := e.Describe()
+		if _, err := e.A.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(text, "defaultname=true") {
+			t.Fatalf("Config%+v: the reproducer does not say the policy was asked for by the empty name:\n%s", cfg, text)
+		}
+		p, err := Parse(text, "repro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.Cfg.DefaultName || p.Cfg.Policy != impl.PolicyGMLake {
+			t.Fatalf("the reproducer parses back as policy %q default-name %v", p.Cfg.Policy, p.Cfg.DefaultName)
+		}
+		if i, vs, _, err := Run(p.Cfg, p.Ops); err != nil || i >= 0 {
+			t.Fatalf("the reproducer replays with %v (step %d: %v)", err, i, vs)
+		}
+	}
+	if _, err := NewEnv(Config{Policy: impl.PolicyCaching, DefaultName: true}); err == nil {
+		t.Fatal("DefaultName with policy caching was accepted: the empty name runs gmlake")
+	}
+}
