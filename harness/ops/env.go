@@ -21,7 +21,7 @@ const DefaultProbes = 512
 
 // Config configures an Env: the device, the engine and the checkers that judge it.
 type Config struct {
-	Policy      string // one of impl.Policies; "" is the default policy (NewEnv sets it and DefaultName)
+	Policy string // one of impl.Policies; "" is the default policy (NewEnv sets it and DefaultName)
 	// DefaultName: the engine is asked for its policy by the empty name (impl's default, what a Config{} from
 	// a Go program or an unset GMLAKE_POLICY asks for), and must run Policy, which must be gmlake. The setup
 	// line prints it, so a reproducer found through the default name replays through it.

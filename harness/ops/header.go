@@ -41,7 +41,7 @@ var setupKeys = []setupKey{
 	{"serve", func(c *Config) any { return &c.Serve }, nil},
 	// The cap is printed whenever the serving layer is on (0, no cap, is a choice the run made), and when set.
 	{"limit", func(c *Config) any { return &c.MemoryLimit }, func(c Config) bool { return c.Serve || c.MemoryLimit != 0 }},
-	{"clib", func(c *Config) any { return &c.CLib }, nil}, // the C library over the serving layer (CLib implies Serve)
+	{"clib", func(c *Config) any { return &c.CLib }, nil},               // the C library over the serving layer (CLib implies Serve)
 	{"defaultname", func(c *Config) any { return &c.DefaultName }, nil}, // policy asked for by the empty name
 }
 
