@@ -71,6 +71,9 @@ var Checkers = []Checker{
 	{Name: "replay", Pkg: "./harness/replay", Run: "^(TestBaselinesMatchTorchPeakReserved|TestBundledTracesLivePeakMatchesTorch|TestReplayEveryPolicyMultiStream|TestReplayCachingPeaksByHand|TestGMLakeTargetsOnBundledTraces)$", Dirs: engineOnly},
 	{Name: "fuzz", Pkg: "./fuzz", Run: "^(FuzzOps|TestRandomPrograms)$", Dirs: harnessed},
 	{Name: "campaign", Pkg: "./fuzz", Run: "^TestCampaignClean$", Dirs: harnessed},
+	// The decision goldens: generated programs whose every placement, byte count and driver call is pinned
+	// (a regression oracle: it says a decision moved, the judges say whether it is wrong).
+	{Name: "decisions", Pkg: "./fuzz", Run: "^TestDecisionHistories$", Dirs: harnessed},
 	// The Go facade (package gmlake) runs the engine under its knob parsing: what a Go program calls.
 	{Name: "facade", Pkg: ".", Run: ".", Dirs: []string{"impl", "impl/clib"}},
 	// capi's tests build libgmlake.so with go build; the mutant's overlay reaches that build through

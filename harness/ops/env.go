@@ -67,6 +67,8 @@ type Config struct {
 	// before its free (pattern.go; a violation is INTEGRITY): the data path the models cannot see.
 	Patterns bool
 	Probes   int // with Patterns: granules probed per large allocation; 0: DefaultProbes
+	// Decisions: every step's decision digest is recorded (decision.go), for DecisionHistory.
+	Decisions bool
 
 	_ struct{}
 }
@@ -159,9 +161,13 @@ type Env struct {
 	Ops     []Op           // executed, in order: the reproducer
 	// outcomes[i] is Outcome of Ops[i] when it ran through Step (History prints them).
 	outcomes []string
-	Steps    int
-	last     spec.View // the View after the last checked step, valid while lastOK
-	lastOK   bool
+	// decisions[i] is the decision digest of Ops[i] (Config.Decisions; DecisionHistory prints them);
+	// decided, the device's call counts when the last digest was taken.
+	decisions []string
+	decided   vmm.CallCounts
+	Steps     int
+	last      spec.View // the View after the last checked step, valid while lastOK
+	lastOK    bool
 }
 
 // viewBefore returns the View now, reusing the one taken after the previous step when nothing can have
@@ -598,6 +604,9 @@ func (e *Env) Step(op Op) (r StepResult) {
 		r.Violations = keep
 	}
 	e.outcomes = append(e.outcomes, Outcome(r))
+	if e.Cfg.Decisions {
+		e.decisions = append(e.decisions, e.decision(r))
+	}
 	return r
 }
 

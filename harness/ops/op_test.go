@@ -194,6 +194,7 @@ func TestHeaderCarriesEverySetupField(t *testing.T) {
 		"Ignore":       "TestMutationsCaught's bookkeeping of what it sets aside",
 		"Differential": "TestMutationsCaught's second run without the mutations",
 		"Device":       "the device the run is given (a real GPU), not a value a text can carry",
+		"Decisions":    "what the Env records of the run (DecisionHistory), not what it runs",
 	}
 	typ := reflect.TypeOf(Config{})
 	for i := 0; i < typ.NumField(); i++ {

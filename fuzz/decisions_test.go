@@ -1,0 +1,149 @@
+package fuzz
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gmlake/gmlake/harness/ops"
+	"github.com/gmlake/gmlake/impl"
+)
+
+// decisionsDir holds the decision goldens: generated programs, one policy each, with every step's answer
+// and decision digest (ops.Env.DecisionHistory).
+const decisionsDir = "testdata/decisions"
+
+// decisionPrograms is how many programs TestDecisionHistories generates per policy (GMLAKE_GEN_DECISIONS=1).
+const decisionPrograms = 12
+
+// Property: every decision the engine makes on the committed generated programs is the one it made when the
+// goldens were written: where each allocation went, the bytes reserved, mapped and allocated after each
+// step, the free, pending and stitched blocks, and the driver calls each step made (ops.Env.Decisions).
+// The contract and the spec judge whether an answer is legal; this pins which legal answer the engine
+// gives, so a change that moves a decision the judges allow (a different best fit, a segment of another
+// size, a stitch where growth was due, an event more per call) fails here and is reviewed. An intended
+// change: GMLAKE_UPDATE=1 go test ./fuzz -run TestDecisionHistories, then read the diff.
+func TestDecisionHistories(t *testing.T) {
+	if os.Getenv("GMLAKE_GEN_DECISIONS") != "" {
+		generateDecisionPrograms(t)
+	}
+	paths, err := filepath.Glob(filepath.Join(decisionsDir, "*.history"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no decision goldens in %s (%v): GMLAKE_GEN_DECISIONS=1 go test ./fuzz -run TestDecisionHistories writes them", decisionsDir, err)
+	}
+	update := os.Getenv("GMLAKE_UPDATE") != ""
+	for _, path := range paths {
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := ops.Parse(string(want), path)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		got, err := decisionHistory(p)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		comment := leadingComment(string(want))
+		if update {
+			if err := os.WriteFile(path, []byte(comment+got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if d := firstDifference(strings.TrimPrefix(string(want), comment), got); d != "" {
+			t.Errorf("%s: a decision moved: %s\n(replay: go run ./cmd/gmlake fuzz --replay %s; an intended change: GMLAKE_UPDATE=1 go test ./fuzz -run TestDecisionHistories, then review the diff)",
+				path, d, path)
+		}
+	}
+}
+
+// decisionHistory runs p in an Env that records decisions and returns its decision history.
+func decisionHistory(p *ops.Program) (string, error) {
+	cfg := p.Cfg
+	cfg.Decisions = true
+	e, err := ops.NewEnv(cfg)
+	if err != nil {
+		return "", err
+	}
+	for _, o := range p.Ops {
+		e.Step(o)
+	}
+	fin := "ok" // Finish: the leak check at the end (and the close, when the program has none)
+	for i, v := range e.Finish() {
+		if i == 0 {
+			fin = ""
+		}
+		fin += " | " + v.Inv
+	}
+	return e.DecisionHistory() + "# finish: " + fin + "\n", nil
+}
+
+// leadingComment is the golden's comment lines before its setup line (kept when it is rewritten).
+func leadingComment(text string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(text, "\n") {
+		if !strings.HasPrefix(line, "#") || strings.HasPrefix(line, "# policy=") {
+			break
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
+// firstDifference describes the first line where got departs from want ("" if none): its number, both lines.
+func firstDifference(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < max(len(w), len(g)); i++ {
+		var a, b string
+		if i < len(w) {
+			a = w[i]
+		}
+		if i < len(g) {
+			b = g[i]
+		}
+		if a != b {
+			return fmt.Sprintf("line %d\n  want: %s\n  got:  %s", i+1, a, b)
+		}
+	}
+	return ""
+}
+
+// generateDecisionPrograms writes decisionPrograms new goldens per policy: programs decoded from seeded
+// random bytes (randomProgram: every configuration the decoder draws, the knob byte included), kept when
+// they run clean and make at least 30 steps.
+func generateDecisionPrograms(t *testing.T) {
+	if err := os.MkdirAll(decisionsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewSource(2036))
+	for _, policy := range impl.Policies {
+		for n, tries := 0, 0; n < decisionPrograms; tries++ {
+			if tries > 50*decisionPrograms {
+				t.Fatalf("%s: only %d clean programs of 30 steps or more in %d tries", policy, n, tries)
+			}
+			p := randomProgram(r, 30+r.Intn(60))
+			if len(p.Ops) < 30 {
+				continue
+			}
+			p.Cfg.Policy = policy
+			if f := runProgram(p, policy); f != "" {
+				continue // a failure is the fuzz targets' to report
+			}
+			got, err := decisionHistory(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := filepath.Join(decisionsDir, fmt.Sprintf("%s-%02d.history", policy, n))
+			comment := fmt.Sprintf("# A generated program (TestDecisionHistories: GMLAKE_GEN_DECISIONS=1, seed 2036) with every step's\n# answer and decision digest: outcome || placement, bytes, blocks, driver calls (ops.Env.DecisionHistory).\n")
+			if err := os.WriteFile(name, []byte(comment+got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+	}
+}
