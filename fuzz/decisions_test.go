@@ -120,6 +120,27 @@ func generateDecisionPrograms(t *testing.T) {
 	if err := os.MkdirAll(decisionsDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// The engine's scenarios and findings (harness/testdata), whose programs build on purpose the states
+	// random bytes rarely reach (multi-stream pending frees, captures, pools, gmlake-paper's collection):
+	// their goldens there pin the answers, these the decisions.
+	for _, glob := range []string{"../harness/testdata/scenarios/*.history", "../harness/testdata/findings/*.history"} {
+		paths, _ := filepath.Glob(glob)
+		for _, path := range paths {
+			p, err := ops.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := decisionHistory(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := filepath.Join(decisionsDir, "scenario-"+filepath.Base(path))
+			comment := fmt.Sprintf("# The program of %s with every step's answer and decision digest\n# (TestDecisionHistories: GMLAKE_GEN_DECISIONS=1).\n", strings.TrimPrefix(path, "../"))
+			if err := os.WriteFile(name, []byte(comment+got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	r := rand.New(rand.NewSource(2036))
 	for _, policy := range impl.Policies {
 		for n, tries := 0, 0; n < decisionPrograms; tries++ {
