@@ -135,6 +135,15 @@ denominator and print apart, and a judged mutant that some checker kills prints 
 						checkers = append(checkers, c)
 					}
 				}
+				for _, name := range strings.Split(only, ",") {
+					if !slices.ContainsFunc(mutate.Checkers, func(c mutate.Checker) bool { return c.Name == name }) {
+						var names []string
+						for _, c := range mutate.Checkers {
+							names = append(names, c.Name)
+						}
+						return fmt.Errorf("--checkers: no checker %q (the checkers: %s)", name, strings.Join(names, ","))
+					}
+				}
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
