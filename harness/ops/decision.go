@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"hash/fnv"
 	"strings"
 
 	"github.com/gmlake/gmlake/spec"
@@ -38,6 +39,11 @@ func (e *Env) decision(r StepResult) string {
 	}
 	fmt.Fprintf(&b, "rsv=%s map=%s alloc=%s free=%d pend=%d sb=%d", vmm.FormatBytes(v.Stats.Reserved),
 		vmm.FormatBytes(v.Stats.Mapped), vmm.FormatBytes(v.Stats.Allocated), free, pend, sb)
+	if !e.closed {
+		// Every PyTorch statistic (memory_stats()) and the memory_snapshot() segments, as two hashes: a
+		// change says one of them moved; print them (e.A.TorchStats(), e.A.TorchSnapshot()) to see which.
+		fmt.Fprintf(&b, " stats=%08x snap=%08x", digest(e.A.TorchStats()), digest(e.A.TorchSnapshot()))
+	}
 	if c, ok := e.Device.(vmm.CallCounter); ok {
 		now := c.Counts()
 		var calls []string
@@ -52,6 +58,13 @@ func (e *Env) decision(r StepResult) string {
 		}
 	}
 	return b.String()
+}
+
+// digest is a short hash of v's printed value (%+v: every field, in order).
+func digest(v any) uint32 {
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%+v", v)
+	return h.Sum32()
 }
 
 // placement names where ptr lies: `rN+OFF` (the N-th reservation by base address, OFF bytes in, in hex),
