@@ -44,7 +44,7 @@ func TestDecisionHistories(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		got, err := decisionHistory(p)
+		got, err := ops.RunDecisions(p)
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
@@ -60,27 +60,6 @@ func TestDecisionHistories(t *testing.T) {
 				path, d, path)
 		}
 	}
-}
-
-// decisionHistory runs p in an Env that records decisions and returns its decision history.
-func decisionHistory(p *ops.Program) (string, error) {
-	cfg := p.Cfg
-	cfg.Decisions = true
-	e, err := ops.NewEnv(cfg)
-	if err != nil {
-		return "", err
-	}
-	for _, o := range p.Ops {
-		e.Step(o)
-	}
-	fin := "ok" // Finish: the leak check at the end (and the close, when the program has none)
-	for i, v := range e.Finish() {
-		if i == 0 {
-			fin = ""
-		}
-		fin += " | " + v.Inv
-	}
-	return e.DecisionHistory() + "# finish: " + fin + "\n", nil
 }
 
 // leadingComment is the golden's comment lines before its setup line (kept when it is rewritten).
@@ -130,7 +109,7 @@ func generateDecisionPrograms(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := decisionHistory(p)
+			got, err := ops.RunDecisions(p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +134,7 @@ func generateDecisionPrograms(t *testing.T) {
 			if f := runProgram(p, policy); f != "" {
 				continue // a failure is the fuzz targets' to report
 			}
-			got, err := decisionHistory(p)
+			got, err := ops.RunDecisions(p)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -41,9 +41,10 @@ type RapidConfig struct {
 	// under MemoryLimit bytes when that is set.
 	Serve       bool
 	MemoryLimit uint64
-	_           struct{}
-
-	_ struct{}
+	// Finished, if set, is handed the Env of every sequence that ran to its end clean (after Finish): its
+	// Program is the sequence as a reproducer prints it (the decision goldens are drawn this way).
+	Finished func(*ops.Env)
+	_        struct{}
 }
 
 // RapidCounters counts what the rapid machine ran.
@@ -188,6 +189,9 @@ func RunRapid(t *rapid.T, cfg RapidConfig) {
 	t.Repeat(actions)
 	if vs := env.Finish(); len(vs) > 0 {
 		failRapid(t, env, vs)
+	}
+	if cfg.Finished != nil {
+		cfg.Finished(env)
 	}
 }
 

@@ -108,3 +108,25 @@ func (e *Env) DecisionHistory() string {
 	}
 	return b.String()
 }
+
+// RunDecisions runs p in a fresh Env that records decisions and returns its decision history, ending with
+// a `# finish:` line: "ok" or the invariants Finish found broken (its leak check; its close when p has none).
+func RunDecisions(p *Program) (string, error) {
+	cfg := p.Cfg
+	cfg.Decisions = true
+	e, err := NewEnv(cfg)
+	if err != nil {
+		return "", err
+	}
+	for _, o := range p.Ops {
+		e.Step(o)
+	}
+	fin := "ok"
+	for i, v := range e.Finish() {
+		if i == 0 {
+			fin = ""
+		}
+		fin += " | " + v.Inv
+	}
+	return e.DecisionHistory() + "# finish: " + fin + "\n", nil
+}
