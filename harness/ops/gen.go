@@ -43,7 +43,8 @@ import (
 //     head and tail were taken and the head freed (its chunk free only in part), or freed and the cache
 //     emptied (with faults on, maybe behind a refused unmap first: EmptyCache must report it); or, with
 //     faults on, the request's first three reservations refused (every stitch attempt gmlake-paper makes:
-//     the block split for it goes back whole) and the request asked again once the faults clear;
+//     the block split for it goes back whole), or its N-th map, its access or a handle's creation (a stitch
+//     that grew new memory for the rest undoes it), and the request asked again once the faults clear;
 //   - arena-hole (a template; opt-in): on one stream, blocks of 1-3 and 1-4 granules and a separator, the
 //     first freed and the cache emptied (an unmapped hole in the arena), the second freed (free, mapped), then
 //     the hole's size plus half the free block, all of it but half a granule, all of it, or one granule (the
@@ -270,8 +271,20 @@ var Rules = []Rule{
 			// The stitch's reservation refused at every attempt (gmlake-paper collects sBlocks and tries
 			// three times; gmlake grows instead): the split block goes back whole and the request is served
 			// otherwise, or fails clean.
-			for i := 1; i <= 3; i++ {
-				seq = append(seq, Op{Kind: OpFail, Call: vmm.CallReserve, N: i, Result: vmm.UnknownCUDAError})
+			// Or one of the stitch's other calls refused: the N-th next map (the growth's own into the
+			// arena, then the view's), the access, or a handle's creation: a stitch that grew new memory
+			// for the rest undoes that growth too (buildSBlockLocked), and a failed request holds no more.
+			switch src.Intn(4, "frag-fault-call") {
+			case 0:
+				for i := 1; i <= 3; i++ {
+					seq = append(seq, Op{Kind: OpFail, Call: vmm.CallReserve, N: i, Result: vmm.UnknownCUDAError})
+				}
+			case 1:
+				seq = append(seq, Op{Kind: OpFail, Call: vmm.CallMap, N: 1 + src.Intn(4, "frag-fault-n"), Result: vmm.UnknownCUDAError})
+			case 2:
+				seq = append(seq, Op{Kind: OpFail, Call: vmm.CallSetAccess, N: 1 + src.Intn(2, "frag-fault-n"), Result: vmm.UnknownCUDAError})
+			case 3:
+				seq = append(seq, Op{Kind: OpFail, Call: vmm.CallCreate, N: 1 + src.Intn(2, "frag-fault-n"), Result: vmm.OutOfMemory})
 			}
 			return append(seq, Op{Kind: OpAlloc, ID: y, Size: want, Stream: s}, Op{Kind: OpClearFaults},
 				Op{Kind: OpAlloc, ID: y + 1, Size: want, Stream: s})
