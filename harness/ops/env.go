@@ -708,6 +708,9 @@ func (e *Env) step(op Op) StepResult {
 		} else {
 			res.Ptr, res.Err = e.alloc(op.Size, op.Stream)
 		}
+		if res.Err != nil {
+			res.Violations = append(res.Violations, judgeFailedAlloc(op, res)...)
+		}
 		if res.Err == nil {
 			e.ptrs[op.ID] = res.Ptr
 			e.live[op.ID] = true

@@ -1,8 +1,11 @@
 package ops
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/spec"
 	"github.com/gmlake/gmlake/vmm"
 )
@@ -40,4 +43,26 @@ func heldOnDevice(v spec.View) (used uint64, handles int) {
 		}
 	}
 	return used, handles
+}
+
+// judgeFailedAlloc judges what a failed Alloc answers beside its error, on every path, also those the
+// contract does not model (after Close, from a private pool): C-FAILZERO, no pointer (0: a caller that reads
+// the pointer before the error, as a C caller of the library may, gets nothing it could free or use); and
+// C-SIZE-ERR, for ErrInvalidSize a message that says which bound the size broke: for 0 bytes, to ask for at
+// least 1 byte; for more, that it is more than the device holds.
+func judgeFailedAlloc(op Op, r StepResult) []spec.Violation {
+	var vs []spec.Violation
+	if r.Ptr != 0 {
+		vs = append(vs, spec.Violation{Inv: spec.InvContract, Msg: fmt.Sprintf("%v failed (%v) but answered pointer %#x: a failed Alloc answers 0 (C-FAILZERO)", op, r.Err, uint64(r.Ptr))})
+	}
+	if errors.Is(r.Err, impl.ErrInvalidSize) {
+		want := "more than the device"
+		if op.Size == 0 {
+			want = "at least 1 byte"
+		}
+		if !strings.Contains(r.Err.Error(), want) {
+			vs = append(vs, spec.Violation{Inv: spec.InvContract, Msg: fmt.Sprintf("%v: the invalid-size error %q does not say %q (C-SIZE-ERR)", op, r.Err, want)})
+		}
+	}
+	return vs
 }

@@ -77,3 +77,32 @@ func TestFailCleanJudgeBites(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedAllocJudgeBites: a failed Alloc that answers a pointer, or an invalid-size error that names the
+// wrong bound, is flagged; the engine's own answers are not.
+func TestFailedAllocJudgeBites(t *testing.T) {
+	e, err := NewEnv(Config{Capacity: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero, huge := Op{Kind: OpAlloc, Size: 0}, Op{Kind: OpAlloc, Size: 1 << 40}
+	for _, op := range []Op{zero, huge} {
+		if r := e.Step(op); r.Err == nil || len(r.Violations) > 0 {
+			t.Fatalf("%v: %v %v, want an invalid-size error and no violation", op, r.Err, r.Violations)
+		}
+	}
+	_, errZero := e.A.Alloc(0, 0)
+	_, errHuge := e.A.Alloc(1<<40, 0)
+	for _, c := range []struct {
+		op Op
+		r  StepResult
+	}{
+		{Op{Kind: OpAlloc, Size: 4096}, StepResult{Ptr: 1, Err: impl.ErrClosed}},
+		{zero, StepResult{Err: errHuge}},
+		{huge, StepResult{Err: errZero}},
+	} {
+		if vs := judgeFailedAlloc(c.op, c.r); len(vs) != 1 || vs[0].Inv != spec.InvContract {
+			t.Errorf("%v answering %#x, %v: want one INV-CONTRACT, got %v", c.op, uint64(c.r.Ptr), c.r.Err, vs)
+		}
+	}
+}
