@@ -48,7 +48,7 @@ func TestDecisionHistories(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		comment := leadingComment(string(want))
+		comment, _ := ops.LeadingComments(string(want))
 		if update {
 			if err := os.WriteFile(path, []byte(comment+got), 0o644); err != nil {
 				t.Fatal(err)
@@ -60,18 +60,6 @@ func TestDecisionHistories(t *testing.T) {
 				path, d, path)
 		}
 	}
-}
-
-// leadingComment is the golden's comment lines before its setup line (kept when it is rewritten).
-func leadingComment(text string) string {
-	var b strings.Builder
-	for _, line := range strings.SplitAfter(text, "\n") {
-		if !strings.HasPrefix(line, "#") || strings.HasPrefix(line, "# policy=") {
-			break
-		}
-		b.WriteString(line)
-	}
-	return b.String()
 }
 
 // firstDifference describes the first line where got departs from want ("" if none): its number, both lines.
@@ -109,13 +97,9 @@ func generateDecisionPrograms(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := ops.RunDecisions(p)
-			if err != nil {
-				t.Fatal(err)
-			}
 			name := filepath.Join(decisionsDir, "scenario-"+filepath.Base(path))
 			comment := fmt.Sprintf("# The program of %s with every step's answer and decision digest\n# (TestDecisionHistories: GMLAKE_GEN_DECISIONS=1).\n", strings.TrimPrefix(path, "../"))
-			if err := os.WriteFile(name, []byte(comment+got), 0o644); err != nil {
+			if err := ops.WriteDecisionGolden(name, comment, p); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -134,13 +118,9 @@ func generateDecisionPrograms(t *testing.T) {
 			if f := runProgram(p, policy); f != "" {
 				continue // a failure is the fuzz targets' to report
 			}
-			got, err := ops.RunDecisions(p)
-			if err != nil {
-				t.Fatal(err)
-			}
 			name := filepath.Join(decisionsDir, fmt.Sprintf("%s-%02d.history", policy, n))
-			comment := fmt.Sprintf("# A generated program (TestDecisionHistories: GMLAKE_GEN_DECISIONS=1, seed 2036) with every step's\n# answer and decision digest: outcome || placement, bytes, blocks, driver calls (ops.Env.DecisionHistory).\n")
-			if err := os.WriteFile(name, []byte(comment+got), 0o644); err != nil {
+			comment := "# A generated program (TestDecisionHistories: GMLAKE_GEN_DECISIONS=1, seed 2036) with every step's\n# answer and decision digest: outcome || placement, bytes, blocks, driver calls (ops.Env.DecisionHistory).\n"
+			if err := ops.WriteDecisionGolden(name, comment, p); err != nil {
 				t.Fatal(err)
 			}
 			n++

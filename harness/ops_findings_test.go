@@ -40,7 +40,7 @@ func runGoldenHistories(t *testing.T, dir string) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			note, open := leadingComments(string(data))
+			note, open := ops.LeadingComments(string(data))
 			p, err := ops.Parse(string(data), path)
 			if err != nil {
 				t.Fatal(err)
@@ -61,19 +61,6 @@ func runGoldenHistories(t *testing.T, dir string) {
 			checkGolden(t, path, note+env.History())
 		})
 	}
-}
-
-// leadingComments returns the comment lines before a history's setup line (its note, which the golden
-// file keeps) and whether one of them marks it open.
-func leadingComments(text string) (note string, open bool) {
-	for _, l := range strings.SplitAfter(text, "\n") {
-		if !strings.HasPrefix(l, "#") || strings.HasPrefix(l, "# policy=") {
-			break
-		}
-		note += l
-		open = open || strings.HasPrefix(l, "# open")
-	}
-	return note, open
 }
 
 // checkGolden compares got with the golden file (datadriven style); GMLAKE_UPDATE=1 writes it instead.

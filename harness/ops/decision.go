@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"hash/fnv"
+	"os"
 	"strings"
 
 	"github.com/gmlake/gmlake/spec"
@@ -137,4 +138,27 @@ func RunDecisions(p *Program) (string, error) {
 		fin += " | " + v.Inv
 	}
 	return e.DecisionHistory() + "# finish: " + fin + "\n", nil
+}
+
+// WriteDecisionGolden writes p's decision history (RunDecisions) to path, after comment (the golden's note:
+// comment lines ending in a newline).
+func WriteDecisionGolden(path, comment string, p *Program) error {
+	got, err := RunDecisions(p)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(comment+got), 0o644)
+}
+
+// LeadingComments returns the comment lines before a history's setup line (its note, which a golden file
+// keeps when it is rewritten) and whether one of them marks it open (`# open`: a finding not yet fixed).
+func LeadingComments(text string) (note string, open bool) {
+	for _, l := range strings.SplitAfter(text, "\n") {
+		if !strings.HasPrefix(l, "#") || strings.HasPrefix(l, headerPrefix) {
+			break
+		}
+		note += l
+		open = open || strings.HasPrefix(l, "# open")
+	}
+	return note, open
 }
