@@ -28,6 +28,7 @@ const (
 	InvTorch         = "INV-TORCH"
 	InvTorchStats    = "INV-TORCHSTATS"  // judged by harness/ops (it reads the engine's PyTorch statistics)
 	InvRetries       = "INV-RETRIES"     // judged by harness/ops (judge_retries.go: num_alloc_retries and num_ooms per op)
+	InvSegEvents     = "INV-SEGEVENTS"   // judged by harness/ops (judge_segevents.go: segment events against memory_snapshot())
 	InvEmptied       = "INV-EMPTIED"     // spec/emptied.go (CheckEmptied)
 	InvExtend        = "INV-EXTEND"      // spec/growth.go (CheckExtend)
 	InvGrowth        = "INV-GROWTH"      // spec/growth.go (CheckGrowth)

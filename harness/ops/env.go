@@ -135,6 +135,8 @@ type Env struct {
 	torch torchStatsJudge
 	// retries judges INV-RETRIES (judge_retries.go): num_alloc_retries and num_ooms after the last step.
 	retries retriesJudge
+	// segev judges INV-SEGEVENTS (judge_segevents.go): the segment events replay to the snapshot's memory.
+	segev segEventsJudge
 	// largest: LargestCachedBlock's answer in the current step (INV-LARGEST).
 	largest uint64
 	// capturing: stream indexes capturing a CUDA graph (capture-begin without capture-end).
@@ -327,6 +329,10 @@ func NewEnv(cfg Config) (*Env, error) {
 			return nil, fmt.Errorf("ops: opening policy %q: %w", cfg.Policy, err)
 		}
 		e.A = a
+	}
+	if !cfg.CLib { // the C library's event hook takes the events (judgeCLibEvents judges those)
+		e.A.RecordSegmentEvents(true)
+		e.segev.on = true
 	}
 	if got := e.A.Policy(); got != cfg.Policy {
 		_, _ = e.A.Close()
@@ -915,6 +921,7 @@ func (e *Env) step(op Op) StepResult {
 			stats := e.A.TorchStats()
 			e.torch.note(op.Kind, stats, held)
 			e.retries.note(stats)
+			_ = e.segev.check(e.A, nil) // replayed, not judged
 		}
 		if e.pooled && !e.closed {
 			// INV-POOL remembers what each pool handed out: keep that memory (its verdicts passed when
@@ -1021,7 +1028,9 @@ func (e *Env) step(op Op) StepResult {
 		live, requested := e.liveRequested()
 		stats := e.A.TorchStats()
 		res.Violations = append(res.Violations, e.torch.reset(op.Kind, stats, after, len(after.Chunks))...)
-		res.Violations = append(res.Violations, e.torch.check(stats, e.A.TorchSnapshot(), after, live, requested, len(after.Chunks))...)
+		snap := e.A.TorchSnapshot()
+		res.Violations = append(res.Violations, e.torch.check(stats, snap, after, live, requested, len(after.Chunks))...)
+		res.Violations = append(res.Violations, e.segev.check(e.A, &snap)...) // INV-SEGEVENTS
 		if e.Cfg.Serve {
 			e.retries.note(stats) // one op's Alloc may be several of the engine's (sync-and-retry)
 		} else {
