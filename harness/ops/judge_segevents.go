@@ -132,13 +132,19 @@ func (j *segEventsJudge) check(a *impl.Allocator, snap *impl.TorchSnapshot) []sp
 	if !j.on {
 		return nil
 	}
-	var errs []string
 	pending := a.SegmentEventsPending()
 	evs := a.TakeSegmentEvents()
+	return j.judge(pending, evs, a.SegmentEventsPending(), snap)
+}
+
+// judge judges one step's events evs, the SegmentEventsPending answers before (pending) and right after
+// (after) they were taken, and the snapshot snap taken after the step (nil: replay only).
+func (j *segEventsJudge) judge(pending bool, evs []impl.SegmentEvent, after bool, snap *impl.TorchSnapshot) []spec.Violation {
+	var errs []string
 	if pending != (len(evs) > 0) {
 		errs = append(errs, fmt.Sprintf("SegmentEventsPending said %v with %d events to take", pending, len(evs)))
 	}
-	if a.SegmentEventsPending() {
+	if after {
 		errs = append(errs, "SegmentEventsPending says events wait right after TakeSegmentEvents took them")
 	}
 	errs = append(errs, j.apply(evs)...)
