@@ -178,7 +178,7 @@ func (a *Allocator) newFixedSegmentLocked(ss *streamState, pool poolKind, size v
 	if err != nil {
 		return nil, err
 	}
-	hs, err := a.createMappedLocked(base, size, piece)
+	hs, err := a.createMappedLocked(base, size, piece, pool)
 	if err != nil {
 		a.undoReserveLocked(base, size)
 		return nil, err
@@ -203,9 +203,10 @@ func (a *Allocator) newFixedSegmentLocked(ss *streamState, pool poolKind, size v
 	return seg, nil
 }
 
-// createMappedLocked creates size/piece handles, maps them side by side at base and sets access over the range.
-// On failure it undoes everything it did and returns the error; on success the handles in address order.
-func (a *Allocator) createMappedLocked(base vmm.DevicePtr, size, piece vmm.Bytes) ([]vmm.Handle, error) {
+// createMappedLocked creates size/piece handles for pool, maps them side by side at base and sets access over
+// the range. On failure it undoes everything it did and returns the error; on success the handles in address
+// order.
+func (a *Allocator) createMappedLocked(base vmm.DevicePtr, size, piece vmm.Bytes, pool poolKind) ([]vmm.Handle, error) {
 	n := int(size / piece)
 	hs := make([]vmm.Handle, 0, n)
 	var err error
@@ -234,21 +235,60 @@ func (a *Allocator) createMappedLocked(base vmm.DevicePtr, size, piece vmm.Bytes
 		a.undoMapLocked(at(base, vmm.Bytes(i)*piece), piece, hs[i])
 	}
 	for _, h := range hs {
-		a.undoReleaseLocked(h)
+		a.undoReleaseLocked(h, piece, pool)
 	}
 	return nil, err
 }
 
+// undoMapLocked unmaps [p, p+size) of handle h, a mapping a failed step made and will not keep, retried; one
+// that still fails becomes an orphan mapping (Allocator.orphanMaps), counted in MappedBytes while it stands.
 func (a *Allocator) undoMapLocked(p vmm.DevicePtr, size vmm.Bytes, h vmm.Handle) {
 	if err := retry(func() error { return a.d.Unmap(p, size) }); err != nil {
 		a.orphanMaps = append(a.orphanMaps, Mapping{VA: span(p, size), Handle: h})
+		a.st.MappedBytes += uint64(size)
 	}
 }
 
-func (a *Allocator) undoReleaseLocked(h vmm.Handle) {
-	if err := retry(func() error { return a.d.Release(h) }); err != nil {
-		a.orphanHandles = append(a.orphanHandles, h)
+// undoReleaseLocked releases a new handle h of size bytes for pool that a failed step created and will not
+// keep, retried. One that stays on the device becomes a held orphan (Allocator.heldOrphans), counted in the
+// reserved bytes until a later release of the cache or Close releases it (spec/FINDINGS.md F17): a handle
+// whose release fails past the retries, and one an orphan mapping still maps (released, the device would
+// keep its memory until the mapping goes, and the engine would have stopped counting it).
+func (a *Allocator) undoReleaseLocked(h vmm.Handle, size vmm.Bytes, pool poolKind) {
+	if !a.orphanMappedLocked(h) {
+		if err := retry(func() error { return a.d.Release(h) }); err == nil {
+			return
+		}
 	}
+	a.heldOrphans = append(a.heldOrphans, heldOrphan{h: h, size: size, pool: pool})
+	a.addReservedLocked(pool, size)
+}
+
+// orphanMappedLocked reports whether an orphan mapping maps handle h.
+func (a *Allocator) orphanMappedLocked(h vmm.Handle) bool {
+	return slices.ContainsFunc(a.orphanMaps, func(m Mapping) bool { return m.Handle == h })
+}
+
+// unmapOrphansLocked tries again to unmap the orphan mappings of handle h (every handle when all): each that
+// succeeds leaves MappedBytes. Returns the first error (those still failing stay).
+func (a *Allocator) unmapOrphansLocked(h vmm.Handle, all bool) error {
+	var first error
+	kept := a.orphanMaps[:0]
+	for _, m := range a.orphanMaps {
+		if !all && m.Handle != h {
+			kept = append(kept, m)
+			continue
+		}
+		if err := retry(func() error { return a.d.Unmap(m.VA.Base, sizeOf(m.VA)) }); err != nil {
+			kept = append(kept, m)
+			first = cmp.Or(first, err)
+			continue
+		}
+		a.st.MappedBytes -= uint64(sizeOf(m.VA))
+	}
+	clear(a.orphanMaps[len(kept):])
+	a.orphanMaps = kept
+	return first
 }
 
 func (a *Allocator) undoReserveLocked(p vmm.DevicePtr, size vmm.Bytes) {
@@ -471,7 +511,7 @@ func (a *Allocator) undoChunksLocked(cs []*chunk, mapped int) {
 		a.undoMapLocked(at(c.seg.base, c.off), c.size, c.h)
 	}
 	for _, c := range cs {
-		a.undoReleaseLocked(c.h)
+		a.undoReleaseLocked(c.h, c.size, c.seg.pool)
 	}
 }
 

@@ -203,6 +203,10 @@ type ChunkInfo struct {
 	Refs   int // mappings of this handle the engine counts (its pBlock mapping plus each sBlock view)
 	// SmallPool: the chunk belongs to a segment of the small-request pool.
 	SmallPool bool
+	// Orphan: a handle the engine gave up whose release the device refused past the retries (or that an
+	// orphan mapping still maps): in no segment, still counted in the reserved bytes, released by the next
+	// release of the cache or Close (spec/FINDINGS.md F11, F17).
+	Orphan bool
 }
 
 // LiveInfo describes one live allocation.

@@ -130,15 +130,19 @@ type Allocator struct {
 	evSeq   uint64    // gmlake-paper: block events recorded so far (GMLake's event_id); no ev.id is later
 	st      Stats
 
-	// Undo steps that failed even after retries: kept so Close can try again and Snapshot tells the truth.
-	orphanMaps    []Mapping
-	orphanHandles []vmm.Handle
-	orphanResv    []vmm.Range
-	// heldOrphans are cached chunks, already unmapped, whose release failed past the retries while the cache
-	// was given back (EmptyCache, the out-of-memory path; spec/FINDINGS.md F11). Invariant: each is counted
-	// in ReservedBytes and its pool's reserved_bytes (the device still holds it: INV-STATS; PyTorch's
-	// unmap_block and release_block lower reserved_bytes only after the release) until a later release of the
-	// cache or Close releases it.
+	// Undo steps that failed even after retries: kept so that a later release of the cache and Close try
+	// again, and so that Snapshot and the statistics tell the truth.
+	// orphanMaps: mappings a failed step could not unmap (undoMapLocked). Invariant: each is counted in
+	// MappedBytes and in its handle's references (Snapshot's ChunkInfo.Refs) while it stands (F17).
+	orphanMaps []Mapping
+	orphanResv []vmm.Range
+	// heldOrphans are handles the engine gave up whose memory the device still holds: cached chunks, already
+	// unmapped, whose release failed past the retries while the cache was given back (EmptyCache, the
+	// out-of-memory path; spec/FINDINGS.md F11), and new handles of a failed step whose release failed or
+	// that an orphan mapping still maps (undoReleaseLocked, F17). Invariant: each is counted in ReservedBytes
+	// and its pool's reserved_bytes (the device still holds it: INV-STATS; PyTorch's unmap_block and
+	// release_block lower reserved_bytes only after the release) until a later release of the cache or Close
+	// releases it.
 	heldOrphans []heldOrphan
 }
 

@@ -99,19 +99,29 @@ func (a *Allocator) releaseSegmentIfFreeLocked(seg *segment) error {
 // becomes a held orphan (Allocator.heldOrphans): the caller keeps its size in the reserved bytes, and the error
 // is the caller's to report (PyTorch's emptyCache raises the driver's error).
 func (a *Allocator) releaseCachedChunkLocked(h vmm.Handle, size vmm.Bytes, pool poolKind) error {
-	err := retry(func() error { return a.d.Release(h) })
+	// An orphan mapping of a failed stitch over this chunk would keep its memory on the device after the
+	// release: it goes first, and while it stands the chunk is a held orphan too.
+	err := a.unmapOrphansLocked(h, false)
+	if err == nil {
+		err = retry(func() error { return a.d.Release(h) })
+	}
 	if err != nil {
 		a.heldOrphans = append(a.heldOrphans, heldOrphan{h: h, size: size, pool: pool})
 	}
 	return err
 }
 
-// releaseHeldOrphansLocked tries the releases that failed at an earlier release of the cache again; each that
-// succeeds leaves the reserved bytes. Returns the first error (those still failing stay held).
+// releaseHeldOrphansLocked tries again what earlier steps could not give back: the orphan mappings first (each
+// unmapped leaves MappedBytes), then the held orphans no orphan mapping maps any more (each released leaves
+// the reserved bytes), then the orphan reservations. Returns the first error (what still fails stays).
 func (a *Allocator) releaseHeldOrphansLocked() error {
-	var first error
+	first := a.unmapOrphansLocked(0, true)
 	kept := a.heldOrphans[:0]
 	for _, o := range a.heldOrphans {
+		if a.orphanMappedLocked(o.h) {
+			kept = append(kept, o) // still mapped: its unmap's error is reported above
+			continue
+		}
 		if err := retry(func() error { return a.d.Release(o.h) }); err != nil {
 			kept = append(kept, o)
 			if first == nil {
@@ -124,6 +134,16 @@ func (a *Allocator) releaseHeldOrphansLocked() error {
 	}
 	clear(a.heldOrphans[len(kept):])
 	a.heldOrphans = kept
+	// The reservations a failed step could not free (an orphan mapping may have stood in them).
+	keptR := a.orphanResv[:0]
+	for _, r := range a.orphanResv {
+		if err := retry(func() error { return a.d.FreeAddress(r.Base, sizeOf(r)) }); err != nil {
+			keptR = append(keptR, r)
+			first = cmp.Or(first, err)
+		}
+	}
+	clear(a.orphanResv[len(keptR):])
+	a.orphanResv = keptR
 	return first
 }
 
@@ -272,9 +292,6 @@ func (a *Allocator) Close() (CloseReport, error) {
 	for _, m := range a.orphanMaps {
 		note(retry(func() error { return a.d.Unmap(m.VA.Base, sizeOf(m.VA)) }))
 	}
-	for _, h := range a.orphanHandles {
-		note(retry(func() error { return a.d.Release(h) }))
-	}
 	for _, o := range a.heldOrphans {
 		if err := retry(func() error { return a.d.Release(o.h) }); err != nil {
 			note(err)
@@ -315,7 +332,7 @@ func (a *Allocator) Close() (CloseReport, error) {
 	note(a.evCloseAllLocked())
 	a.closed = true
 	a.segs, a.sblocks, a.pend, a.evFree = nil, nil, nil, nil
-	a.orphanMaps, a.orphanHandles, a.orphanResv, a.heldOrphans = nil, nil, nil, nil
+	a.orphanMaps, a.orphanResv, a.heldOrphans = nil, nil, nil
 	a.streams = map[vmm.Stream]*streamState{}
 	a.order = nil
 	a.pools, a.deadPools, a.capturing, a.nCapturing, a.deferred = nil, false, nil, 0, nil

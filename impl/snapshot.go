@@ -68,11 +68,13 @@ func (a *Allocator) Snapshot() Snapshot {
 		}
 		s.Blocks = append(s.Blocks, bi)
 	}
-	for _, c := range a.orphanHandles {
-		s.Chunks = append(s.Chunks, ChunkInfo{Handle: c})
-	}
 	for _, o := range a.heldOrphans { // still reserved: listed with their size (INV-STATS, INV-MIRROR)
-		s.Chunks = append(s.Chunks, ChunkInfo{Handle: o.h, Size: uint64(o.size), SmallPool: o.pool == smallPool})
+		s.Chunks = append(s.Chunks, ChunkInfo{Handle: o.h, Size: uint64(o.size), SmallPool: o.pool == smallPool, Orphan: true})
+	}
+	for _, m := range a.orphanMaps { // an orphan mapping is a reference to its handle (INV-REFCOUNT)
+		if i := slices.IndexFunc(s.Chunks, func(c ChunkInfo) bool { return c.Handle == m.Handle }); i >= 0 {
+			s.Chunks[i].Refs++
+		}
 	}
 	s.Mappings = append(s.Mappings, a.orphanMaps...)
 	s.Reservations = append(s.Reservations, a.orphanResv...)

@@ -69,6 +69,9 @@ type Chunk struct {
 	Refs   int
 	// SmallPool: the chunk belongs to a small-pool segment (never stitched; INV-NOSPURIOUSOOM).
 	SmallPool bool
+	// Orphan: a handle the engine gave up and the device still holds (its release failed past the retries):
+	// counted in the reserved bytes, in no segment.
+	Orphan bool
 }
 
 // Mapping is one whole handle mapped at a virtual range.

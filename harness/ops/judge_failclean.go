@@ -14,10 +14,11 @@ import (
 // out of memory, a driver fault): it leaves neither more reserved bytes nor more physical memory on the
 // device than the View before it showed. The engine's release-and-retry and the serving layer's
 // synchronisation may lower both (released cache), never raise them. A handle the engine tried to release
-// and could not even after its retries is an orphan (its snapshot lists it as a chunk of no size): it is
-// what a failing driver left, not the engine's growth, and is not counted.
+// and could not even after its retries is an orphan (its snapshot lists it as a chunk with Orphan set, counted
+// in the reserved bytes: the device holds it): it is what a failing driver left, not the engine's growth, and
+// is counted neither in the reserved bytes nor on the device, before or after.
 func judgeFailClean(op Op, before, after spec.View, err error) []spec.Violation {
-	rb, ra := before.Stats.Reserved, after.Stats.Reserved
+	rb, ra := before.Stats.Reserved-orphanBytes(before), after.Stats.Reserved-orphanBytes(after)
 	ub, hb := heldOnDevice(before)
 	ua, ha := heldOnDevice(after)
 	if ra <= rb && ua <= ub && ha <= hb {
@@ -28,11 +29,21 @@ func judgeFailClean(op Op, before, after spec.View, err error) []spec.Violation 
 		op, err, vmm.FormatBytes(rb), vmm.FormatBytes(ra), vmm.FormatBytes(ub), hb, vmm.FormatBytes(ua), ha)}}
 }
 
+// orphanBytes returns the bytes of v's orphan chunks.
+func orphanBytes(v spec.View) (n uint64) {
+	for _, c := range v.Chunks {
+		if c.Orphan {
+			n += c.Size
+		}
+	}
+	return n
+}
+
 // heldOnDevice returns the bytes and the number of the device's handles not released, orphans left out.
 func heldOnDevice(v spec.View) (used uint64, handles int) {
 	orphan := map[vmm.Handle]bool{}
 	for _, c := range v.Chunks {
-		if c.Size == 0 {
+		if c.Orphan {
 			orphan[c.Handle] = true
 		}
 	}

@@ -53,10 +53,16 @@ func TestFailCleanJudgeBites(t *testing.T) {
 			v.Device.Handles = append(v.Device.Handles, spec.DevHandle{Handle: extra, Size: g, Mappings: 1})
 		}, true},
 		{"more reserved bytes", func(v *spec.View) { v.Stats.Reserved += g }, true},
-		{"an orphan handle", func(v *spec.View) {
-			v.Device.Handles = append(v.Device.Handles, spec.DevHandle{Handle: extra, Size: g})
-			v.Chunks = append(v.Chunks, spec.Chunk{Handle: extra})
+		{"an orphan handle, counted as reserved", func(v *spec.View) {
+			v.Device.Handles = append(v.Device.Handles, spec.DevHandle{Handle: extra, Size: g, Mappings: 1})
+			v.Chunks = append(v.Chunks, spec.Chunk{Handle: extra, Size: g, Refs: 1, Orphan: true})
+			v.Stats.Reserved += g
 		}, false},
+		{"a new chunk not flagged as an orphan", func(v *spec.View) {
+			v.Device.Handles = append(v.Device.Handles, spec.DevHandle{Handle: extra, Size: g, Mappings: 1})
+			v.Chunks = append(v.Chunks, spec.Chunk{Handle: extra, Size: g, Refs: 1})
+			v.Stats.Reserved += g
+		}, true},
 		{"a released handle", func(v *spec.View) {
 			v.Device.Handles = append(v.Device.Handles, spec.DevHandle{Handle: extra, Size: g, Released: true})
 		}, false},

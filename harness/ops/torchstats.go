@@ -179,13 +179,14 @@ func (j *torchStatsJudge) observe(got impl.DeviceStats) {
 	}
 }
 
-// heldOrphans returns, per pool, the bytes of v's chunks that no mapping holds (Refs 0, a size): handles
-// unmapped while the cache was given back whose release failed past the retries (spec/FINDINGS.md F11). The
-// device still holds them, so memory_stats' reserved_bytes counts them, as PyTorch's does (unmap_block lowers
-// it only after the release), while no segment of memory_snapshot shows them.
+// heldOrphans returns, per pool, the bytes of v's orphan chunks: handles the engine gave up whose release
+// failed past the retries, unmapped while the cache was given back (spec/FINDINGS.md F11) or new handles of a
+// failed step's undo (F17). The device still holds them, so memory_stats' reserved_bytes counts them, as
+// PyTorch's does (unmap_block lowers it only after the release), while no segment of memory_snapshot shows
+// them.
 func heldOrphans(v spec.View) (bytes [3]int64) {
 	for _, c := range v.Chunks {
-		if c.Size > 0 && c.Refs == 0 {
+		if c.Orphan {
 			p := impl.StatLarge
 			if c.SmallPool {
 				p = impl.StatSmall

@@ -32,7 +32,7 @@ func ViewOf(s impl.Snapshot, d sim.DeviceState) spec.View {
 	}
 	v.Chunks = make([]spec.Chunk, len(s.Chunks))
 	for i, c := range s.Chunks {
-		v.Chunks[i] = spec.Chunk{Handle: c.Handle, Size: c.Size, Refs: c.Refs, SmallPool: c.SmallPool}
+		v.Chunks[i] = spec.Chunk{Handle: c.Handle, Size: c.Size, Refs: c.Refs, SmallPool: c.SmallPool, Orphan: c.Orphan}
 	}
 	v.Mappings = make([]spec.Mapping, len(s.Mappings))
 	for i, m := range s.Mappings {
