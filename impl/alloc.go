@@ -291,10 +291,26 @@ func (a *Allocator) unmapOrphansLocked(h vmm.Handle, all bool) error {
 	return first
 }
 
+// undoReserveLocked frees the reservation [p, p+size) a failed step made and will not keep, retried; one that
+// still fails, or in which an orphan mapping stands (the driver refuses to free a reservation with a mapping
+// in it: docs/cuda-vmm.md rule 6, so the call is not made), becomes an orphan reservation, freed once the
+// mapping goes (releaseHeldOrphansLocked) or at Close.
 func (a *Allocator) undoReserveLocked(p vmm.DevicePtr, size vmm.Bytes) {
-	if err := retry(func() error { return a.d.FreeAddress(p, size) }); err != nil {
-		a.orphanResv = append(a.orphanResv, span(p, size))
+	r := span(p, size)
+	if a.orphanMappedInLocked(r) {
+		a.orphanResv = append(a.orphanResv, r)
+		return
 	}
+	if err := retry(func() error { return a.d.FreeAddress(p, size) }); err != nil {
+		a.orphanResv = append(a.orphanResv, r)
+	}
+}
+
+// orphanMappedInLocked reports whether an orphan mapping lies in the reservation r.
+func (a *Allocator) orphanMappedInLocked(r vmm.Range) bool {
+	return slices.ContainsFunc(a.orphanMaps, func(m Mapping) bool {
+		return m.VA.Base >= r.Base && uint64(m.VA.Base)+m.VA.Size <= uint64(r.Base)+r.Size
+	})
 }
 
 // --- arenas (expandable, gmlake) ---

@@ -137,6 +137,10 @@ func (a *Allocator) releaseHeldOrphansLocked() error {
 	// The reservations a failed step could not free (an orphan mapping may have stood in them).
 	keptR := a.orphanResv[:0]
 	for _, r := range a.orphanResv {
+		if a.orphanMappedInLocked(r) {
+			keptR = append(keptR, r) // its orphan mapping's unmap failed above: reported there
+			continue
+		}
 		if err := retry(func() error { return a.d.FreeAddress(r.Base, sizeOf(r)) }); err != nil {
 			keptR = append(keptR, r)
 			first = cmp.Or(first, err)
@@ -289,9 +293,7 @@ func (a *Allocator) Close() (CloseReport, error) {
 			note(retry(func() error { return a.d.FreeAddress(seg.base, seg.size) }))
 		}
 	}
-	for _, m := range a.orphanMaps {
-		note(retry(func() error { return a.d.Unmap(m.VA.Base, sizeOf(m.VA)) }))
-	}
+	note(a.unmapOrphansLocked(0, true)) // what still fails stays in orphanMaps: its reservation is not freed
 	for _, o := range a.heldOrphans {
 		if err := retry(func() error { return a.d.Release(o.h) }); err != nil {
 			note(err)
@@ -300,7 +302,9 @@ func (a *Allocator) Close() (CloseReport, error) {
 		rep.ReleasedBytes += uint64(o.size)
 	}
 	for _, r := range a.orphanResv {
-		note(retry(func() error { return a.d.FreeAddress(r.Base, sizeOf(r)) }))
+		if !a.orphanMappedInLocked(r) { // else its orphan mapping's unmap failed above (reported): not freeable
+			note(retry(func() error { return a.d.FreeAddress(r.Base, sizeOf(r)) }))
+		}
 	}
 	for _, pe := range a.pend {
 		if pe.ev != 0 {

@@ -29,6 +29,7 @@ const (
 	InvTorchStats    = "INV-TORCHSTATS"  // judged by harness/ops (it reads the engine's PyTorch statistics)
 	InvRetries       = "INV-RETRIES"     // judged by harness/ops (judge_retries.go: num_alloc_retries and num_ooms per op)
 	InvSegEvents     = "INV-SEGEVENTS"   // judged by harness/ops (judge_segevents.go: segment events against memory_snapshot())
+	InvDriverRules   = "INV-DRIVERRULES" // judged by harness/ops (judge_driverrules.go: no memory call the driver refuses for a broken rule)
 	InvEmptied       = "INV-EMPTIED"     // spec/emptied.go (CheckEmptied)
 	InvExtend        = "INV-EXTEND"      // spec/growth.go (CheckExtend)
 	InvGrowth        = "INV-GROWTH"      // spec/growth.go (CheckGrowth)

@@ -7,7 +7,7 @@ import (
 )
 
 // failLog is the engine's driver on the simulated device: the device itself, noting every Reserve, Create,
-// Map, SetAccess and Unmap that fails (what the judge of a step knows beyond its Views: spec.FailedCall). The Env
+// Map, SetAccess, Unmap, Release and FreeAddress that fails (what the judge of a step knows beyond its Views: spec.FailedCall). The Env
 // empties it before each step.
 type failLog struct {
 	*sim.Device
@@ -50,5 +50,17 @@ func (l *failLog) SetAccess(ptr vmm.DevicePtr, size uint64) error {
 func (l *failLog) Unmap(ptr vmm.DevicePtr, size uint64) error {
 	err := l.Device.Unmap(ptr, size)
 	l.note(vmm.CallUnmap, size, err)
+	return err
+}
+
+func (l *failLog) Release(h vmm.Handle) error {
+	err := l.Device.Release(h)
+	l.note(vmm.CallRelease, 0, err)
+	return err
+}
+
+func (l *failLog) FreeAddress(ptr vmm.DevicePtr, size uint64) error {
+	err := l.Device.FreeAddress(ptr, size)
+	l.note(vmm.CallFreeAddress, size, err)
 	return err
 }

@@ -1002,6 +1002,7 @@ func (e *Env) step(op Op) StepResult {
 	}
 	if e.calls != nil {
 		res.Violations = append(res.Violations, judgeAccess(e.Cfg.Policy, before, after, e.calls.access)...) // INV-ACCESS
+		res.Violations = append(res.Violations, judgeDriverRules(e.calls.failed)...)                         // INV-DRIVERRULES
 	}
 	if op.Kind == OpEmptyCache {
 		res.Violations = append(res.Violations, judgeEmptyCacheReports(e.Cfg.Policy, res.Err, e.failedCalls())...)
