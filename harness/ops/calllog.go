@@ -1,6 +1,9 @@
 package ops
 
 import (
+	"errors"
+	"strings"
+
 	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/spec"
 	"github.com/gmlake/gmlake/vmm"
@@ -19,6 +22,16 @@ type failLog struct {
 func (l *failLog) note(k vmm.CallKind, size uint64, err error) {
 	if err != nil {
 		l.failed = append(l.failed, spec.FailedCall{Call: k, Size: size, Err: err, Injected: sim.Injected(err)})
+	}
+}
+
+// noteEvent notes an event call the device refused because the engine's event does not exist (never
+// created, or destroyed already: INV-DRIVERRULES). Other refusals of event calls are not noted: a stream the
+// caller destroyed is the engine's to handle (C-RECORD), not a broken rule.
+func (l *failLog) noteEvent(k vmm.CallKind, err error) {
+	var ce *vmm.CallError
+	if errors.As(err, &ce) && !sim.Injected(err) && ce.Result == vmm.InvalidHandle && strings.HasPrefix(ce.Detail, "event ") {
+		l.failed = append(l.failed, spec.FailedCall{Call: k, Err: err})
 	}
 }
 

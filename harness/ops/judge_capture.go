@@ -18,12 +18,28 @@ type streamCall struct {
 
 func (l *failLog) RecordEvent(e vmm.Event, s vmm.Stream) error {
 	l.syncs = append(l.syncs, streamCall{vmm.CallRecordEvent, s})
-	return l.Device.RecordEvent(e, s)
+	err := l.Device.RecordEvent(e, s)
+	l.noteEvent(vmm.CallRecordEvent, err)
+	return err
 }
 
 func (l *failLog) QueryEvent(e vmm.Event) (bool, error) {
 	l.syncs = append(l.syncs, streamCall{vmm.CallQueryEvent, 0})
-	return l.Device.QueryEvent(e)
+	done, err := l.Device.QueryEvent(e)
+	l.noteEvent(vmm.CallQueryEvent, err)
+	return done, err
+}
+
+func (l *failLog) StreamWaitEvent(s vmm.Stream, e vmm.Event) error {
+	err := l.Device.StreamWaitEvent(s, e)
+	l.noteEvent(vmm.CallStreamWaitEvent, err)
+	return err
+}
+
+func (l *failLog) DestroyEvent(e vmm.Event) error {
+	err := l.Device.DestroyEvent(e)
+	l.noteEvent(vmm.CallDestroyEvent, err)
+	return err
 }
 
 func (l *failLog) StreamQuery(s vmm.Stream) (bool, error) {

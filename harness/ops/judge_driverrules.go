@@ -16,7 +16,8 @@ import (
 // refuses such a call with the error CUDA gives (CUDA_ERROR_INVALID_VALUE, _NOT_SUPPORTED,
 // _INVALID_HANDLE, _ILLEGAL_ADDRESS), and an engine that treats the refusal as a driver error and undoes its
 // step would otherwise pass every judge that reads only the outcome. The calls that may fail are those a
-// fault op made fail (Injected) and out of memory (the device's own answer, which the engine handles).
+// fault op made fail (Injected) and out of memory (the device's own answer, which the engine handles). The
+// event calls are judged for one rule: they never name an event that does not exist (failLog.noteEvent).
 func judgeDriverRules(failed []spec.FailedCall) []spec.Violation {
 	var errs []string
 	for _, f := range failed {

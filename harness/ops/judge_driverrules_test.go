@@ -66,6 +66,34 @@ func TestDriverRulesJudgeBites(t *testing.T) {
 	if vs := judgeDriverRules(l.failed); len(vs) != 0 || len(l.failed) != 2 {
 		t.Fatalf("an injected fault and an out of memory (%d failed calls) judged: %v", len(l.failed), vs)
 	}
+	// An event destroyed twice is the engine's misuse; a record on a stream the caller destroyed is not.
+	l.failed = nil
+	ev, err := l.CreateEvent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.CreateStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DestroyStream(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.RecordEvent(ev, s); err == nil {
+		t.Fatal("the device recorded on a destroyed stream")
+	}
+	if vs := judgeDriverRules(l.failed); len(vs) != 0 {
+		t.Fatalf("a record on a destroyed stream judged: %v", vs)
+	}
+	if err := l.DestroyEvent(ev); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.DestroyEvent(ev); err == nil {
+		t.Fatal("the device destroyed an event twice")
+	}
+	if vs := judgeDriverRules(l.failed); len(vs) != 1 || !strings.Contains(vs[0].Msg, "does not exist") {
+		t.Fatalf("an event destroyed twice: want one %s, got %v", spec.InvDriverRules, vs)
+	}
 	// The engine through a failed stitch and its refused undo: no call it makes breaks a rule.
 	runScene(t, Config{Policy: impl.PolicyGMLake, Capacity: 16 * vmm.MiB, Streams: 1},
 		"alloc a0 4194304 s0\nalloc a1 2097152 s0\nalloc a2 4194304 s0\nalloc a3 2097152 s0\nfree a0\nfree a2\n"+
