@@ -44,7 +44,11 @@ import (
 //     emptied (with faults on, maybe behind a refused unmap first: EmptyCache must report it); or, with
 //     faults on, the request's first three reservations refused (every stitch attempt gmlake-paper makes:
 //     the block split for it goes back whole), or its N-th map, its access or a handle's creation (a stitch
-//     that grew new memory for the rest undoes it), and the request asked again once the faults clear;
+//     that grew new memory for the rest undoes it), or its first or second reservation out of address
+//     space, asked on any stream (one with no arena yet opens one for the stitch's rest), and the request
+//     asked again once the faults clear; or, after the largest piece's size took a chunk back, that block recorded
+//     on another stream whose work is launched, and freed (its chunk waits for that stream's event), then
+//     the request again before and after that work completes;
 //   - arena-hole (a template; opt-in): on one stream, blocks of 1-3 and 1-4 granules and a separator, the
 //     first freed and the cache emptied (an unmapped hole in the arena), the second freed (free, mapped), then
 //     the hole's size plus half the free block, all of it but half a granule, all of it, or one granule (the
@@ -274,7 +278,8 @@ var Rules = []Rule{
 			// Or one of the stitch's other calls refused: the N-th next map (the growth's own into the
 			// arena, then the view's), the access, or a handle's creation: a stitch that grew new memory
 			// for the rest undoes that growth too (buildSBlockLocked), and a failed request holds no more.
-			switch src.Intn(4, "frag-fault-call") {
+			r := s // the request's stream: maybe another one, which views s's chunks through a stitch
+			switch src.Intn(5, "frag-fault-call") {
 			case 0:
 				for i := 1; i <= 3; i++ {
 					seq = append(seq, Op{Kind: OpFail, Call: vmm.CallReserve, N: i, Result: vmm.UnknownCUDAError})
@@ -285,12 +290,18 @@ var Rules = []Rule{
 				seq = append(seq, Op{Kind: OpFail, Call: vmm.CallSetAccess, N: 1 + src.Intn(2, "frag-fault-n"), Result: vmm.UnknownCUDAError})
 			case 3:
 				seq = append(seq, Op{Kind: OpFail, Call: vmm.CallCreate, N: 1 + src.Intn(2, "frag-fault-n"), Result: vmm.OutOfMemory})
+			case 4:
+				// The address space exhausted at the request's first or second reservation (the view's, or
+				// an arena the stitch opens for the rest), asked maybe on another stream: one that may have
+				// no arena yet, so its stitch's growth must open one.
+				r = g.stream(src, "frag-reserve-stream")
+				seq = append(seq, Op{Kind: OpFail, Call: vmm.CallReserve, N: 1 + src.Intn(2, "frag-fault-n"), Result: vmm.OutOfMemory})
 			}
-			return append(seq, Op{Kind: OpAlloc, ID: y, Size: want, Stream: s}, Op{Kind: OpClearFaults},
-				Op{Kind: OpAlloc, ID: y + 1, Size: want, Stream: s})
+			return append(seq, Op{Kind: OpAlloc, ID: y, Size: want, Stream: r}, Op{Kind: OpClearFaults},
+				Op{Kind: OpAlloc, ID: y + 1, Size: want, Stream: r})
 		}
 		seq = append(seq, Op{Kind: OpAlloc, ID: y, Size: want, Stream: s})
-		switch src.Intn(6, "frag-then") {
+		switch src.Intn(7, "frag-then") {
 		case 1:
 			seq = append(seq, Op{Kind: OpFree, ID: y}, Op{Kind: OpAlloc, ID: y + 1, Size: want, Stream: s})
 		case 2:
@@ -326,6 +337,19 @@ var Rules = []Rule{
 					Op{Kind: OpEmptyCache}, Op{Kind: OpClearFaults})
 			}
 			seq = append(seq, Op{Kind: OpEmptyCache})
+		case 6:
+			// The block freed (cached), the largest piece's size taken back (every stitch views the largest
+			// piece: stitching takes the largest first), recorded on another stream whose work
+			// is launched, and freed: its chunk waits for that stream's event, so the cached block must not
+			// be reused on s before that work completes (the request asked again), and may be after.
+			o := s // another stream where there is one
+			if g.Streams > 1 {
+				o = (s + 1 + src.Intn(g.Streams-1, "frag-record-stream")) % g.Streams
+			}
+			seq = append(seq, Op{Kind: OpFree, ID: y}, Op{Kind: OpAlloc, ID: y + 1, Size: sizes[0], Stream: s},
+				Op{Kind: OpRecord, ID: y + 1, Stream: o}, Op{Kind: OpLaunch, Stream: o}, Op{Kind: OpFree, ID: y + 1},
+				Op{Kind: OpAlloc, ID: y + 2, Size: want, Stream: s}, Op{Kind: OpComplete, Stream: o},
+				Op{Kind: OpFree, ID: y + 2}, Op{Kind: OpAlloc, ID: y + 3, Size: want, Stream: s})
 		}
 		return seq
 	}},
