@@ -48,7 +48,9 @@ import (
 //     space, asked on any stream (one with no arena yet opens one for the stitch's rest), and the request
 //     asked again once the faults clear; or, after the largest piece's size took a chunk back, that block recorded
 //     on another stream whose work is launched, and freed (its chunk waits for that stream's event), then
-//     the request again before and after that work completes;
+//     the request again before and after that work completes; or the block freed while its stream's work
+//     is in flight (with faults on, maybe behind a refused event record) and the cache emptied before and
+//     after that work completes;
 //   - arena-hole (a template; opt-in): on one stream, blocks of 1-3 and 1-4 granules and a separator, the
 //     first freed and the cache emptied (an unmapped hole in the arena), the second freed (free, mapped), then
 //     the hole's size plus half the free block, all of it but half a granule, all of it, or one granule (the
@@ -301,7 +303,7 @@ var Rules = []Rule{
 				Op{Kind: OpAlloc, ID: y + 1, Size: want, Stream: r})
 		}
 		seq = append(seq, Op{Kind: OpAlloc, ID: y, Size: want, Stream: s})
-		switch src.Intn(7, "frag-then") {
+		switch src.Intn(8, "frag-then") {
 		case 1:
 			seq = append(seq, Op{Kind: OpFree, ID: y}, Op{Kind: OpAlloc, ID: y + 1, Size: want, Stream: s})
 		case 2:
@@ -350,6 +352,16 @@ var Rules = []Rule{
 				Op{Kind: OpRecord, ID: y + 1, Stream: o}, Op{Kind: OpLaunch, Stream: o}, Op{Kind: OpFree, ID: y + 1},
 				Op{Kind: OpAlloc, ID: y + 2, Size: want, Stream: s}, Op{Kind: OpComplete, Stream: o},
 				Op{Kind: OpFree, ID: y + 2}, Op{Kind: OpAlloc, ID: y + 3, Size: want, Stream: s})
+		case 7:
+			// The block freed while s's work is in flight (with faults on, maybe behind a refused event
+			// record: its last use then known only by the stream's fences), and the cache emptied before
+			// that work completes (what it views must stay) and after (it may go).
+			seq = append(seq, Op{Kind: OpLaunch, Stream: s})
+			if len(g.Swarm.Faults) > 0 && src.Intn(2, "frag-record-fault?") == 0 {
+				seq = append(seq, Op{Kind: OpFail, Call: vmm.CallRecordEvent, N: 1, Result: vmm.UnknownCUDAError})
+			}
+			seq = append(seq, Op{Kind: OpFree, ID: y}, Op{Kind: OpClearFaults}, Op{Kind: OpEmptyCache},
+				Op{Kind: OpComplete, Stream: s}, Op{Kind: OpEmptyCache})
 		}
 		return seq
 	}},
