@@ -55,3 +55,57 @@ func TestEmptyCacheReportsAReleaseThatFailsPastItsRetries(t *testing.T) {
 		})
 	}
 }
+
+// An orphan of a failed growth's undo (spec/FINDINGS.md F17): the growth's third map is refused, and the undo's
+// unmap of the first piece and then a release each fail past the retries. What the device still holds is
+// what the engine counts: ReservedBytes equals the device's used bytes, MappedBytes the device's mapped
+// bytes, the snapshot lists each orphan with its size and Orphan set (the mapped one with one reference);
+// the engine asks nothing the driver refuses (no free of the reservation the orphan mapping stands in), and
+// the next EmptyCache gives everything back. gmlake and gmlake-paper (their growths map piece by piece).
+func TestOrphansOfAFailedUndoAreCountedUntilReleased(t *testing.T) {
+	for _, pol := range []string{PolicyGMLake, PolicyGMLakePaper} {
+		t.Run(pol, func(t *testing.T) {
+			a, dev := newTest(t, pol, 64*MiB, true /* sync */)
+			dev.FailNth(vmm.CallMap, 3, vmm.UnknownCUDAError)
+			for i := 1; i <= 4; i++ { // the call and its three retries
+				dev.FailNth(vmm.CallUnmap, i, vmm.UnknownCUDAError)
+				dev.FailNth(vmm.CallRelease, i, vmm.UnknownCUDAError)
+			}
+			frees := dev.Counts()[vmm.CallFreeAddress]
+			if _, err := a.Alloc(8*MiB, 0 /* stream */); !errors.Is(err, vmm.UnknownCUDAError) {
+				t.Fatalf("Alloc with its third map refused = %v, want the driver's error", err)
+			}
+			if n := dev.Counts()[vmm.CallFreeAddress] - frees; n != 0 {
+				t.Fatalf("the undo tried to free the reservation its orphan mapping stands in %d times (rule 6)", n)
+			}
+			ds := dev.State()
+			var mapped uint64
+			for _, m := range ds.Mappings {
+				mapped += m.VA.Size
+			}
+			st := a.Stats()
+			if st.ReservedBytes != ds.Used || ds.Used == 0 || st.MappedBytes != mapped || mapped == 0 {
+				t.Fatalf("after the failed undo: reserved %d mapped %d, the device holds %d and maps %d", st.ReservedBytes, st.MappedBytes, ds.Used, mapped)
+			}
+			var orphans, refs uint64
+			for _, c := range a.Snapshot().Chunks {
+				if !c.Orphan || c.Size == 0 {
+					t.Fatalf("a chunk of the failed growth not listed as a sized orphan: %+v", c)
+				}
+				orphans += c.Size
+				refs += uint64(c.Refs)
+			}
+			if orphans != ds.Used || refs != uint64(len(ds.Mappings)) {
+				t.Fatalf("the snapshot's orphans hold %d B with %d references; the device %d B in %d mappings", orphans, refs, ds.Used, len(ds.Mappings))
+			}
+			dev.ClearFaults()
+			if err := a.EmptyCache(); err != nil {
+				t.Fatalf("EmptyCache once the driver recovered: %v", err)
+			}
+			if st := a.Stats(); st.ReservedBytes != 0 || st.MappedBytes != 0 || dev.Used() != 0 || len(dev.State().Reservations) != 0 {
+				t.Fatalf("after EmptyCache: reserved %d mapped %d, the device holds %d B in %d reservations", st.ReservedBytes, st.MappedBytes, dev.Used(), len(dev.State().Reservations))
+			}
+			closeClean(t, a, dev)
+		})
+	}
+}
