@@ -436,6 +436,14 @@ func (e *Env) LiveIDs() []int {
 	return ids
 }
 
+// SizeOf returns the bytes the live allocation id asked for (0 if id is not live): ops.Sizer.
+func (e *Env) SizeOf(id int) uint64 {
+	if !e.live[id] {
+		return 0
+	}
+	return e.size[id]
+}
+
 // FreedIDs returns ids that were allocated and are no longer live (for double frees), sorted.
 func (e *Env) FreedIDs() []int {
 	var ids []int

@@ -50,7 +50,7 @@ import (
 //     on another stream whose work is launched, and freed (its chunk waits for that stream's event), then
 //     the request again before and after that work completes; or the block freed while its stream's work
 //     is in flight (with faults on, maybe behind a refused event record) and the cache emptied before and
-//     after that work completes;
+//     after that work completes; or its last byte and one past its end freed (bad frees), then the block;
 //   - arena-hole (a template; opt-in): on one stream, blocks of 1-3 and 1-4 granules and a separator, the
 //     first freed and the cache emptied (an unmapped hole in the arena), the second freed (free, mapped), then
 //     the hole's size plus half the free block, all of it but half a granule, all of it, or one granule (the
@@ -122,6 +122,13 @@ type State interface {
 	NextID() int     // an id no op has bound yet
 }
 
+// Sizer is a State that knows the bytes each live id asked for: the free-interior rule then also draws the
+// allocation's boundaries (its last byte, one past its end), where off-by-one errors of the containing-block
+// search live.
+type Sizer interface {
+	SizeOf(id int) uint64 // the bytes the live allocation id asked for (0: unknown)
+}
+
 // Rule is one named, weighted rule of the generator.
 type Rule struct {
 	Name   string
@@ -175,7 +182,15 @@ var Rules = []Rule{
 	}},
 	{"free-interior", 1, func(g *Gen, st State, src Source) []Op {
 		return pickID(st.LiveIDs(), src, "live", func(id int) []Op {
-			return []Op{{Kind: OpFreeInterior, ID: id, Offset: 1 + uint64(src.Intn(4096, "offset"))}}
+			off := 1 + uint64(src.Intn(4096, "offset"))
+			if sz, ok := st.(Sizer); ok && sz.SizeOf(id) > 1 && src.Intn(3, "offset-at-end?") == 0 {
+				// The boundaries of the allocation: its last byte, one past its request, one past the request
+				// rounded to 512 B and to the granularity (one past its block under every policy's
+				// rounding: the next block's or the next reservation's start, never an interior pointer).
+				n := sz.SizeOf(id)
+				off = []uint64{n - 1, n, vmm.AlignUp(n, 512), vmm.AlignUp(n, g.Gran)}[src.Intn(4, "offset-end")]
+			}
+			return []Op{{Kind: OpFreeInterior, ID: id, Offset: off}}
 		})
 	}},
 	{"record", 1, func(g *Gen, st State, src Source) []Op {
@@ -303,7 +318,7 @@ var Rules = []Rule{
 				Op{Kind: OpAlloc, ID: y + 1, Size: want, Stream: r})
 		}
 		seq = append(seq, Op{Kind: OpAlloc, ID: y, Size: want, Stream: s})
-		switch src.Intn(8, "frag-then") {
+		switch src.Intn(9, "frag-then") {
 		case 1:
 			seq = append(seq, Op{Kind: OpFree, ID: y}, Op{Kind: OpAlloc, ID: y + 1, Size: want, Stream: s})
 		case 2:
@@ -362,6 +377,13 @@ var Rules = []Rule{
 			}
 			seq = append(seq, Op{Kind: OpFree, ID: y}, Op{Kind: OpClearFaults}, Op{Kind: OpEmptyCache},
 				Op{Kind: OpComplete, Stream: s}, Op{Kind: OpEmptyCache})
+		case 8:
+			// The block's boundaries probed by bad frees (a stitched block's range is its own reservation,
+			// searched apart from the segments'): its last byte (an interior pointer), one past its end
+			// (the next reservation's start: no allocation's interior), then the block freed.
+			end := vmm.AlignUp(want, g.Gran)
+			seq = append(seq, Op{Kind: OpFreeInterior, ID: y, Offset: end - 1}, Op{Kind: OpFreeInterior, ID: y, Offset: end},
+				Op{Kind: OpFree, ID: y})
 		}
 		return seq
 	}},

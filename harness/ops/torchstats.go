@@ -205,6 +205,14 @@ func snapshotAgrees(snap impl.TorchSnapshot, st impl.DeviceStats, orphans [3]int
 	var errs []string
 	var reserved, allocated, active, requested, segments [3]int64
 	reserved = orphans
+	// PyTorch's snapshot lists segments by address (its segment list is walked in address order, and
+	// memory_viz and the trace tools rely on it): so does ours, and the stitched blocks too.
+	if !slices.IsSortedFunc(snap.Segments, func(x, y impl.TorchSegment) int { return cmp.Compare(x.Addr, y.Addr) }) {
+		errs = append(errs, "snapshot segments are not in address order")
+	}
+	if !slices.IsSortedFunc(snap.Stitched, func(x, y impl.TorchStitched) int { return cmp.Compare(x.Addr, y.Addr) }) {
+		errs = append(errs, "snapshot stitched blocks are not in address order")
+	}
 	for _, seg := range snap.Segments {
 		p := impl.StatSmall
 		if seg.Large {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/spec"
+	"github.com/gmlake/gmlake/vmm"
 )
 
 // Property (INV-TORCHSTATS): the judge accepts the statistics of a real run after every step, and each kind
@@ -67,5 +68,35 @@ func TestTorchStatsJudgeBites(t *testing.T) {
 				t.Fatalf("want one %s naming %q, got %v", spec.InvTorchStats, c.want, vs)
 			}
 		})
+	}
+}
+
+// Property (INV-TORCHSTATS, the snapshot's order): memory_snapshot() lists segments and stitched blocks by
+// address, as PyTorch's does; a real snapshot with several of each passes, and one with two swapped is caught.
+func TestSnapshotOrderJudged(t *testing.T) {
+	env := runScene(t, Config{Policy: impl.PolicyGMLake, Capacity: 64 * vmm.MiB, Streams: 2, Knobs: impl.Config{ChunkSize: 2 * vmm.MiB}},
+		stitchScene+"alloc a7 4194304 s1\nalloc a8 2097152 s1\nalloc a9 4194304 s1\nalloc a10 2097152 s1\nfree a7\nfree a9\nalloc a11 8388608 s1\n")
+	snap, st := env.A.TorchSnapshot(), env.A.TorchStats()
+	orphans := heldOrphans(env.View())
+	if len(snap.Segments) < 2 || len(snap.Stitched) < 2 {
+		t.Fatalf("the scene has %d segments and %d stitched blocks, want two of each", len(snap.Segments), len(snap.Stitched))
+	}
+	if errs := snapshotAgrees(snap, st, orphans); len(errs) != 0 {
+		t.Fatalf("a real snapshot judged: %v", errs)
+	}
+	for _, c := range []struct {
+		name string
+		swap func(s *impl.TorchSnapshot)
+		want string
+	}{
+		{"segments", func(s *impl.TorchSnapshot) { s.Segments[0], s.Segments[1] = s.Segments[1], s.Segments[0] }, "segments are not in address order"},
+		{"stitched", func(s *impl.TorchSnapshot) { s.Stitched[0], s.Stitched[1] = s.Stitched[1], s.Stitched[0] }, "stitched blocks are not in address order"},
+	} {
+		s := env.A.TorchSnapshot()
+		c.swap(&s)
+		errs := snapshotAgrees(s, st, orphans)
+		if len(errs) != 1 || !strings.Contains(errs[0], c.want) {
+			t.Errorf("%s swapped: want one error naming %q, got %v", c.name, c.want, errs)
+		}
 	}
 }
