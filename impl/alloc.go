@@ -269,13 +269,13 @@ func (a *Allocator) orphanMappedLocked(h vmm.Handle) bool {
 	return slices.ContainsFunc(a.orphanMaps, func(m Mapping) bool { return m.Handle == h })
 }
 
-// unmapOrphansLocked tries again to unmap the orphan mappings of handle h (every handle when all): each that
-// succeeds leaves MappedBytes. Returns the first error (those still failing stay).
-func (a *Allocator) unmapOrphansLocked(h vmm.Handle, all bool) error {
+// unmapOrphansLocked tries again to unmap the orphan mappings of the handles of (every one when of is nil):
+// each that succeeds leaves MappedBytes. Returns the first error (those still failing stay).
+func (a *Allocator) unmapOrphansLocked(of func(vmm.Handle) bool) error {
 	var first error
 	kept := a.orphanMaps[:0]
 	for _, m := range a.orphanMaps {
-		if !all && m.Handle != h {
+		if of != nil && !of(m.Handle) {
 			kept = append(kept, m)
 			continue
 		}
@@ -304,6 +304,26 @@ func (a *Allocator) undoReserveLocked(p vmm.DevicePtr, size vmm.Bytes) {
 	if err := retry(func() error { return a.d.FreeAddress(p, size) }); err != nil {
 		a.orphanResv = append(a.orphanResv, r)
 	}
+}
+
+// freeOrphanResvLocked tries again to free the orphan reservations no orphan mapping stands in (those it stands
+// in are left: their mapping's unmap failed, and the driver refuses them). Returns the first error.
+func (a *Allocator) freeOrphanResvLocked() error {
+	var first error
+	kept := a.orphanResv[:0]
+	for _, r := range a.orphanResv {
+		if a.orphanMappedInLocked(r) {
+			kept = append(kept, r)
+			continue
+		}
+		if err := retry(func() error { return a.d.FreeAddress(r.Base, sizeOf(r)) }); err != nil {
+			kept = append(kept, r)
+			first = cmp.Or(first, err)
+		}
+	}
+	clear(a.orphanResv[len(kept):])
+	a.orphanResv = kept
+	return first
 }
 
 // orphanMappedInLocked reports whether an orphan mapping lies in the reservation r.

@@ -101,7 +101,7 @@ func (a *Allocator) releaseSegmentIfFreeLocked(seg *segment) error {
 func (a *Allocator) releaseCachedChunkLocked(h vmm.Handle, size vmm.Bytes, pool poolKind) error {
 	// An orphan mapping of a failed stitch over this chunk would keep its memory on the device after the
 	// release: it goes first, and while it stands the chunk is a held orphan too.
-	err := a.unmapOrphansLocked(h, false)
+	err := a.unmapOrphansLocked(func(x vmm.Handle) bool { return x == h })
 	if err == nil {
 		err = retry(func() error { return a.d.Release(h) })
 	}
@@ -115,7 +115,7 @@ func (a *Allocator) releaseCachedChunkLocked(h vmm.Handle, size vmm.Bytes, pool 
 // unmapped leaves MappedBytes), then the held orphans no orphan mapping maps any more (each released leaves
 // the reserved bytes), then the orphan reservations. Returns the first error (what still fails stays).
 func (a *Allocator) releaseHeldOrphansLocked() error {
-	first := a.unmapOrphansLocked(0, true)
+	first := a.unmapOrphansLocked(nil)
 	kept := a.heldOrphans[:0]
 	for _, o := range a.heldOrphans {
 		if a.orphanMappedLocked(o.h) {
@@ -134,21 +134,7 @@ func (a *Allocator) releaseHeldOrphansLocked() error {
 	}
 	clear(a.heldOrphans[len(kept):])
 	a.heldOrphans = kept
-	// The reservations a failed step could not free (an orphan mapping may have stood in them).
-	keptR := a.orphanResv[:0]
-	for _, r := range a.orphanResv {
-		if a.orphanMappedInLocked(r) {
-			keptR = append(keptR, r) // its orphan mapping's unmap failed above: reported there
-			continue
-		}
-		if err := retry(func() error { return a.d.FreeAddress(r.Base, sizeOf(r)) }); err != nil {
-			keptR = append(keptR, r)
-			first = cmp.Or(first, err)
-		}
-	}
-	clear(a.orphanResv[len(keptR):])
-	a.orphanResv = keptR
-	return first
+	return cmp.Or(first, a.freeOrphanResvLocked()) // an orphan mapping's failed unmap is reported above
 }
 
 // trimArenaLocked unmaps and releases every chunk of seg that lies wholly in a free block and is viewed by no
@@ -293,7 +279,7 @@ func (a *Allocator) Close() (CloseReport, error) {
 			note(retry(func() error { return a.d.FreeAddress(seg.base, seg.size) }))
 		}
 	}
-	note(a.unmapOrphansLocked(0, true)) // what still fails stays in orphanMaps: its reservation is not freed
+	note(a.unmapOrphansLocked(nil)) // what still fails stays in orphanMaps: its reservation is not freed
 	for _, o := range a.heldOrphans {
 		if err := retry(func() error { return a.d.Release(o.h) }); err != nil {
 			note(err)
@@ -301,11 +287,7 @@ func (a *Allocator) Close() (CloseReport, error) {
 		}
 		rep.ReleasedBytes += uint64(o.size)
 	}
-	for _, r := range a.orphanResv {
-		if !a.orphanMappedInLocked(r) { // else its orphan mapping's unmap failed above (reported): not freeable
-			note(retry(func() error { return a.d.FreeAddress(r.Base, sizeOf(r)) }))
-		}
-	}
+	note(a.freeOrphanResvLocked())
 	for _, pe := range a.pend {
 		if pe.ev != 0 {
 			note(a.d.DestroyEvent(pe.ev))

@@ -1,9 +1,6 @@
 package ops
 
 import (
-	"errors"
-	"strings"
-
 	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/spec"
 	"github.com/gmlake/gmlake/vmm"
@@ -29,8 +26,7 @@ func (l *failLog) note(k vmm.CallKind, size uint64, err error) {
 // created, or destroyed already: INV-DRIVERRULES). Other refusals of event calls are not noted: a stream the
 // caller destroyed is the engine's to handle (C-RECORD), not a broken rule.
 func (l *failLog) noteEvent(k vmm.CallKind, err error) {
-	var ce *vmm.CallError
-	if errors.As(err, &ce) && !sim.Injected(err) && ce.Result == vmm.InvalidHandle && strings.HasPrefix(ce.Detail, "event ") {
+	if sim.NoSuchEvent(err) {
 		l.failed = append(l.failed, spec.FailedCall{Call: k, Err: err})
 	}
 }

@@ -29,14 +29,10 @@ func judgeFailClean(op Op, before, after spec.View, err error) []spec.Violation 
 		op, err, vmm.FormatBytes(rb), vmm.FormatBytes(ra), vmm.FormatBytes(ub), hb, vmm.FormatBytes(ua), ha)}}
 }
 
-// orphanBytes returns the bytes of v's orphan chunks.
-func orphanBytes(v spec.View) (n uint64) {
-	for _, c := range v.Chunks {
-		if c.Orphan {
-			n += c.Size
-		}
-	}
-	return n
+// orphanBytes returns the bytes of v's orphan chunks, both pools.
+func orphanBytes(v spec.View) uint64 {
+	b := heldOrphans(v)
+	return uint64(b[impl.StatSmall] + b[impl.StatLarge])
 }
 
 // heldOnDevice returns the bytes and the number of the device's handles not released, orphans left out.

@@ -60,8 +60,11 @@ func (d *Device) lookupEventLocked(k vmm.CallKind, e vmm.Event) (*event, error) 
 	if ev := d.mu.events[e]; ev != nil {
 		return ev, nil
 	}
-	return nil, d.failLocked(k, vmm.InvalidHandle, "event %d does not exist (never created or destroyed)", e)
+	return nil, d.failLocked(k, vmm.InvalidHandle, "event %d "+noSuchEvent, e)
 }
+
+// noSuchEvent ends the detail of the error for an event that does not exist (NoSuchEvent).
+const noSuchEvent = "does not exist (never created or destroyed)"
 
 // submitLocked submits one unit of work to st, a wait unit when dep is non-nil.
 func (d *Device) submitLocked(st *stream, dep *event) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"strings"
 
 	"github.com/gmlake/gmlake/vmm"
 )
@@ -52,6 +53,14 @@ const injectedDetail = "injected fault"
 func Injected(err error) bool {
 	var ce *vmm.CallError
 	return errors.As(err, &ce) && ce.Detail == injectedDetail
+}
+
+// NoSuchEvent reports whether err is the device's refusal of an event call on an event that does not exist
+// (never created, or destroyed already): the caller's misuse, unlike a stream the caller destroyed.
+func NoSuchEvent(err error) bool {
+	var ce *vmm.CallError
+	return errors.As(err, &ce) && !Injected(err) && ce.Result == vmm.InvalidHandle &&
+		strings.HasPrefix(ce.Detail, "event ") && strings.HasSuffix(ce.Detail, noSuchEvent)
 }
 
 func checkFault(k vmm.CallKind, r vmm.Result) {
