@@ -48,6 +48,7 @@ const (
 	InvChunk         = "INV-CHUNK"       // spec/chunk.go (CheckChunks)
 	InvAccess        = "INV-ACCESS"      // judged by harness/ops (judge_access.go: the step's cuMemSetAccess calls)
 	InvPaperEvents   = "INV-PAPEREVENTS" // judged by harness/ops (judge_paper.go: gmlake-paper's event churn)
+	InvFence         = "INV-FENCE"       // judged by harness/ops (judge_fence.go: the fences a Free records)
 )
 
 // StateInvariants lists the invariants Check evaluates on a single View, with their predicates.

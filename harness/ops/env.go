@@ -688,6 +688,7 @@ func (e *Env) step(op Op) StepResult {
 	// contract knows nothing of it (pools, capture, launch on no stream), the Env judges it itself.
 	var haveBefore, refused, unjudged bool
 	var callsBefore vmm.CallCounts // the device's call counts before an Alloc (INV-PAPEREVENTS)
+	var freedPtr vmm.DevicePtr     // the pointer a Free was given (INV-FENCE)
 	kind := op.Kind
 	if e.unmapped(op.Stream) && (kind == OpAlloc || kind == OpRecord || kind == OpCaptureBegin || kind == OpCaptureEnd || kind == OpForget) {
 		// The caller value of a stream forgotten through the serving layer's mapping names no stream any
@@ -746,7 +747,7 @@ func (e *Env) step(op Op) StepResult {
 				res.Violations = append(res.Violations, spec.Violation{Inv: CheckIntegrity, Msg: fmt.Sprintf("a%d before its free: %v", op.ID, err)})
 			}
 		}
-		in = contract.ContractInput{Op: contract.COpFree, Ptr: p}
+		in, freedPtr = contract.ContractInput{Op: contract.COpFree, Ptr: p}, p
 		res.Err = e.free(p)
 		if errors.Is(res.Err, impl.ErrInteriorPtr) && !interiorOfLive(before, p) {
 			// C-FREE-KIND, the half the contract cannot judge (it knows requested sizes, not blocks): an
@@ -1011,6 +1012,9 @@ func (e *Env) step(op Op) StepResult {
 	if e.calls != nil {
 		res.Violations = append(res.Violations, judgeAccess(e.Cfg.Policy, before, after, e.calls.access)...) // INV-ACCESS
 		res.Violations = append(res.Violations, judgeDriverRules(e.calls.failed)...)                         // INV-DRIVERRULES
+		if (op.Kind == OpFree || op.Kind == OpFreeInterior) && res.Err == nil && haveBefore {
+			res.Violations = append(res.Violations, judgeFence(e.Cfg.Policy, before, after, freedPtr, e.calls.syncs)...) // INV-FENCE
+		}
 	}
 	if op.Kind == OpEmptyCache {
 		res.Violations = append(res.Violations, judgeEmptyCacheReports(e.Cfg.Policy, res.Err, e.failedCalls())...)

@@ -87,7 +87,9 @@ import (
 //     another stream with work pending there, both freed (the first beside a live block that only touches
 //     the chunk), work launched after the frees, the other stream's work completed, the whole chunk asked on
 //     the other stream; or the device taken whole and freed, a granule taken back, the rest taken and freed,
-//     work launched after the free, a chunk asked on another stream (INV-NOSPURIOUSOOM judges the answer);
+//     work launched after the free, a chunk asked on another stream (INV-NOSPURIOUSOOM judges the answer); or a
+//     block to the end of a chunk it shares with a live block freed beside a chunk that holds only a block
+//     pending on another stream (no fence: INV-FENCE), the chunk asked on that stream once its work completed;
 //   - close: rarely, completeall and Close mid-sequence (every call after must fail with ErrClosed);
 //   - fail, clearfaults: a fault on one of the swarm's call kinds, N-th next call, a driver result.
 //
@@ -500,7 +502,22 @@ var Rules = []Rule{
 		if g.Capacity > 64*vmm.MiB {
 			return nil // the state fills the device: on a large one its thousands of chunks make every judge slow
 		}
-		if src.Intn(2, "fence-beside-live?") == 0 {
+		variant := src.Intn(3, "fence-beside-live?")
+		if variant == 2 {
+			// A block to the end of a chunk that it shares with a live block, freed while the chunk after it
+			// holds only a block recorded on b with work pending there: nothing under the freed block could
+			// be released or stitched, so the free records no fence (INV-FENCE); then the chunk asked on b
+			// once b's work completed.
+			y := max(c/2, vmm.MiB+vmm.MiB/2) // a large-pool request, less than a chunk
+			if c < 2*vmm.MiB || g.Capacity < 3*c {
+				return nil
+			}
+			return []Op{{Kind: OpAlloc, ID: x, Size: 2*c - y, Stream: a}, {Kind: OpAlloc, ID: x + 1, Size: y, Stream: a},
+				{Kind: OpAlloc, ID: x + 2, Size: c, Stream: a}, {Kind: OpRecord, ID: x + 2, Stream: b}, {Kind: OpLaunch, Stream: b},
+				{Kind: OpFree, ID: x + 2}, {Kind: OpFree, ID: x + 1}, {Kind: OpLaunch, Stream: a}, {Kind: OpComplete, Stream: b},
+				{Kind: OpAlloc, ID: x + 3, Size: c, Stream: b}}
+		}
+		if variant == 0 {
 			// A chunk of one granule, then a chunk of c bytes taken in two halves; the second half recorded on
 			// b with work pending there, both freed (the first beside a live block that only touches the
 			// chunk), work launched on a after the frees, b's work completed, the whole chunk asked on b
