@@ -54,6 +54,7 @@ import (
 	"github.com/gmlake/gmlake/harness/ops"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/vmm"
+	"slices"
 )
 
 // MaxStreams is the most streams a decoded program uses.
@@ -269,7 +270,8 @@ func Encode(p *ops.Program) []byte {
 	gen, rules := decodeGen(capacities[ci], streams, 0 /* h2: Encode names the rules without the opt-in ones */)
 	st := &belief{next: 1}
 	rename := map[int]int{}
-	for _, o := range p.Ops {
+	for i := 0; i < len(p.Ops); i++ {
+		o := p.Ops[i]
 		orig := o.ID
 		want, name, ok := choicesFor(&o, st, rename, capacities[ci], streams)
 		if !ok {
@@ -279,21 +281,42 @@ func Encode(p *ops.Program) []byte {
 		if !ok {
 			continue
 		}
+		group := []ops.Op{o} // the ops one rule call makes: o, and the rest of a fault burst that starts at o
+		if o.Kind == ops.OpFail {
+			group = failBurst(p.Ops[i:])
+			want["fail-burst?"] = 1
+			if len(group) > 1 {
+				want["fail-burst?"], want["fail-burst"] = 0, len(group)-2
+			}
+		}
 		s := &script{want: want}
 		s.out = ops.PutChoice(s.out, start, total)
 		mark := gen.Mark()
 		seq := gen.Make(rules[ruleIndex(rules, name)], st, s)
-		if s.bad || len(seq) != 1 || seq[0] != o {
+		if s.bad || !slices.Equal(seq, group) {
 			gen.Reset(mark)
 			continue
 		}
 		if o.Kind == ops.OpAlloc {
 			rename[orig] = o.ID
 		}
-		st.apply(seq[0])
+		for _, x := range seq {
+			st.apply(x)
+		}
 		out = append(out, s.out...)
+		i += len(group) - 1
 	}
 	return out
+}
+
+// failBurst returns the fault burst that starts at fs[0] (ops.Gen's fail rule): fs[0] and the faults after it
+// on the same call with the same result, each on the call after the one before, up to seven in all.
+func failBurst(fs []ops.Op) []ops.Op {
+	n := 1
+	for n < len(fs) && n < 7 && fs[n].Kind == ops.OpFail && fs[n].Call == fs[0].Call && fs[n].Result == fs[0].Result && fs[n].N == fs[0].N+n {
+		n++
+	}
+	return fs[:n]
 }
 
 func ruleIndex(rules []ops.Rule, name string) int {

@@ -363,7 +363,9 @@ func (a *Allocator) paperEmptyCacheLocked() error {
 	a.assertLocked()
 	err := a.paperReleaseCachedLocked()
 	a.paperGCLocked(2, 0, nil)
-	return err
+	// The address frees that failed past their retries above (a released segment's, a collected sBlock's)
+	// left orphan reservations: tried again and reported, as releaseCachedLocked does (F18).
+	return cmp.Or(err, a.freeOrphanResvLocked())
 }
 
 // setAccessLocked grants access to [base, base+size), mapped in pieces of piece bytes: one cuMemSetAccess over the

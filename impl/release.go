@@ -12,7 +12,7 @@ import (
 // releaseCachedLocked is PyTorch's release_cached_blocks, extended to sBlocks: every cached sBlock is torn down
 // (StitchFree), every wholly free fixed segment released, every free chunk of an arena unmapped and
 // released. Only memory whose last use completed is touched, and none of a private pool that lives
-// (INV-POOL). Returns the first driver error.
+// (INV-POOL). Returns the first driver error, an address it could not free included.
 func (a *Allocator) releaseCachedLocked() error {
 	a.assertLocked()
 	var first error
@@ -53,6 +53,10 @@ func (a *Allocator) releaseCachedLocked() error {
 	if a.deadPools {
 		a.forgetEmptyPoolsLocked()
 	}
+	// A segment released or an sBlock torn down above whose address free failed past its retries left an
+	// orphan reservation (undoReserveLocked): try it again now and report it, or EmptyCache would succeed
+	// with a reservation left that nothing maps (INV-EMPTIED; F18).
+	note(a.freeOrphanResvLocked())
 	return first
 }
 

@@ -91,7 +91,9 @@ import (
 //     block to the end of a chunk it shares with a live block freed beside a chunk that holds only a block
 //     pending on another stream (no fence: INV-FENCE), the chunk asked on that stream once its work completed;
 //   - close: rarely, completeall and Close mid-sequence (every call after must fail with ErrClosed);
-//   - fail, clearfaults: a fault on one of the swarm's call kinds, N-th next call, a driver result.
+//   - fail, clearfaults: a fault on one of the swarm's call kinds, N-th next call, a driver result; or a
+//     burst of 2-7 in a row from the N-th on (the engine's retry bounds: gmlake-paper's realloc_block tries
+//     three times a pass, Close and EmptyCache retry an unmap, a release, an address free).
 //
 // Sizes (rules sizes-threshold, sizes-repeat of Swarm): a sixth repeat an earlier request exactly; the
 // rest come from 0..4 KiB, 1 B..64 MiB, 1 B..4 GiB, the bundled traces' request sizes (Config.TraceSizes),
@@ -255,8 +257,18 @@ var Rules = []Rule{
 		if len(g.Swarm.Faults) == 0 {
 			return nil
 		}
-		return []Op{{Kind: OpFail, Call: g.Swarm.Faults[src.Intn(len(g.Swarm.Faults), "call")], N: 1 + src.Intn(4, "n"),
-			Result: []vmm.Result{vmm.OutOfMemory, vmm.UnknownCUDAError, vmm.InvalidValue}[src.Intn(3, "result")]}}
+		f := Op{Kind: OpFail, Call: g.Swarm.Faults[src.Intn(len(g.Swarm.Faults), "call")], N: 1 + src.Intn(4, "n"),
+			Result: []vmm.Result{vmm.OutOfMemory, vmm.UnknownCUDAError, vmm.InvalidValue}[src.Intn(3, "result")]}
+		if src.Intn(4, "fail-burst?") > 0 {
+			return []Op{f}
+		}
+		// A burst: the calls of the kind from the N-th on, 2-7 in a row, to reach the engine's retry bounds.
+		seq := []Op{f}
+		for k := 1 + src.Intn(6, "fail-burst"); k > 0; k-- {
+			f.N++
+			seq = append(seq, f)
+		}
+		return seq
 	}},
 	{"clearfaults", 1, func(g *Gen, st State, src Source) []Op {
 		if len(g.Swarm.Faults) == 0 {
