@@ -34,7 +34,7 @@ type params struct {
 	pageLarge   vmm.Bytes // expandable: page size of the large arena
 	chunkMax    vmm.Bytes // gmlake: largest chunk one growth creates; gmlake-paper: the chunk size of segments
 	splitAny    bool      // split whenever the remainder is >= 512 B (expandable rule), else PyTorch's pool rules
-	stitch      bool      // serve misses by stitching free chunks
+	stitch      bool      // gmlake: serve misses by stitching free chunks (allocNewLocked); false for gmlake-paper, whose misses stitch by GLake's rule (paperMissLocked)
 	stitchMin   vmm.Bytes // smallest rounded request that may be stitched
 	crossStream bool      // stitch chunks of other streams' pools once their free events completed
 	sblockCache int       // cached free sBlocks before LRU StitchFree; < 0 unlimited
@@ -97,7 +97,7 @@ func resolve(cfg Config, gran, total vmm.Bytes) (params, error) {
 		p.maxPieces = maxStitchPcs
 		p.reuseLimit = 5
 	case PolicyGMLakePaper:
-		p.stitch, p.paper = true, true
+		p.paper = true // its misses go to paperMissLocked, which stitches by GLake's rule: p.stitch is not read
 		p.stitchMin = or(cfg.StitchMin, paperStitch)
 		p.fragLimit = p.stitchMin
 		p.chunkMax = or(cfg.ChunkSize, alignUp(paperPiece, gran))

@@ -14,8 +14,9 @@ import (
 // it holds (ptr and requested size per live id), not against the engine's other answers: the live list is
 // exactly the pointers the ops hold, each with the bytes its alloc asked for; a block reports a request
 // (BlockInfo.Requested) exactly when it is handed out: live, starting at a pointer the ops hold, and (a
-// pBlock) held by no stitched block; and then that pointer's request. The View is built from this same
-// Snapshot, so a wrong field here would mislead every other judge.
+// pBlock) held by no stitched block; and then that pointer's request; and the driver calls it counts are
+// those the device answered. The View is built from this same Snapshot, so a wrong field here would
+// mislead every other judge.
 func (e *Env) judgeSnapshot(s impl.Snapshot) []spec.Violation {
 	want := make(map[vmm.DevicePtr]uint64, len(e.live))
 	for id := range e.live {
@@ -49,11 +50,28 @@ func (e *Env) judgeSnapshot(s impl.Snapshot) []spec.Violation {
 			bad("Snapshot block %d at %v (state %v, held by %d) reports requested %d, but it is handed out to no op", b.ID, b.Range.Base, b.State, b.HeldBy, b.Requested)
 		}
 	}
+	if e.Dev != nil && e.S == nil && e.C == nil {
+		// The driver calls the Snapshot counts (Stats.DriverCalls) are the engine's: on the simulated
+		// device, which counts every call made on it, the memory and event calls are the engine's alone
+		// (through a serving layer the engine's driver is the layer's cap, which answers some itself).
+		dev := e.Dev.Counts()
+		for _, k := range engineOnlyCalls {
+			if got := s.Stats.DriverCalls[k]; got != dev[k] {
+				bad("Snapshot counts %d %s calls, the device answered %d", got, k, dev[k])
+			}
+		}
+	}
 	if len(errs) == 0 {
 		return nil
 	}
 	return []spec.Violation{{Inv: spec.InvSnapshot, Msg: strings.Join(errs, "; ")}}
 }
+
+// engineOnlyCalls are the driver calls no one but the engine makes on an Env's simulated device (the Env
+// creates and synchronises streams and writes patterns itself).
+var engineOnlyCalls = []vmm.CallKind{vmm.CallCreate, vmm.CallRelease, vmm.CallReserve, vmm.CallFreeAddress, vmm.CallMap,
+	vmm.CallUnmap, vmm.CallSetAccess, vmm.CallCreateEvent, vmm.CallRecordEvent, vmm.CallQueryEvent,
+	vmm.CallStreamWaitEvent, vmm.CallDestroyEvent}
 
 // judgeSnapshotQuery is the snapshot op's own judgement (INV-SNAPSHOT): Snapshot is a query and a deep copy,
 // so a second call returns the same state, and writing into what the first returned changes nothing the
