@@ -49,6 +49,7 @@ const (
 	InvAccess        = "INV-ACCESS"      // judged by harness/ops (judge_access.go: the step's cuMemSetAccess calls)
 	InvPaperEvents   = "INV-PAPEREVENTS" // judged by harness/ops (judge_paper.go: gmlake-paper's event churn)
 	InvFence         = "INV-FENCE"       // judged by harness/ops (judge_fence.go: the fences a Free records)
+	InvCounters      = "INV-COUNTERS"    // judged by harness/ops (judge_counters.go: the engine's operation counters)
 )
 
 // StateInvariants lists the invariants Check evaluates on a single View, with their predicates.

@@ -135,6 +135,8 @@ type Env struct {
 	torch torchStatsJudge
 	// retries judges INV-RETRIES (judge_retries.go): num_alloc_retries and num_ooms after the last step.
 	retries retriesJudge
+	// counters: the engine's Stats after the last step (INV-COUNTERS, judge_counters.go).
+	counters impl.Stats
 	// segev judges INV-SEGEVENTS (judge_segevents.go): the segment events replay to the snapshot's memory.
 	segev segEventsJudge
 	// largest: LargestCachedBlock's answer in the current step (INV-LARGEST).
@@ -330,6 +332,7 @@ func NewEnv(cfg Config) (*Env, error) {
 		}
 		e.A = a
 	}
+	e.counters = e.A.Stats()
 	if !cfg.CLib { // the C library's event hook takes the events (judgeCLibEvents judges those)
 		e.A.RecordSegmentEvents(true)
 		e.segev.on = true
@@ -932,6 +935,7 @@ func (e *Env) step(op Op) StepResult {
 			e.retries.note(stats)
 			_ = e.segev.check(e.A, nil) // replayed, not judged
 		}
+		e.counters = e.A.Stats()
 		if e.pooled && !e.closed {
 			// INV-POOL remembers what each pool handed out: keep that memory (its verdicts passed when
 			// the step first ran), or a replayed prefix would forget the ranges a living pool freed.
@@ -1050,6 +1054,11 @@ func (e *Env) step(op Op) StepResult {
 			res.Violations = append(res.Violations, e.retries.check(op, res.Err, stats)...) // INV-RETRIES
 		}
 	}
+	now := e.A.Stats()
+	if e.C == nil { // the C library's own answers are judged by judge_serve.go's CLib rules
+		res.Violations = append(res.Violations, judgeCounters(op, !refused, res.Ptr, res.Err, before, after, haveBefore, e.counters, now)...) // INV-COUNTERS
+	}
+	e.counters = now
 	e.last = after
 	return res
 }
