@@ -589,7 +589,8 @@ func TestCheckReuseTakesTheSmallestWithinTheLimit(t *testing.T) {
 
 // INV-REUSE for gmlake-paper: with every chunk of the cached 4 MiB stitched block free, a 3 MiB request
 // (rounded to 4 MiB) served by a new reservation is caught while the block is within reuseLimit times the
-// request, and a reuse of it is caught once it is not (a 2 MiB request under reuseLimit 1.5).
+// request, a reuse of it is caught once it is not (a 2 MiB request under reuseLimit 1.5), and so is a reuse
+// that hands the block out whole rather than at the request (GLake keeps only the pieces under it).
 func TestCheckPaperReuse(t *testing.T) {
 	before := goodView()
 	for i := range before.Blocks[:2] {
@@ -625,5 +626,11 @@ func TestCheckPaperReuse(t *testing.T) {
 	}
 	if vs := CheckPaperReuse(before, reused, st, mb, 2*mb, 1.5, 0); len(vs) != 0 {
 		t.Errorf("a small-pool request judged: %v", vs)
+	}
+	whole := reused
+	whole.Blocks = slices.Clone(reused.Blocks)
+	whole.Blocks[2].Range.Size = 4 * mb
+	if vs := CheckPaperReuse(before, whole, st, 2*mb, 2*mb, 2, 0); len(vs) != 1 || vs[0].Inv != InvReuse || !strings.Contains(vs[0].Msg, "under the request") {
+		t.Errorf("a 4 MiB stitched block reused for 2 MiB and handed out whole: want one INV-REUSE (GLake keeps the pieces under the request), got %v", vs)
 	}
 }

@@ -183,7 +183,8 @@ func CheckReuse(rule GrowthRule, before, after View, ptr vmm.DevicePtr, size uin
 // smallest cached stitched block of the stream of at least r bytes whose every chunk is free, when it is at
 // most limit times r (reuseLimit: the ReuseLimit knob, default 10); r is the request rounded to 512 B and,
 // above 1 MiB (the large pool, the only one stitched), up to a multiple of chunk (GLake's round_size). So a
-// cached stitched block reused for the request held at most limit*r bytes, and a request served by new
+// cached stitched block reused for the request held at most limit*r bytes and is handed out at r (only the
+// pieces under the request are kept: keep_blocks), and a request served by new
 // memory or a new stitched block (a reservation that is new) had no such block to reuse: one of at least r
 // and at most limit*r bytes, of stream s, every chunk lying wholly in a free block of s. (The engine may
 // also take chunks freed on other streams whose work completed, and so reuse more: the predicate counts
@@ -201,9 +202,19 @@ func CheckPaperReuse(before, after View, ptr vmm.DevicePtr, size, chunk uint64, 
 	}
 	if old, had := resOfSorted(before.Device.Reservations, ptr); had && old == res {
 		for _, b := range before.Blocks {
-			if b.Stitched && b.Range.Base == ptr && b.State == BlockFree && liveBlockAt(after, ptr, true) != nil && !within(b) {
+			if !b.Stitched || b.Range.Base != ptr || b.State != BlockFree {
+				continue
+			}
+			got := liveBlockAt(after, ptr, true)
+			if got != nil && !within(b) {
 				return []Violation{violation(InvReuse, "Alloc(%d) (rounded %d) on stream %d reused the cached stitched block %d %v of %s, more than reuseLimit %g times the request",
 					size, r, s, b.ID, b.Range, vmm.FormatBytes(b.Range.Size), limit)}
+			}
+			if got != nil && got.ID == b.ID && got.Range.Size != r {
+				// get_free_block keeps only the pieces under the request (keep_blocks = size / kGranularity:
+				// used_blocks, the rest free_blocks): the block is handed out at the request.
+				return []Violation{violation(InvReuse, "Alloc(%d) (rounded %d) on stream %d reused the cached stitched block %d of %s and handed out %s of it: GLake keeps only the pieces under the request",
+					size, r, s, b.ID, vmm.FormatBytes(b.Range.Size), vmm.FormatBytes(got.Range.Size))}
 			}
 		}
 		return nil
