@@ -319,7 +319,7 @@ func CheckBlocks(v View) []Violation {
 		if b.State != BlockPending && b.Events != 0 {
 			// Outstanding events are what a pending block waits for; a free block is reusable and a live
 			// one in use, so neither can owe any (a count left behind holds the block back later).
-			out = append(out, violation(InvBlocks, "block %d %v is %s but counts %d outstanding events", b.ID, b.Range, stateName(b.State), b.Events))
+			out = append(out, violation(InvBlocks, "block %d %v is %s but counts %d outstanding events", b.ID, b.Range, b.State, b.Events))
 		}
 		if b.State != BlockLive {
 			continue
@@ -359,7 +359,8 @@ func CheckBlocks(v View) []Violation {
 	return out
 }
 
-func stateName(s BlockState) string {
+// String names the state as the engine does (impl.BlockState.String).
+func (s BlockState) String() string {
 	switch s {
 	case BlockFree:
 		return "free"

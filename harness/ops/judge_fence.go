@@ -67,7 +67,7 @@ func judgeFence(policy string, before, after spec.View, p vmm.DevicePtr, calls [
 	case freed.State == spec.BlockPending:
 		return nil // its own stream's last use came before the free: the fence stamps it, whenever the others finish
 	case freed.State != spec.BlockFree:
-		return bad("the block is %s after the free", stateName(freed.State))
+		return bad("the block is %s after the free", freed.State)
 	}
 	for _, m := range after.Mappings {
 		if m.VA.Overlaps(freed.Range) && !liveIn(after, m.VA) {
@@ -94,16 +94,4 @@ func blockByID(v spec.View, id uint64) *spec.Block {
 		}
 	}
 	return nil
-}
-
-func stateName(s spec.BlockState) string {
-	switch s {
-	case spec.BlockFree:
-		return "free"
-	case spec.BlockLive:
-		return "live"
-	case spec.BlockPending:
-		return "pending"
-	}
-	return fmt.Sprintf("state %d", s)
 }
