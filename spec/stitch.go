@@ -114,6 +114,11 @@ func CheckStitch(rule GrowthRule, before, after View, ptr vmm.DevicePtr, size ui
 		return []Violation{violation(InvStitch, "Alloc(%d) on stream %d stitched %v from held chunks of %v and %s of new memory; from the candidates %v gmlake's rule (largest first, then the smallest that covers the rest) takes %v and %s of new memory",
 			size, s, got.Range, formatSizes(old), vmm.FormatBytes(fresh), formatSizes(sortedDesc(sizes)), formatSizes(want), vmm.FormatBytes(rem))}
 	}
+	// The layout: the block maps its chunks in the address order of their home mappings (each chunk's mapping
+	// outside every stitched block), held chunks and new memory alike, so that neighbours stay neighbours.
+	if v := stitchOrder(after, res, got, size, s); v != nil {
+		return []Violation{*v}
+	}
 	// Whether to stitch at all: only when the stitch's new memory is less, by its saving threshold, than
 	// growing the stream's arena would map (after the cache was released in this Alloc, any saving).
 	save := rule.Save
@@ -123,6 +128,37 @@ func CheckStitch(rule GrowthRule, before, after View, ptr vmm.DevicePtr, size ui
 	if grow := ArenaGrowthBound(before, s, r, rule.Granularity); fresh+save >= grow {
 		return []Violation{violation(InvStitch, "Alloc(%d) on stream %d stitched %v mapping %s of new memory, but growing the stream's arena maps at most %s: a stitch must save its threshold (%s) of growth",
 			size, s, got.Range, vmm.FormatBytes(fresh), vmm.FormatBytes(grow), vmm.FormatBytes(save))}
+	}
+	return nil
+}
+
+// stitchOrder reports a new stitched block (got, in reservation res of View after) whose chunks are not mapped
+// in the address order of their homes: the mapping of each handle that lies in no stitched block.
+func stitchOrder(after View, res vmm.Range, got *Block, size uint64, s vmm.Stream) *Violation {
+	var stitched []vmm.Range
+	for _, b := range after.Blocks {
+		if b.Stitched {
+			stitched = append(stitched, b.Range)
+		}
+	}
+	home := map[vmm.Handle]vmm.DevicePtr{}
+	for _, m := range after.Device.Mappings {
+		if !slices.ContainsFunc(stitched, func(r vmm.Range) bool { return r.Base <= m.VA.Base && m.VA.Base < r.Limit() }) {
+			home[m.Handle] = m.VA.Base
+		}
+	}
+	var prev vmm.DevicePtr
+	for i, m := range overlappingDev(after.Device.Mappings, res) {
+		h, ok := home[m.Handle]
+		if !ok {
+			continue // a chunk with no home mapping: INV-MAPPED's concern
+		}
+		if i > 0 && h <= prev {
+			v := violation(InvStitch, "Alloc(%d) on stream %d stitched %v mapping handle %d (at home at %v) after a chunk at home at %v: a stitched block maps its chunks in the address order of their homes",
+				size, s, got.Range, m.Handle, h, prev)
+			return &v
+		}
+		prev = h
 	}
 	return nil
 }

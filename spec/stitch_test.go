@@ -2,6 +2,7 @@ package spec
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gmlake/gmlake/vmm"
@@ -67,8 +68,9 @@ func stitchViews(handles ...vmm.Handle) (before, after View) {
 	return before, after
 }
 
-// INV-STITCH bites on a new stitched block that maps other chunks than gmlake's rule takes: new memory where
-// a free chunk covers the rest, or a chunk under a live block; it judges nothing it cannot see whole.
+// INV-STITCH bites on a new stitched block that maps other chunks than gmlake's rule takes (new memory where
+// a free chunk covers the rest, or a chunk under a live block) or maps the rule's chunks out of their address
+// order; it judges nothing it cannot see whole.
 func TestCheckStitch(t *testing.T) {
 	rule := GrowthRule{StitchMin: 4 * mb, Save: 512 << 10, Granularity: 2 * mb, Reuse: 5}
 	sb := vmm.DevicePtr(0x4000_0000)
@@ -79,6 +81,10 @@ func TestCheckStitch(t *testing.T) {
 	before, after = stitchViews(1, 5)
 	if vs := CheckStitch(rule, before, after, sb, 10*mb, 0); len(vs) != 1 || vs[0].Inv != InvStitch {
 		t.Errorf("new memory for the rest although a free chunk covers it: want one INV-STITCH, got %v", vs)
+	}
+	before, after = stitchViews(3, 1)
+	if vs := CheckStitch(rule, before, after, sb, 10*mb, 0); len(vs) != 1 || vs[0].Inv != InvStitch || !strings.Contains(vs[0].Msg, "address order") {
+		t.Errorf("the rule's chunks mapped out of their homes' address order: want one INV-STITCH on the layout, got %v", vs)
 	}
 	before, after = stitchViews(1, 2)
 	if vs := CheckStitch(rule, before, after, sb, 10*mb, 0); len(vs) != 1 || vs[0].Inv != InvStitch {
