@@ -163,7 +163,11 @@ func (d *Device) Err() error {
 }
 
 // Launch submits one unit of work to s: held back until Complete(s), then a real memset on s. A stream
-// without a gate is ignored (the environment launches only on its own streams).
+// without a gate is ignored (the environment launches only on its own streams). A unit launched while an
+// earlier one of s is still held back joins it and submits nothing: whatever is queued on s after it waits
+// behind that unit's gate already, and Complete(s) releases both at once, so the engine sees the same
+// stream. Submitting a wait and a memset for each filled the stream's queue: a campaign on the H200 hung
+// after 8,346 ops with cuMemsetD8Async blocked inside Launch, holding the lock Complete needs (session 14).
 func (d *Device) Launch(s vmm.Stream) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -171,7 +175,11 @@ func (d *Device) Launch(s vmm.Stream) {
 	if !ok {
 		return
 	}
+	held := d.mu.launched[i] > d.mu.released[i]
 	d.mu.launched[i]++
+	if held {
+		return
+	}
 	d.noteLocked(d.cu.WaitValue32(s, d.word(i), d.mu.launched[i]))
 	d.noteLocked(d.cu.Memset(d.scratch, d.cfg.WorkBytes, byte(d.mu.launched[i]), s))
 }
