@@ -40,17 +40,19 @@ verify:
 	mkdir -p $(BIN)
 	$(GO) run ./cmd/gmlake mutate --dir impl,impl/serve,impl/clib --json $(BIN)/mutants.json
 
-## gpu: build the GPU test and benchmark binaries into $(BIN)/ for a machine with a GPU and no Go
+## gpu: build the GPU test and benchmark binaries into $(BIN)/ for a machine with a GPU and no Go (stripped:
+## the device tool carries 64 MiB at most); harness/gpu/battery.sh runs the GPU checkers there
+GPUFLAGS = -ldflags='-s -w'
 gpu:
 	mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/gmlake ./cmd/gmlake
-	$(GO) test -c -o $(BIN)/cudavmm.test ./impl/cudavmm
-	$(GO) test -c -o $(BIN)/conformance.test ./harness/conformance
-	$(GO) test -c -o $(BIN)/probe.test ./harness/probe
-	$(GO) test -c -o $(BIN)/impl.test ./impl
-	$(GO) test -c -o $(BIN)/gpu.test ./harness/gpu
-	$(GO) test -c -o $(BIN)/fuzz.test ./fuzz
-	$(GO) test -c -tags gmlake_mutants -o $(BIN)/gpu-mutants.test ./harness/gpu
+	$(GO) build $(GPUFLAGS) -o $(BIN)/gmlake ./cmd/gmlake
+	$(GO) test -c $(GPUFLAGS) -o $(BIN)/cudavmm.test ./impl/cudavmm
+	$(GO) test -c $(GPUFLAGS) -o $(BIN)/conformance.test ./harness/conformance
+	$(GO) test -c $(GPUFLAGS) -o $(BIN)/probe.test ./harness/probe
+	$(GO) test -c $(GPUFLAGS) -o $(BIN)/impl.test ./impl
+	$(GO) test -c $(GPUFLAGS) -o $(BIN)/gpu.test ./harness/gpu
+	$(GO) test -c $(GPUFLAGS) -o $(BIN)/fuzz.test ./fuzz
+	$(GO) test -c $(GPUFLAGS) -tags gmlake_mutants -o $(BIN)/gpu-mutants.test ./harness/gpu
 
 ## capi: the PyTorch pluggable allocator library
 capi:
