@@ -1010,6 +1010,9 @@ func (e *Env) step(op Op) StepResult {
 		!errors.Is(res.Err, impl.ErrInvalidSize) && len(e.capturing) == 0 && !e.pooled {
 		res.Violations = append(res.Violations, spec.CheckNoSpuriousOOM(before, e.Hist, e.Rule, op.Size, in.Stream)...)
 	}
+	if op.Kind == OpAlloc && errors.Is(res.Err, vmm.ErrOutOfMemory) && !e.closed {
+		res.Violations = append(res.Violations, judgeOOMError(res.Err, op.Size, in.Stream, e.A.Stats(), after.Device.Free(), !e.faulty && e.S == nil)...)
+	}
 	if kind == OpAlloc && res.Err == nil && e.Dev != nil && !e.faulty { // a refused cuEventCreate makes no Block event to destroy
 		res.Violations = append(res.Violations, judgePaperEvents(e.Cfg.Policy, callsBefore, e.Dev.Counts())...)
 	}
