@@ -321,6 +321,13 @@ func CheckBlocks(v View) []Violation {
 			// one in use, so neither can owe any (a count left behind holds the block back later).
 			out = append(out, violation(InvBlocks, "block %d %v is %s but counts %d outstanding events", b.ID, b.Range, b.State, b.Events))
 		}
+		if b.Stitched && b.State == BlockFree {
+			// A cached stitched block is cached whole: a partly held one (gmlake-paper's reuse hands out
+			// the pieces under the request) spans its whole reservation again once freed.
+			if r, ok := resOfSorted(v.Reservations, b.Range.Base); !ok || r != b.Range {
+				out = append(out, violation(InvBlocks, "cached sBlock %d spans %v, not its whole reservation %v", b.ID, b.Range, r))
+			}
+		}
 		if b.State != BlockLive {
 			continue
 		}

@@ -123,8 +123,10 @@ type Env struct {
 	closed     bool
 	// pools: the use count of each private pool the ops created (0: released); poolOf: the pool each
 	// live pointer was asked from; pooled: a pool op ran (INV-POOL is checked from then on).
-	pools   map[int]int
-	poolOf  map[vmm.DevicePtr]int
+	pools  map[int]int
+	poolOf map[vmm.DevicePtr]int
+	// handed: every pointer an Alloc returned (C-FREE-KIND: a pointer never handed out is unknown, exactly).
+	handed  map[vmm.DevicePtr]bool
 	pooled  bool
 	poolChk spec.PoolChecker
 	// paperStitched: the bytes of the stitched blocks gmlake-paper made so far (INV-PAPERGC is judged while
@@ -266,7 +268,7 @@ func NewEnv(cfg Config) (*Env, error) {
 		}
 	}
 	e := &Env{limit: cfg.MemoryLimit, Cfg: cfg, Hist: spec.NewHistory(), ptrs: map[int]vmm.DevicePtr{}, live: map[int]bool{},
-		pools: map[int]int{}, poolOf: map[vmm.DevicePtr]int{}, capturing: map[int]bool{}, size: map[int]uint64{},
+		pools: map[int]int{}, poolOf: map[vmm.DevicePtr]int{}, handed: map[vmm.DevicePtr]bool{}, capturing: map[int]bool{}, size: map[int]uint64{},
 		gone: map[int]bool{}, forgot: map[vmm.Stream]bool{}}
 	e.Device = cfg.Device
 	if e.Device == nil {
@@ -734,6 +736,7 @@ func (e *Env) step(op Op) StepResult {
 			e.live[op.ID] = true
 			e.size[op.ID] = op.Size
 			e.poolOf[res.Ptr] = op.Pool
+			e.handed[res.Ptr] = true
 			if e.Cfg.Patterns {
 				if err := Fill(e.Device, res.Ptr, op.Size, PatternByte(uint64(op.ID)), e.checker); err != nil {
 					res.Violations = append(res.Violations, spec.Violation{Inv: CheckIntegrity, Msg: fmt.Sprintf("a%d: %v", op.ID, err)})
@@ -757,6 +760,12 @@ func (e *Env) step(op Op) StepResult {
 			// interior-pointer error needs a live block that p is inside of.
 			res.Violations = append(res.Violations, spec.Violation{Inv: spec.InvContract,
 				Msg: fmt.Sprintf("C-FREE-KIND: Free(%v) failed with %v, but no live allocation's block contains it", p, res.Err)})
+		}
+		if res.Err != nil && !e.handed[p] && !e.closed && !interiorOfLive(before, p) && !errors.Is(res.Err, impl.ErrUnknownPointer) {
+			// C-FREE-KIND's other half: the engine may forget that a pointer was freed (a double free then
+			// says unknown), never invent it: a pointer no Alloc returned is unknown, exactly.
+			res.Violations = append(res.Violations, spec.Violation{Inv: spec.InvContract,
+				Msg: fmt.Sprintf("C-FREE-KIND: Free(%v) failed with %v, but no Alloc returned it and no live allocation contains it: want exactly ErrUnknownPointer", p, res.Err)})
 		}
 		if res.Err == nil {
 			e.Hist.OnFree(before, p)

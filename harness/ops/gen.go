@@ -144,7 +144,7 @@ type Rule struct {
 // only). A rule added to the table changes what a given string of choices decodes to; an opt-in rule
 // leaves the programs of saved byte strings (the fuzz corpus) as they were until their owner opts in.
 var OptIn = map[string]bool{"arena-hole": true, "fragments": true, "handoff": true, "forget": true, "query": true, "capture-flush": true,
-	"close-fault": true, "fence": true}
+	"close-fault": true, "fence": true, "remainder": true}
 
 // Gen is the generator for one sequence: the swarm's configuration and rules switched off, the sizes it
 // draws from, and the requests made so far (sizes-repeat).
@@ -349,6 +349,11 @@ var Rules = []Rule{
 				r = max(b, 4*g.Gran) - 3*g.Gran
 			}
 			seq = append(seq, Op{Kind: OpFree, ID: y}, Op{Kind: OpAlloc, ID: y + 1, Size: r, Stream: s})
+			if src.Intn(2, "frag-reuse-free?") == 1 {
+				// Freed again: the block that served r goes back to the cache whole (gmlake-paper hands out
+				// only the pieces under r).
+				seq = append(seq, Op{Kind: OpFree, ID: y + 1})
+			}
 		case 3:
 			seq = append(seq, Op{Kind: OpFree, ID: y}, Op{Kind: OpAlloc, ID: y + 1, Size: sizes[len(sizes)-1], Stream: s},
 				Op{Kind: OpAlloc, ID: y + 2, Size: want, Stream: s})
@@ -576,6 +581,22 @@ var Rules = []Rule{
 		return []Op{{Kind: OpAlloc, ID: x, Size: small, Stream: a}, {Kind: OpAlloc, ID: x + 1, Size: fill, Stream: a},
 			{Kind: OpFree, ID: x + 1}, {Kind: OpLaunch, Stream: a}, {Kind: OpAlloc, ID: x + 2, Size: small, Stream: b},
 			{Kind: OpFree, ID: x + 2}, {Kind: OpFree, ID: x}}
+	}},
+	{"remainder", 1, func(g *Gen, st State, src Source) []Op {
+		// A free block whose start no Alloc returned: the rest of a freed block after a smaller request took
+		// its head, merged with its freed right neighbour; then frees at the request's boundaries (the rest's
+		// start, a pointer never handed out: unknown, exactly) and a free of the freed neighbour's old start.
+		s, x := g.home(src), st.NextID()
+		unit := []uint64{512, 4096, vmm.MiB + 512, g.Gran}[src.Intn(4, "remainder-unit")]
+		small := unit
+		if src.Intn(2, "remainder-odd?") == 1 {
+			small = unit - 1 // rounds up to the unit again
+		}
+		return []Op{{Kind: OpAlloc, ID: x, Size: unit, Stream: s}, {Kind: OpAlloc, ID: x + 1, Size: 4 * unit, Stream: s},
+			{Kind: OpAlloc, ID: x + 2, Size: unit, Stream: s}, {Kind: OpFree, ID: x + 1},
+			{Kind: OpAlloc, ID: x + 3, Size: small, Stream: s}, {Kind: OpFree, ID: x + 2},
+			{Kind: OpFreeInterior, ID: x + 3, Offset: vmm.AlignUp(small, 512)}, {Kind: OpFreeInterior, ID: x + 3, Offset: 4 * unit},
+			{Kind: OpFree, ID: x + 2}}
 	}},
 }
 
