@@ -81,6 +81,9 @@ var Checkers = []Checker{
 	{Name: "capi", Pkg: "./capi", Run: ".", Dirs: clibOnly},
 	// The op language through the C library's plain-integer surface (swarm sequences with the layers' own
 	// ops, and its scenarios), judged by the contract, the spec and INV-SERVE.
+	// The op language itself: its text (ops, headers with the seeded bugs by name, trace lines) parses back,
+	// and the Env runs and judges short sequences on the engine.
+	{Name: "ops", Pkg: "./harness/ops", Run: "^(TestOpsRoundTrip|TestParse.*|TestTraceLinesAreOps|TestHeader.*|TestEnv.*)$", Dirs: engineOnly},
 	{Name: "clib", Pkg: "./harness/ops", Run: "^(TestCLib.*|TestKnobTextParsesBack)$", Dirs: allLayers},
 }
 

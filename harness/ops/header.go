@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -83,7 +84,7 @@ func formatField(p any) (text string, zero bool) {
 	case *float64:
 		return strconv.FormatFloat(*v, 'g', -1, 64), *v == 0
 	case *impl.Mutation:
-		return fmt.Sprintf("%#x", uint32(*v)), *v == 0
+		return mutationText(*v), *v == 0
 	}
 	panic(fmt.Sprintf("ops: setup key of type %T", p))
 }
@@ -107,9 +108,7 @@ func parseField(p any, text string) error {
 	case *float64:
 		*v, err = strconv.ParseFloat(text, 64)
 	case *impl.Mutation:
-		var m uint64
-		m, err = strconv.ParseUint(text, 0, 32)
-		*v = impl.Mutation(m)
+		*v, err = parseMutations(text)
 	default:
 		panic(fmt.Sprintf("ops: setup key of type %T", p))
 	}
@@ -182,4 +181,37 @@ func setupField(cfg *Config, key string) any {
 		}
 	}
 	return nil
+}
+
+// mutationText names the seeded bugs of m, joined by "+" (`mutations=no-merge+spurious-oom`); bits that name
+// no bug print in hex.
+func mutationText(m impl.Mutation) string {
+	var names []string
+	for _, one := range impl.AllMutations() {
+		if m&one != 0 {
+			names = append(names, one.String())
+			m &^= one
+		}
+	}
+	if m != 0 {
+		names = append(names, fmt.Sprintf("%#x", uint32(m)))
+	}
+	return strings.Join(names, "+")
+}
+
+// parseMutations reads mutationText back; a number (0x40) is read as the bits themselves.
+func parseMutations(text string) (impl.Mutation, error) {
+	var m impl.Mutation
+	for _, name := range strings.Split(text, "+") {
+		if n, err := strconv.ParseUint(name, 0, 32); err == nil {
+			m |= impl.Mutation(n)
+			continue
+		}
+		i := slices.IndexFunc(impl.AllMutations(), func(x impl.Mutation) bool { return x.String() == name })
+		if i < 0 {
+			return 0, fmt.Errorf("no seeded bug is named %q", name)
+		}
+		m |= impl.AllMutations()[i]
+	}
+	return m, nil
 }

@@ -318,3 +318,34 @@ func TestDefaultNameReplaysThroughTheEmptyName(t *testing.T) {
 		t.Fatal("DefaultName with policy caching was accepted: the empty name runs gmlake")
 	}
 }
+
+// A header names the seeded bugs it runs (mutations=no-merge+spurious-oom), each by its own name, and reads
+// the names (or the bits in hex) back to the same bugs; an unknown name is refused.
+func TestHeaderNamesTheSeededBugs(t *testing.T) {
+	all := impl.AllMutations()
+	seen := map[string]bool{}
+	for i, m := range all {
+		name := m.String()
+		if seen[name] || strings.HasPrefix(name, "Mutation(") {
+			t.Fatalf("seeded bug %d is named %q: every bug needs a name of its own", i, name)
+		}
+		seen[name] = true
+		pair := m | all[(i+1)%len(all)]
+		for _, text := range []string{mutationText(m), mutationText(pair), fmt.Sprintf("%#x", uint32(pair))} {
+			want := m
+			if text != mutationText(m) {
+				want = pair
+			}
+			got, err := parseMutations(text)
+			if err != nil || got != want {
+				t.Errorf("mutations=%s parses to %v (%v), want %#x", text, got, err, uint32(want))
+			}
+		}
+	}
+	if got := mutationText(all[0] | all[3]); got != all[0].String()+"+"+all[3].String() {
+		t.Errorf("mutationText = %q, want the two names joined by +", got)
+	}
+	if _, err := parseMutations("no-such-bug"); err == nil {
+		t.Error("an unknown seeded bug's name parsed")
+	}
+}
