@@ -18,5 +18,5 @@ else
   echo "== campaign"; time $B/gmlake fuzz --device cuda --policy all --duration 10s --streams 8 --capacity 8GiB --seed 14 --hang-after 30s 2>&1 | tr '\r' '\n' > $OUT/campaign.log; tail -12 $OUT/campaign.log
   cd $R/fuzz && echo "== fuzz"; time $B/fuzz.test -test.run '^$' -test.fuzz FuzzOpsOnGPU -test.fuzztime 90s -test.parallel 8 -test.fuzzminimizetime 20x -test.fuzzcachedir /tmp/fc > $OUT/fuzzgpu.log 2>&1; tail -15 $OUT/fuzzgpu.log
   new=$(git -C $R status --porcelain -uall fuzz/testdata/fuzz | awk '{print $2}')
-  [ -n "$new" ] && tar czf $OUT/new-fuzz-inputs.tgz -C $R $new
+  if [ -n "$new" ]; then tar czf $OUT/new-fuzz-inputs.tgz -C $R $new; fi
 fi
