@@ -79,11 +79,11 @@ var Checkers = []Checker{
 	// capi's tests build libgmlake.so with go build; the mutant's overlay reaches that build through
 	// GOFLAGS (runChecker), so the library under test is the mutant's.
 	{Name: "capi", Pkg: "./capi", Run: ".", Dirs: clibOnly},
-	// The op language through the C library's plain-integer surface (swarm sequences with the layers' own
-	// ops, and its scenarios), judged by the contract, the spec and INV-SERVE.
 	// The op language itself: its text (ops, headers with the seeded bugs by name, trace lines) parses back,
 	// and the Env runs and judges short sequences on the engine.
 	{Name: "ops", Pkg: "./harness/ops", Run: "^(TestOpsRoundTrip|TestParse.*|TestTraceLinesAreOps|TestHeader.*|TestEnv.*)$", Dirs: engineOnly},
+	// The op language through the C library's plain-integer surface (swarm sequences with the layers' own
+	// ops, and its scenarios), judged by the contract, the spec and INV-SERVE.
 	{Name: "clib", Pkg: "./harness/ops", Run: "^(TestCLib.*|TestKnobTextParsesBack)$", Dirs: allLayers},
 }
 

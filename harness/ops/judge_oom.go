@@ -24,7 +24,7 @@ func judgeOOMError(err error, size uint64, s vmm.Stream, st impl.Stats, deviceFr
 	if oe.Requested != size || oe.Rounded < size || oe.Stream != s {
 		bad = append(bad, fmt.Sprintf("requested %d (rounded %d) on stream %d, want %d on stream %d", oe.Requested, oe.Rounded, oe.Stream, size, s))
 	}
-	if oe.Reserved != st.ReservedBytes || oe.Live != st.AllocatedBytes || oe.Cached != st.ReservedBytes-min(st.ReservedBytes, st.AllocatedBytes) {
+	if !oomHoldingsAre(oe, st) {
 		bad = append(bad, fmt.Sprintf("the engine holds %d reserved, %d live, %d cached; its Stats say %d reserved, %d allocated",
 			oe.Reserved, oe.Live, oe.Cached, st.ReservedBytes, st.AllocatedBytes))
 	}
@@ -36,4 +36,11 @@ func judgeOOMError(err error, size uint64, s vmm.Stream, st impl.Stats, deviceFr
 		out = append(out, spec.Violation{Inv: spec.InvContract, Msg: fmt.Sprintf("Alloc(%d) on stream %d: its out-of-memory error says %s", size, s, b)})
 	}
 	return out
+}
+
+// oomHoldingsAre reports whether out-of-memory error oe tells what the engine holds as its Stats st say:
+// reserved, live (allocated) and cached (reserved less allocated) bytes.
+func oomHoldingsAre(oe *impl.OOMError, st impl.Stats) bool {
+	return oe.Reserved == st.ReservedBytes && oe.Live == st.AllocatedBytes &&
+		oe.Cached == st.ReservedBytes-min(st.ReservedBytes, st.AllocatedBytes)
 }

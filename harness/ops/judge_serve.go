@@ -119,8 +119,7 @@ func (e *Env) judgeServe(op Op, res StepResult, refused bool) []spec.Violation {
 			// The error says what the caller is told (PyTorch's out-of-memory message): what was asked
 			// for, and what the engine holds now (nothing changed since the error was made).
 			st := e.A.Stats()
-			if oe.Requested != op.Size || oe.Reserved != st.ReservedBytes || oe.Live != st.AllocatedBytes ||
-				oe.Cached != st.ReservedBytes-min(st.ReservedBytes, st.AllocatedBytes) {
+			if oe.Requested != op.Size || !oomHoldingsAre(oe, st) {
 				bad("%v: the out-of-memory error says requested %d, reserved %d, live %d, cached %d; the engine holds %d reserved, %d allocated",
 					op, oe.Requested, oe.Reserved, oe.Live, oe.Cached, st.ReservedBytes, st.AllocatedBytes)
 			}
