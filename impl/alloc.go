@@ -92,6 +92,7 @@ func (a *Allocator) allocMissLocked(ss *streamState, pool poolKind, rs, size vmm
 		if a.p.debugOOM {
 			a.dumpStateLocked(fmt.Sprintf("before release, alloc %d on s%d: %v", size, ss.s, err))
 		}
+		a.syncCappedLocked()        // frees past a fence cap become known safe (F6), as PyTorch waits here
 		_ = a.releaseCachedLocked() // a failure here leaves less released; the retry tells
 		if b := a.bestFitLocked(ss, pool, rs); b != nil {
 			return &b.block, nil

@@ -129,6 +129,7 @@ type Stats struct {
 	NumStitchFrees     uint64 // stitched blocks torn down (StitchFree)
 	NumOOMs            uint64 // Alloc calls that failed with out of memory
 	NumCacheFlushes    uint64 // times the cache was released to retry an allocation
+	NumSyncs           uint64 // streams waited for on the out-of-memory path (a driver that can wait; F6)
 	DriverCalls        vmm.CallCounts
 }
 

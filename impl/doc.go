@@ -48,8 +48,13 @@
 // used it completed: the engine learns that from fences, events recorded on the freeing stream (streamState):
 // one at a free that leaves a whole segment or chunk free when no outstanding fence covers it, or lazily when
 // needed. The steady-state hot path makes no driver call. The price: at most maxFences fences per stream
-// are recorded at frees; a free beyond them, on an idle stream, is covered only by a lazy fence that also
-// waits for work launched after the free (spec/FINDINGS.md F6, open).
+// are recorded at frees; a free beyond them is covered only by a lazy fence that also waits for work
+// launched after the free. So the stream notes it (capped), and the out-of-memory path, before it
+// releases the cache, waits for each such stream once when the driver can wait (vmm.StreamSyncer:
+// impl/cudavmm; PyTorch waits there too): then every free on it so far is safe (spec/FINDINGS.md F6). On a
+// driver that cannot wait (the simulated device alone) F6 stays: such a free may stay held until its
+// stream's later work completes. Under impl/serve the layer's synchronise-and-retry waits for every stream
+// instead (its memory cap hides the driver's wait from the engine).
 //
 // Destroyed streams: CUDA completes the work a destroyed stream still holds, but leaves no handle to wait
 // on it. ForgetStream, called before cuStreamDestroy, records a last event on the stream: what was used on

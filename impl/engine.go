@@ -38,6 +38,11 @@ type streamState struct {
 	// Allocator.freeSeq, nor does safeSeq. Frees record at most maxFences; safe() may add one past them.
 	fences  []fence
 	safeSeq uint64
+	// capped: the free counter at the latest free made while maxFences were outstanding (0: none), a free
+	// that no fence recorded at its time covers (F6). Invariant: capped <= Allocator.freeSeq. capped >
+	// safeSeq means a lazy fence for it would also wait for work launched after it: the out-of-memory path
+	// synchronises the stream instead, when the driver can (syncCappedLocked).
+	capped uint64
 
 	// gone: the caller said s is (about to be) destroyed (ForgetStream). Alloc and RecordStream on s are
 	// ErrUnknownStream from then on; s's cached memory is released or stitched once lastEv completed.
@@ -70,7 +75,10 @@ type Allocator struct {
 	mu sync.Mutex
 
 	// Everything below is guarded by mu.
-	d      meteredDriver // the driver, counting every call the engine makes (Stats.DriverCalls); safe without mu
+	d meteredDriver // the driver, counting every call the engine makes (Stats.DriverCalls); safe without mu
+	// sync: the driver's own wait (vmm.StreamSyncer, impl/cudavmm), nil if it has none. Only the
+	// out-of-memory path calls it (syncCappedLocked), never the hot path.
+	sync   vmm.StreamSyncer
 	p      params
 	mut    Mutation
 	gran   vmm.Bytes // the driver's granularity: a power of two, a multiple of 512 B; fixed at New
@@ -173,6 +181,7 @@ func New(d vmm.Driver, cfg Config) (*Allocator, error) {
 		return nil, err
 	}
 	a := &Allocator{d: meteredDriver{wrap.NewCounter(d)}, mut: cfg.TestOnlyMutations}
+	a.sync, _ = d.(vmm.StreamSyncer)
 	a.gran = a.d.Granularity()
 	if a.gran == 0 || a.gran&(a.gran-1) != 0 || a.gran%minBlockSize != 0 {
 		return nil, fmt.Errorf("%w: driver granularity %d is not a power of two multiple of 512", ErrBadConfig, a.gran)
@@ -808,8 +817,12 @@ func (a *Allocator) freeBlockLocked(x *block) {
 	}
 	ss := b.seg.ss
 	ss.free[b.pool].insert(b)
-	if len(ss.fences) < maxFences && (a.releasableLocked(b) || onlyPendingBesides(b)) {
-		a.noteFreeLocked(ss)
+	if len(ss.fences) < maxFences {
+		if a.releasableLocked(b) || onlyPendingBesides(b) {
+			a.noteFreeLocked(ss)
+		}
+	} else {
+		ss.capped = a.freeSeq // one store: the hot path stays free of driver calls (F6)
 	}
 }
 
@@ -869,10 +882,73 @@ type fence struct {
 
 // noteFreeLocked records a fence on ss after a free that left a releasable unit, if no outstanding fence covers it.
 func (a *Allocator) noteFreeLocked(ss *streamState) {
-	if n := len(ss.fences); n >= maxFences || (n > 0 && ss.fences[n-1].seq == a.freeSeq) || ss.safeSeq == a.freeSeq {
+	if n := len(ss.fences); n >= maxFences {
+		ss.capped = a.freeSeq
+		return
+	} else if (n > 0 && ss.fences[n-1].seq == a.freeSeq) || ss.safeSeq == a.freeSeq {
 		return
 	}
 	a.recordFenceLocked(ss)
+}
+
+// syncCappedLocked waits, with the driver's own wait (Allocator.sync), for each stream that has a free past
+// its fence cap not yet known safe (streamState.capped), and so makes every free on it so far safe: its
+// fences retire (their events back to the pool) and safeSeq reaches freeSeq in each of the stream's states
+// (the default pools and every private pool's). Without it, the frees past the cap on a stream that was idle
+// when they were made would wait for a lazy fence that also waits for the work launched after them: a
+// spurious out of memory (spec/FINDINGS.md F6). PyTorch's release_cached_blocks waits too
+// (synchronize_and_free_events); here only the streams that need it. Nothing happens while a stream
+// captures (no stream may be synchronised then), on a driver without a wait, or for a gone stream (its last
+// event covers it). A failed wait leaves the stream as it was. It reports whether any stream was waited for,
+// and then retires what completed (processEventsLocked).
+func (a *Allocator) syncCappedLocked() bool {
+	if a.sync == nil || a.nCapturing > 0 {
+		return false
+	}
+	var need []vmm.Stream
+	look := func(ss *streamState) {
+		if ss.capped > ss.safeSeq && !ss.gone && a.goneDefaultLocked(ss) == nil && !slices.Contains(need, ss.s) {
+			need = append(need, ss.s)
+		}
+	}
+	for _, ss := range a.order {
+		look(ss)
+	}
+	for _, mp := range a.pools {
+		for _, ss := range mp.order {
+			look(ss)
+		}
+	}
+	if len(need) == 0 {
+		return false
+	}
+	slices.Sort(need) // the order of the waits does not depend on the pools map
+	synced := false
+	for _, s := range need {
+		if err := a.sync.Synchronize(s); err != nil {
+			continue // a failed wait proves nothing: its frees stay as they were
+		}
+		synced = true
+		a.st.NumSyncs++
+		settle := func(ss *streamState) {
+			if ss == nil || ss.s != s {
+				return
+			}
+			for _, f := range ss.fences {
+				a.evFree = append(a.evFree, f.ev)
+			}
+			ss.fences = ss.fences[:0]
+			ss.safeSeq = a.freeSeq
+		}
+		settle(a.streams[s])
+		for _, mp := range a.pools {
+			settle(mp.streams[s])
+		}
+	}
+	if synced {
+		a.processEventsLocked()
+	}
+	return synced
 }
 
 // recordFenceLocked records a fence on ss now, covering every free so far. Failures are ignored: safe() records

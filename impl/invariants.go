@@ -313,8 +313,8 @@ func (a *Allocator) checkInvariantsLocked() error {
 		}
 	}
 	for _, ss := range states {
-		if ss.safeSeq > a.freeSeq {
-			return fail("stream %d: safe up to %d of %d frees", ss.s, ss.safeSeq, a.freeSeq)
+		if ss.safeSeq > a.freeSeq || ss.capped > a.freeSeq {
+			return fail("stream %d: safe up to %d, capped at %d, of %d frees", ss.s, ss.safeSeq, ss.capped, a.freeSeq)
 		}
 		for i, f := range ss.fences {
 			if f.seq > a.freeSeq || (i > 0 && f.seq <= ss.fences[i-1].seq) {

@@ -58,6 +58,7 @@ func (a *Allocator) paperMissLocked(ss *streamState, pool poolKind, rs, size vmm
 	}
 	if !a.seeded(MutSpuriousOOM) {
 		a.st.NumCacheFlushes++
+		a.syncCappedLocked()             // frees past a fence cap become known safe (F6)
 		_ = a.paperReleaseCachedLocked() // a failure leaves less released; the retry tells
 		b, seg, err = a.paperGrowLocked(ss, pool, rs, true)
 		if b != nil || (err != nil && !errors.Is(err, vmm.ErrOutOfMemory)) {

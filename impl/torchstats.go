@@ -24,7 +24,8 @@ import "github.com/gmlake/gmlake/vmm"
 //   - reserved_bytes: physical bytes held (the chunks); views never count again.
 //   - num_device_alloc / num_device_free: successful cuMemCreate / cuMemRelease calls.
 //   - num_alloc_retries: allocations that released the cache and retried; num_ooms: allocations that
-//     failed with out of memory. num_sync_all_streams is the C library's (the engine synchronises nothing).
+//     failed with out of memory. num_sync_all_streams is the C library's (the engine itself waits only
+//     for the streams past a fence cap: Stats.NumSyncs).
 //   - oversize_*: always zero, max_split_size -1 (gmlake has no max_split_size: it splits, or stitches).
 //
 // Invariant (INV-TORCHSTATS, TestTorchStatsMatchLiveSet): every current value equals what the live set and

@@ -13,11 +13,12 @@ import (
 // A decision history pins what the engine decided at every step, not only what it answered: where an
 // allocation was placed (its reservation, by rank of base address, and its offset there; whether a
 // stitched block serves it), the bytes reserved, mapped and allocated after the step, how many blocks are
-// free, pending and stitched, and which driver calls the step made. It is a regression oracle: it says that
-// a decision moved, not that the new one is wrong (the contract, the spec's predicates and the judges say
-// that); an intended change is accepted by rewriting the goldens (fuzz's TestDecisionHistories,
-// GMLAKE_UPDATE=1) and reviewing their diff. It names no absolute address, but it is the simulated device's:
-// on a real GPU the driver's addresses and the streams' timing differ, and so would the decisions.
+// free, pending and stitched, and which driver calls the step made (a stream synchronisation as sync). It
+// is a regression oracle: it says that a decision moved, not that the new one is wrong (the contract, the
+// spec's predicates and the judges say that); an intended change is accepted by rewriting the goldens
+// (fuzz's TestDecisionHistories, GMLAKE_UPDATE=1) and reviewing their diff. It names no absolute address,
+// but it is the simulated device's: on a real GPU the driver's addresses and the streams' timing differ,
+// and so would the decisions.
 
 // decision is the digest of the step r just ran (Config.Decisions): taken from the View after it and from
 // the driver calls it made since the previous digest.
@@ -54,6 +55,10 @@ func (e *Env) decision(r StepResult) string {
 			}
 		}
 		e.decided = now
+		if d := e.syncs - e.decidedSyncs; d != 0 { // a stream synchronisation (not a call the device counts)
+			calls = append(calls, fmt.Sprintf("sync+%d", d))
+		}
+		e.decidedSyncs = e.syncs
 		if len(calls) > 0 {
 			b.WriteString(" calls=" + strings.Join(calls, ","))
 		}

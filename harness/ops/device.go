@@ -31,6 +31,7 @@ type clockSync struct{ e *Env }
 // A fail-sync armed (Env.syncFail) fails the synchronisation it counts down to: the stream's work stays
 // pending, and the Env notes the stream (syncFailed) for INV-SERVE.
 func (c clockSync) Synchronize(s vmm.Stream) error {
+	c.e.syncs++
 	if c.e.syncFail > 0 {
 		if c.e.syncFail--; c.e.syncFail == 0 {
 			c.e.syncFailed = append(c.e.syncFailed, s)

@@ -168,12 +168,15 @@ type Env struct {
 	// outcomes[i] is Outcome of Ops[i] when it ran through Step (History prints them).
 	outcomes []string
 	// decisions[i] is the decision digest of Ops[i] (Config.Decisions; DecisionHistory prints them);
-	// decided, the device's call counts when the last digest was taken.
-	decisions []string
-	decided   vmm.CallCounts
-	Steps     int
-	last      spec.View // the View after the last checked step, valid while lastOK
-	lastOK    bool
+	// decided, the device's call counts when the last digest was taken; syncs, the synchronisations asked
+	// of clockSync so far (by the layer or the engine), decidedSyncs their number at the last digest.
+	decisions    []string
+	decided      vmm.CallCounts
+	syncs        int
+	decidedSyncs int
+	Steps        int
+	last         spec.View // the View after the last checked step, valid while lastOK
+	lastOK       bool
 }
 
 // viewBefore returns the View now, reusing the one taken after the previous step when nothing can have
@@ -328,7 +331,9 @@ func NewEnv(cfg Config) (*Env, error) {
 			e.Streams = e.Streams[:cfg.Streams]
 		}
 	} else {
-		a, err := impl.New(drv, kc)
+		// The engine waits for a stream on its out-of-memory path when its driver can (F6): through the
+		// Env's clock, so the judges are told the stream's work completed (tellSynced), as under the layer.
+		a, err := impl.New(syncDriver{drv, clockSync{e}}, kc)
 		if err != nil {
 			return nil, fmt.Errorf("ops: opening policy %q: %w", cfg.Policy, err)
 		}
