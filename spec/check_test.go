@@ -587,6 +587,30 @@ func TestCheckReuseTakesTheSmallestWithinTheLimit(t *testing.T) {
 	}
 }
 
+// INV-REUSE judges reuse by the block's identity, not its address: a new stitched block that a real driver
+// placed at the range of a cached one torn down in the same call (the one-sBlock cache, found by
+// TestRapidOnGPU on the H200) is a new stitch, not a reuse of the old block beyond the limit; the same
+// answer with the old block's id is that reuse, and is caught.
+func TestCheckReuseKnowsANewBlockAtAnOldAddress(t *testing.T) {
+	before := goodView()
+	for i := range before.Blocks[:2] {
+		before.Blocks[i].State, before.Blocks[i].Stream, before.Blocks[i].SmallPool = BlockFree, 0, false
+	}
+	before.Live = nil
+	st := before.Blocks[2].Range.Base // sBlock 3, 4 MiB, cached
+	after := before
+	after.Blocks = slices.Clone(before.Blocks)
+	after.Blocks[2] = Block{ID: 9, Stitched: true, State: BlockLive, Range: vmm.Range{Base: st, Size: 2 * mb}, Parts: []uint64{1}}
+	fine := GrowthRule{StitchMin: 2 * mb, Save: 64 << 10, Granularity: 512 << 10, Reuse: 5}
+	if vs := CheckReuse(fine, before, after, st, 2*mb, 0); len(vs) != 0 {
+		t.Errorf("a new 2 MiB stitched block at the torn-down 4 MiB block's address judged as its reuse: %v", vs)
+	}
+	after.Blocks[2].ID, after.Blocks[2].Range.Size = 3, 4*mb
+	if vs := CheckReuse(fine, before, after, st, 2*mb, 0); len(vs) != 1 || vs[0].Inv != InvReuse {
+		t.Errorf("the 4 MiB block itself reused for 2 MiB beyond the 3 MiB limit: want one INV-REUSE, got %v", vs)
+	}
+}
+
 // INV-REUSE for gmlake-paper: with every chunk of the cached 4 MiB stitched block free, a 3 MiB request
 // (rounded to 4 MiB) served by a new reservation is caught while the block is within reuseLimit times the
 // request, a reuse of it is caught once it is not (a 2 MiB request under reuseLimit 1.5), and so is a reuse

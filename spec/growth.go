@@ -133,8 +133,8 @@ func CheckGrowth(rule GrowthRule, before, after View, size uint64, s vmm.Stream)
 }
 
 // CheckReuse is INV-REUSE for one successful Alloc(size) on stream s under gmlake, over the Views before and
-// after the call: a large request rounded to r >= StitchMin that a new stitched block serves (its reservation
-// is new) had no cached stitched block of s to reuse instead, one of at least r and at most
+// after the call: a large request rounded to r >= StitchMin that a new stitched block serves (one before lacks,
+// by id: a real driver may give it the range of one torn down in the call) had no cached stitched block of s to reuse instead, one of at least r and at most
 // max(r/4*Reuse, r + 2 granules) bytes whose every chunk lay wholly in a free block of s (impl/doc.go, the
 // allocation path, step 3: reuse needs no driver call, a new stitch maps every chunk again); and a request a
 // cached stitched block serves took one of at most that many bytes, with no smaller such block of s left.
@@ -148,14 +148,13 @@ func CheckReuse(rule GrowthRule, before, after View, ptr vmm.DevicePtr, size uin
 		return nil
 	}
 	limit := max(r/4*rule.Reuse, r+2*rule.Granularity)
-	if _, old := resOfSorted(before.Device.Reservations, ptr); old {
-		// A cached sBlock was reused (or a reservation that existed before): the smallest reusable one, and
-		// one of at most limit bytes. The engine may also count chunks freed on other streams whose work
-		// completed, so its choice is among a superset of reusableSBlocks: none of those may be smaller.
-		for _, b := range before.Blocks {
-			if !b.Stitched || b.Range.Base != ptr || b.State != BlockFree {
-				continue
-			}
+	if b, old := stitchedBefore(before, got.ID); old {
+		// A cached sBlock was reused: the smallest reusable one, and one of at most limit bytes. The engine
+		// may also count chunks freed on other streams whose work completed, so its choice is among a
+		// superset of reusableSBlocks: none of those may be smaller. (Reuse is the block's identity, not
+		// its address: a real driver may hand a new stitched block the range of one torn down in the same
+		// call, found by TestRapidOnGPU on the H200 with a one-sBlock cache.)
+		if b.State == BlockFree {
 			if b.Range.Size > limit {
 				return []Violation{violation(InvReuse, "Alloc(%d) (rounded %d) on stream %d reused the cached stitched block %d %v of %s, more than max(r/4*%d, r + 2 granules) = %s",
 					size, r, s, b.ID, b.Range, vmm.FormatBytes(b.Range.Size), rule.Reuse, vmm.FormatBytes(limit))}
@@ -226,6 +225,16 @@ func CheckPaperReuse(before, after View, ptr vmm.DevicePtr, size, chunk uint64, 
 		}
 	}
 	return nil
+}
+
+// stitchedBefore returns the stitched block of v with id, if v has it.
+func stitchedBefore(v View, id uint64) (Block, bool) {
+	for _, b := range v.Blocks {
+		if b.Stitched && b.ID == id {
+			return b, true
+		}
+	}
+	return Block{}, false
 }
 
 // reusableSBlocks returns the cached (free) stitched blocks of stream s in v of at least r bytes whose every

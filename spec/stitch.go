@@ -59,7 +59,7 @@ func CheckStitch(rule GrowthRule, before, after View, ptr vmm.DevicePtr, size ui
 		return nil
 	}
 	res, ok := resOfSorted(after.Device.Reservations, ptr)
-	if _, old := resOfSorted(before.Device.Reservations, ptr); !ok || old {
+	if _, old := stitchedBefore(before, got.ID); !ok || old {
 		return nil // a cached stitched block reused (INV-REUSE), or INV-MIRROR
 	}
 	var free []Block // free large-pool pBlocks of s, by address
