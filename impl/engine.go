@@ -38,8 +38,8 @@ type streamState struct {
 	// Allocator.freeSeq, nor does safeSeq. Frees record at most maxFences; safe() may add one past them.
 	fences  []fence
 	safeSeq uint64
-	// capped: the free counter at the latest free made while maxFences were outstanding (0: none), a free
-	// that no fence recorded at its time covers (F6). Invariant: capped <= Allocator.freeSeq. capped >
+	// capped: the free counter at the latest free that no fence recorded at its time covers (0: none): made
+	// while maxFences were outstanding (F6), or whose fence could not be recorded (F19). Invariant: capped <= Allocator.freeSeq. capped >
 	// safeSeq means a lazy fence for it would also wait for work launched after it: the out-of-memory path
 	// synchronises the stream instead, when the driver can (syncCappedLocked).
 	capped uint64
@@ -888,7 +888,11 @@ func (a *Allocator) noteFreeLocked(ss *streamState) {
 	} else if (n > 0 && ss.fences[n-1].seq == a.freeSeq) || ss.safeSeq == a.freeSeq {
 		return
 	}
-	a.recordFenceLocked(ss)
+	if !a.recordFenceLocked(ss) {
+		// No fence of its time covers this free either (an event's creation or record failed, or a stream
+		// captures): the out-of-memory path waits for the stream, as past the cap (F19).
+		ss.capped = a.freeSeq
+	}
 }
 
 // syncCappedLocked waits, with the driver's own wait (Allocator.sync), for each stream that has a free past

@@ -168,3 +168,33 @@ func TestWaitOnlyForStreamsPastTheCap(t *testing.T) {
 		closeClean(t, a, dev)
 	})
 }
+
+// TestFreeWhoseFenceFailsIsWaitedFor (F19, INV-NOSPURIOUSOOM): a free whose fence cannot be recorded (its
+// event's creation refused) is covered by no fence of its time, as a free past the cap; after work
+// launched on its stream, the out-of-memory path waits for the stream once and takes the chunk.
+func TestFreeWhoseFenceFailsIsWaitedFor(t *testing.T) {
+	dev := sim.NewDevice(sim.DeviceConfig{Capacity: 8 * MiB})
+	wd := &waitDevice{Device: dev}
+	a, err := New(wd, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, _ := dev.CreateStream()
+	p := mustAlloc(t, a, 2*MiB, vmm.DefaultStream)
+	q := mustAlloc(t, a, 2*MiB, vmm.DefaultStream)
+	mustAlloc(t, a, 4*MiB, s1) // the rest of the device
+	mustFree(t, a, p)          // records a fence
+	dev.FailNth(vmm.CallCreateEvent, 1, vmm.OutOfMemory)
+	mustFree(t, a, q) // its fence's event cannot be created
+	dev.ClearFaults()
+	dev.Launch(vmm.DefaultStream) // after both frees
+	if _, err := a.Alloc(4*MiB, s1); err != nil {
+		t.Fatalf("4 MiB on stream %d, both chunks freed on stream 0 before its work: %v", s1, err)
+	}
+	if len(wd.waits) != 1 || wd.waits[0] != vmm.DefaultStream {
+		t.Errorf("waits %v, want stream 0 once", wd.waits)
+	}
+	checkState(t, a, dev)
+	dev.CompleteAll()
+	closeClean(t, a, dev)
+}

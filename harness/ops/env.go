@@ -917,7 +917,10 @@ func (e *Env) step(op Op) StepResult {
 	}
 	// What the serving layer promises (INV-SERVE), judged while e.synced still holds its synchronisations.
 	res.Violations = append(res.Violations, e.judgeServe(op, res, refused)...)
-	// The serving layer's synchronisations happened before its answer: tell the judges first.
+	// The serving layer's synchronisations happened before its answer: tell the judges first. A wait that
+	// failed (fail-sync) left its stream's work pending, so the engine could not learn that frees on it
+	// completed: an out of memory in that step is not the engine's to answer for (C-OOM, INV-NOSPURIOUSOOM).
+	waitFailed := len(e.syncFailed) > 0
 	e.tellSynced()
 	// The contract: was the answer legal? While a stream captures, frees of blocks used on other streams
 	// wait (impl: SetCapturing), frees deferred by a capture wait after it for the work launched before its
@@ -929,7 +932,7 @@ func (e *Env) step(op Op) StepResult {
 		switch {
 		case ok:
 			e.Contract = next
-		case (len(e.capturing) > 0 || e.pooled || e.Hist.LazyWaiting()) && op.Kind == OpAlloc && errors.Is(res.Err, vmm.ErrOutOfMemory) && res.Ptr == 0:
+		case (len(e.capturing) > 0 || e.pooled || e.Hist.LazyWaiting() || waitFailed) && op.Kind == OpAlloc && errors.Is(res.Err, vmm.ErrOutOfMemory) && res.Ptr == 0:
 		default:
 			res.Violations = append(res.Violations, spec.Violation{Inv: spec.InvContract, Msg: why})
 		}
@@ -1020,7 +1023,7 @@ func (e *Env) step(op Op) StepResult {
 		}
 		e.paperStitched += made
 	}
-	if op.Kind == OpAlloc && haveBefore && errors.Is(res.Err, vmm.ErrOutOfMemory) && !e.faulty &&
+	if op.Kind == OpAlloc && haveBefore && errors.Is(res.Err, vmm.ErrOutOfMemory) && !e.faulty && !waitFailed &&
 		!errors.Is(res.Err, impl.ErrInvalidSize) && len(e.capturing) == 0 && !e.pooled {
 		res.Violations = append(res.Violations, spec.CheckNoSpuriousOOM(before, e.Hist, e.Rule, op.Size, in.Stream)...)
 	}

@@ -90,6 +90,13 @@ import (
 //     work launched after the free, a chunk asked on another stream (INV-NOSPURIOUSOOM judges the answer); or a
 //     block to the end of a chunk it shares with a live block freed beside a chunk that holds only a block
 //     pending on another stream (no fence: INV-FENCE), the chunk asked on that stream once its work completed;
+//   - fence-cap (a template; opt-in; devices up to 64 MiB): spec/FINDINGS.md F6: 9-11 blocks of a unit each
+//     (a chunk under gmlake, else a 1 MiB request in a 2 MiB segment of its own) on stream a, all freed
+//     while a is idle (more frees than the engine's fences per stream, each leaving a whole unit free), work
+//     launched on a after the frees or before the last one (that work may use the last block), then a
+//     request on another stream that needs that memory back (the units, the device less one unit, or all of
+//     it); maybe behind a fail-sync: the engine's wait for a on its out-of-memory path fails, and the frees
+//     past the cap must not count as safe (INV-RELEASESAFE);
 //   - close: rarely, completeall and Close mid-sequence (every call after must fail with ErrClosed);
 //   - fail, clearfaults: a fault on one of the swarm's call kinds, N-th next call, a driver result; or a
 //     burst of 2-7 in a row from the N-th on (the engine's retry bounds: gmlake-paper's realloc_block tries
@@ -144,7 +151,7 @@ type Rule struct {
 // only). A rule added to the table changes what a given string of choices decodes to; an opt-in rule
 // leaves the programs of saved byte strings (the fuzz corpus) as they were until their owner opts in.
 var OptIn = map[string]bool{"arena-hole": true, "fragments": true, "handoff": true, "forget": true, "query": true, "capture-flush": true,
-	"close-fault": true, "fence": true, "remainder": true}
+	"close-fault": true, "fence": true, "remainder": true, "fence-cap": true}
 
 // Gen is the generator for one sequence: the swarm's configuration and rules switched off, the sizes it
 // draws from, and the requests made so far (sizes-repeat).
@@ -560,6 +567,39 @@ var Rules = []Rule{
 		return []Op{{Kind: OpAlloc, ID: x, Size: g.Capacity, Stream: a}, {Kind: OpFree, ID: x},
 			{Kind: OpAlloc, ID: x + 1, Size: g.Gran, Stream: a}, {Kind: OpAlloc, ID: x + 2, Size: g.Capacity - g.Gran, Stream: a},
 			{Kind: OpFree, ID: x + 2}, {Kind: OpLaunch, Stream: a}, {Kind: OpAlloc, ID: x + 3, Size: c, Stream: b}}
+	}},
+	{"fence-cap", 1, func(g *Gen, st State, src Source) []Op {
+		a, x := g.home(src), st.NextID()
+		b := (a + 1 + src.Intn(max(g.Streams-1, 1), "fence-cap-other")) % g.Streams
+		req, unit := uint64(vmm.MiB), 2*g.Gran // a small-pool request: a 2 MiB segment (chunk) of its own
+		if g.Policy == impl.PolicyGMLake {
+			req, unit = g.chunk(), g.chunk()
+		}
+		n := 9 + src.Intn(3, "fence-cap-n") // impl's maxFences is 8
+		if g.Capacity > 64*vmm.MiB || g.Capacity < uint64(n)*unit+unit {
+			return nil
+		}
+		var seq []Op
+		for i := 0; i < n; i++ {
+			seq = append(seq, Op{Kind: OpAlloc, ID: x + i, Size: req, Stream: a})
+		}
+		for i := 0; i < n-1; i++ {
+			seq = append(seq, Op{Kind: OpFree, ID: x + i})
+		}
+		// Busy: the work is launched before the last free, and may use that block until it completes.
+		busy := src.Intn(2, "fence-cap-busy?") == 0
+		if busy {
+			seq = append(seq, Op{Kind: OpLaunch, Stream: a})
+		}
+		seq = append(seq, Op{Kind: OpFree, ID: x + n - 1})
+		if !busy {
+			seq = append(seq, Op{Kind: OpLaunch, Stream: a})
+		}
+		if src.Intn(3, "fence-cap-fail-sync?") == 0 {
+			seq = append(seq, Op{Kind: OpSyncFail, N: 1})
+		}
+		big := []uint64{uint64(n) * unit, g.Capacity - unit, g.Capacity}[src.Intn(3, "fence-cap-request")]
+		return append(seq, Op{Kind: OpAlloc, ID: x + n, Size: big, Stream: b})
 	}},
 	{"arena-hole", 1, func(g *Gen, st State, src Source) []Op {
 		// On one stream: blocks of h and m granules and a one-granule separator, the first freed and the

@@ -339,10 +339,7 @@ func (e *Env) layerOp(op Op, res *StepResult) (refused bool, err error) {
 	}
 	used := e.Device.State().Used
 	switch op.Kind {
-	case OpSyncFail:
-		if e.S == nil {
-			return true, nil
-		}
+	case OpSyncFail: // the layer's synchronisations, or the bare engine's wait on its out-of-memory path (F6)
 		e.syncFail = op.N
 	case OpLimit:
 		if e.S == nil || op.Size != 0 && op.Size < used {

@@ -29,7 +29,8 @@ package ops
 //	limit 33554432             SetMemoryLimit(33554432) of the serving layer (0: no cap), at run time
 //	fraction 0.5               the C library's SetMemoryFraction(0.5) (PyTorch's set_per_process_memory_fraction)
 //	stats                      the C library's statistics as JSON and its snapshot JSON, parsed back and judged
-//	fail-sync 2                the 2nd next stream synchronisation of the serving layer fails (its work stays pending)
+//	fail-sync 2                the 2nd next stream synchronisation fails (the serving layer's, or the bare engine's
+//	                           wait on its out-of-memory path): its work stays pending
 //	close                      Close()
 //
 // Misuse is not a separate kind: it is an op whose arguments the engine must refuse. A free of an id no
@@ -89,7 +90,7 @@ const (
 	OpLimit    // the serving layer's op (judge_serve.go): refused without Config.Serve
 	OpFraction // the C library's ops (judge_serve.go): refused without Config.CLib
 	OpStats
-	OpSyncFail // the Env's synchroniser under the serving layer: refused without Config.Serve
+	OpSyncFail // the Env's synchroniser (the serving layer's, or the bare engine's wait: clockSync)
 	numOpKinds
 )
 
