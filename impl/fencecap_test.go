@@ -21,6 +21,34 @@ func (d *waitDevice) Synchronize(s vmm.Stream) error {
 	return nil
 }
 
+// newWaitTest makes a gmlake allocator on a device of capacity bytes that can wait, and a second stream.
+func newWaitTest(t *testing.T, capacity uint64) (*Allocator, *sim.Device, *waitDevice, vmm.Stream) {
+	t.Helper()
+	dev := sim.NewDevice(sim.DeviceConfig{Capacity: capacity})
+	wd := &waitDevice{Device: dev}
+	a, err := New(wd, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, err := dev.CreateStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, dev, wd, s1
+}
+
+// allocFree allocates n blocks of size on stream 0 and frees them in order.
+func allocFree(t *testing.T, a *Allocator, n int, size uint64) {
+	t.Helper()
+	var ps []vmm.DevicePtr
+	for i := 0; i < n; i++ {
+		ps = append(ps, mustAlloc(t, a, size, vmm.DefaultStream))
+	}
+	for _, p := range ps {
+		mustFree(t, a, p)
+	}
+}
+
 // fenceCapScene is spec/FINDINGS.md F6 for one policy: n frees, each leaving a releasable unit, on idle
 // stream 0 (more than maxFences), then work launched on stream 0 and a request on stream 1 that needs
 // all of that memory back.
@@ -47,13 +75,7 @@ func (sc fenceCapScene) run(t *testing.T, d vmm.Driver, dev *sim.Device) (*Alloc
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ps []vmm.DevicePtr
-	for i := 0; i < sc.n; i++ {
-		ps = append(ps, mustAlloc(t, a, sc.size, vmm.DefaultStream))
-	}
-	for _, p := range ps {
-		mustFree(t, a, p)
-	}
+	allocFree(t, a, sc.n, sc.size)
 	dev.Launch(vmm.DefaultStream) // after every free: the freed memory is not in use
 	_, err = a.Alloc(sc.big, s1)
 	return a, s1, err
@@ -100,21 +122,9 @@ func TestFreesPastFenceCapUsableAfterWait(t *testing.T) {
 // its stream once.
 func TestWaitOnlyForStreamsPastTheCap(t *testing.T) {
 	t.Run("fenced", func(t *testing.T) {
-		dev := sim.NewDevice(sim.DeviceConfig{Capacity: 20 * MiB})
-		wd := &waitDevice{Device: dev}
-		a, err := New(wd, Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s1, _ := dev.CreateStream()
-		var ps []vmm.DevicePtr
-		for i := 0; i < maxFences; i++ {
-			ps = append(ps, mustAlloc(t, a, 2*MiB, vmm.DefaultStream))
-		}
+		a, dev, wd, s1 := newWaitTest(t, 20*MiB)
 		live := mustAlloc(t, a, 2*MiB, vmm.DefaultStream)
-		for _, p := range ps {
-			mustFree(t, a, p)
-		}
+		allocFree(t, a, maxFences, 2*MiB)
 		dev.Launch(vmm.DefaultStream)
 		if _, err := a.Alloc(20*MiB, s1); !errors.Is(err, vmm.ErrOutOfMemory) {
 			t.Fatalf("20 MiB with 2 MiB live: %v, want out of memory", err)
@@ -130,20 +140,8 @@ func TestWaitOnlyForStreamsPastTheCap(t *testing.T) {
 		closeClean(t, a, dev)
 	})
 	t.Run("capturing", func(t *testing.T) {
-		dev := sim.NewDevice(sim.DeviceConfig{Capacity: 20 * MiB})
-		wd := &waitDevice{Device: dev}
-		a, err := New(wd, Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s1, _ := dev.CreateStream()
-		var ps []vmm.DevicePtr
-		for i := 0; i <= maxFences; i++ {
-			ps = append(ps, mustAlloc(t, a, 2*MiB, vmm.DefaultStream))
-		}
-		for _, p := range ps {
-			mustFree(t, a, p) // the last one past the cap
-		}
+		a, dev, wd, s1 := newWaitTest(t, 20*MiB)
+		allocFree(t, a, maxFences+1, 2*MiB) // the last free past the cap
 		dev.Launch(vmm.DefaultStream)
 		if err := a.SetCapturing(s1, true); err != nil {
 			t.Fatal(err)
@@ -173,13 +171,7 @@ func TestWaitOnlyForStreamsPastTheCap(t *testing.T) {
 // event's creation refused) is covered by no fence of its time, as a free past the cap; after work
 // launched on its stream, the out-of-memory path waits for the stream once and takes the chunk.
 func TestFreeWhoseFenceFailsIsWaitedFor(t *testing.T) {
-	dev := sim.NewDevice(sim.DeviceConfig{Capacity: 8 * MiB})
-	wd := &waitDevice{Device: dev}
-	a, err := New(wd, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s1, _ := dev.CreateStream()
+	a, dev, wd, s1 := newWaitTest(t, 8*MiB)
 	p := mustAlloc(t, a, 2*MiB, vmm.DefaultStream)
 	q := mustAlloc(t, a, 2*MiB, vmm.DefaultStream)
 	mustAlloc(t, a, 4*MiB, s1) // the rest of the device
