@@ -155,15 +155,7 @@ func TestWaitOnlyForStreamsPastTheCap(t *testing.T) {
 		if err := a.SetCapturing(s1, false); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.Alloc(20*MiB, s1); err != nil {
-			t.Fatalf("20 MiB on stream %d, every byte freed on idle stream 0: %v", s1, err)
-		}
-		if len(wd.waits) != 1 || wd.waits[0] != vmm.DefaultStream {
-			t.Errorf("waits %v, want stream 0 once", wd.waits)
-		}
-		checkState(t, a, dev)
-		dev.CompleteAll()
-		closeClean(t, a, dev)
+		servedAfterOneWait(t, a, dev, wd, 20*MiB, s1)
 	})
 }
 
@@ -180,8 +172,15 @@ func TestFreeWhoseFenceFailsIsWaitedFor(t *testing.T) {
 	mustFree(t, a, q) // its fence's event cannot be created
 	dev.ClearFaults()
 	dev.Launch(vmm.DefaultStream) // after both frees
-	if _, err := a.Alloc(4*MiB, s1); err != nil {
-		t.Fatalf("4 MiB on stream %d, both chunks freed on stream 0 before its work: %v", s1, err)
+	servedAfterOneWait(t, a, dev, wd, 4*MiB, s1)
+}
+
+// servedAfterOneWait asks size bytes on s1, which everything freed on stream 0 before its work must serve,
+// and wants the engine to have waited for stream 0 once; then checks the state and closes the engine.
+func servedAfterOneWait(t *testing.T, a *Allocator, dev *sim.Device, wd *waitDevice, size uint64, s1 vmm.Stream) {
+	t.Helper()
+	if _, err := a.Alloc(size, s1); err != nil {
+		t.Fatalf("%d B on stream %d, the memory freed on stream 0 before its work: %v", size, s1, err)
 	}
 	if len(wd.waits) != 1 || wd.waits[0] != vmm.DefaultStream {
 		t.Errorf("waits %v, want stream 0 once", wd.waits)
