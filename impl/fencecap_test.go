@@ -189,3 +189,32 @@ func servedAfterOneWait(t *testing.T, a *Allocator, dev *sim.Device, wd *waitDev
 	dev.CompleteAll()
 	closeClean(t, a, dev)
 }
+
+// TestFreeAtTheCapRecordsNoFence (F6's bound): with maxFences fences outstanding on stream 0, the free of a
+// block recorded on another stream records that stream's event and no fence of its own (at most maxFences
+// are recorded at frees), and notes the stream instead (capped), so the out-of-memory path knows to wait.
+func TestFreeAtTheCapRecordsNoFence(t *testing.T) {
+	a, dev, _, s1 := newWaitTest(t, 64*MiB)
+	for i := 0; i < maxFences; i++ {
+		mustFree(t, a, mustAlloc(t, a, 2*MiB, vmm.DefaultStream)) // each free records a fence
+	}
+	ss := a.streams[vmm.DefaultStream]
+	if len(ss.fences) != maxFences {
+		t.Fatalf("%d fences after %d releasable frees on an idle stream, want %d", len(ss.fences), maxFences, maxFences)
+	}
+	p := mustAlloc(t, a, 2*MiB, vmm.DefaultStream)
+	if err := a.RecordStream(p, s1); err != nil {
+		t.Fatal(err)
+	}
+	before := dev.Counts()[vmm.CallRecordEvent]
+	mustFree(t, a, p)
+	if n := dev.Counts()[vmm.CallRecordEvent] - before; n != 1 {
+		t.Errorf("the free at the cap recorded %d events, want 1 (stream %d's, no fence)", n, s1)
+	}
+	if len(ss.fences) != maxFences || ss.capped != a.freeSeq {
+		t.Errorf("after the free at the cap: %d fences, capped at %d of %d frees; want %d fences, capped at the free",
+			len(ss.fences), ss.capped, a.freeSeq, maxFences)
+	}
+	dev.CompleteAll()
+	closeClean(t, a, dev)
+}
