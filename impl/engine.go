@@ -909,33 +909,27 @@ func (a *Allocator) syncCappedLocked() bool {
 	if a.sync == nil || a.nCapturing > 0 {
 		return false
 	}
-	var need []vmm.Stream
-	look := func(ss *streamState) {
-		if ss.capped > ss.safeSeq && !ss.gone && a.goneDefaultLocked(ss) == nil && !slices.Contains(need, ss.s) {
-			need = append(need, ss.s)
-		}
+	needs := func(ss *streamState) bool {
+		return ss != nil && ss.capped > ss.safeSeq && !ss.gone && a.goneDefaultLocked(ss) == nil
 	}
-	for _, ss := range a.order {
-		look(ss)
-	}
-	for _, mp := range a.pools {
-		for _, ss := range mp.order {
-			look(ss)
-		}
-	}
-	if len(need) == 0 {
-		return false
-	}
-	slices.Sort(need) // the order of the waits does not depend on the pools map
 	synced := false
-	for _, s := range need {
+	// a.order is every stream in id order, and every private pool's state is of one of them (CheckInvariants):
+	// the waits come in stream order, whatever the pools map's.
+	for _, d := range a.order {
+		s, need := d.s, needs(d)
+		for _, mp := range a.pools {
+			need = need || needs(mp.streams[s])
+		}
+		if !need {
+			continue
+		}
 		if err := a.sync.Synchronize(s); err != nil {
 			continue // a failed wait proves nothing: its frees stay as they were
 		}
 		synced = true
 		a.st.NumSyncs++
 		settle := func(ss *streamState) {
-			if ss == nil || ss.s != s {
+			if ss == nil {
 				return
 			}
 			for _, f := range ss.fences {
@@ -944,7 +938,7 @@ func (a *Allocator) syncCappedLocked() bool {
 			ss.fences = ss.fences[:0]
 			ss.safeSeq = a.freeSeq
 		}
-		settle(a.streams[s])
+		settle(d)
 		for _, mp := range a.pools {
 			settle(mp.streams[s])
 		}

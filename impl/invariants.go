@@ -277,8 +277,11 @@ func (a *Allocator) checkInvariantsLocked() error {
 		}
 		states = append(states, ss)
 	}
-	for _, mp := range a.pools {
+	for id, mp := range a.pools {
 		for _, ss := range mp.order {
+			if a.streams[ss.s] == nil { // syncCappedLocked finds a pool's states through the streams
+				return fail("pool %v has a state of stream %d, which the engine does not know", id, ss.s)
+			}
 			states = append(states, ss)
 		}
 	}
