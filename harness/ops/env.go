@@ -490,6 +490,17 @@ func (e *Env) ResumeChecks() {
 // Faulty reports whether an injected driver fault may still be pending.
 func (e *Env) Faulty() bool { return e.faulty }
 
+// armedOnly reports whether every fault armed since the last clearfaults is on one of kinds (true with
+// none armed; a fail-sync is not a driver fault and is not counted).
+func (e *Env) armedOnly(kinds ...vmm.CallKind) bool {
+	for _, k := range e.armed {
+		if !slices.Contains(kinds, k) {
+			return false
+		}
+	}
+	return true
+}
+
 // Closed reports whether Close ran.
 func (e *Env) Closed() bool { return e.closed }
 
@@ -1004,8 +1015,13 @@ func (e *Env) step(op Op) StepResult {
 	if op.Kind == OpAlloc && haveBefore && res.Err != nil {
 		res.Violations = append(res.Violations, judgeFailClean(op, before, after, res.Err)...) // INV-FAILCLEAN
 	}
-	if op.Kind == OpAlloc && haveBefore && e.Cfg.Policy == impl.PolicyGMLakePaper && op.Pool == 0 && !e.pooled && !e.faulty {
-		// INV-PAPERGC: what gmlake-paper may collect during an allocation (failed or not).
+	if op.Kind == OpAlloc && haveBefore && e.Cfg.Policy == impl.PolicyGMLakePaper && op.Pool == 0 && !e.pooled &&
+		e.armedOnly(vmm.CallCreate, vmm.CallMemInfo) {
+		// INV-PAPERGC: what gmlake-paper may collect during an allocation (failed or not). Judged also
+		// with faults armed on cuMemCreate and cuMemGetInfo alone: neither is a call of the stitch whose
+		// failure lets GLake collect, and a refused creation is realloc_block's own case, which the rule
+		// states (it collects only when cudaMemGetInfo reports more free than the segment: a creation
+		// refused while exactly the segment is free must not collect).
 		autoGC := e.Cfg.Knobs.AutoGC
 		if autoGC == 0 {
 			autoGC = 1000 << 30 // impl: GMLake's autoGC default
