@@ -839,10 +839,13 @@ func (e *Env) step(op Op) StepResult {
 	case OpClose:
 		in = contract.ContractInput{Op: contract.COpClose}
 		wasClosed := e.closed
-		res.Err = e.close()
+		used := e.Device.State().Used
+		var rep closeReport
+		rep, res.Err = e.close()
 		if !wasClosed {
 			e.closeErr = res.Err
 			res.Violations = append(res.Violations, judgeClose(op, res.Err, e.Device.Leaks(), e.eventsLost)...)
+			res.Violations = append(res.Violations, e.judgeCloseReport(op, rep, used-e.Device.State().Used)...)
 		}
 		e.closed = true
 		if res.Err == nil || !e.faulty {

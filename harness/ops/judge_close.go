@@ -3,10 +3,12 @@ package ops
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/spec"
+	"github.com/gmlake/gmlake/vmm"
 )
 
 // judgeClose judges C-CLOSE (spec/SPEC.md, the calls) for a Close that returned err, from the device's leak
@@ -22,6 +24,43 @@ func judgeClose(op Op, err error, leaks sim.LeakReport, eventsLost bool) []spec.
 	}
 	return []spec.Violation{{Inv: spec.InvContract, Msg: fmt.Sprintf(
 		"C-CLOSE: %v returned no error but left the device holding %s", op, leaks)}}
+}
+
+// closeReport is what a Close reported: the live allocations it released anyway (nil through the C
+// library, which gives only their count), their count, and the physical bytes it returned to the device.
+type closeReport struct {
+	live     []vmm.DevicePtr
+	nLive    int
+	released uint64
+}
+
+// judgeCloseReport judges C-CLOSE's report (impl.CloseReport, what gmlake_close and the Go API tell their
+// caller): the bytes it says it returned are exactly the physical bytes the device got back during the
+// call (freed bytes is what a caller reads to learn what Close gave back, failure or not), and the
+// allocations it lists as never freed are exactly the Env's live ones (their count, through the C
+// library).
+func (e *Env) judgeCloseReport(op Op, rep closeReport, returned uint64) []spec.Violation {
+	var vs []spec.Violation
+	bad := func(format string, args ...any) {
+		vs = append(vs, spec.Violation{Inv: spec.InvContract, Msg: "C-CLOSE: " + op.String() + ": " + fmt.Sprintf(format, args...)})
+	}
+	if rep.released != returned {
+		bad("the report says %s returned to the device; the device got back %s", vmm.FormatBytes(rep.released), vmm.FormatBytes(returned))
+	}
+	var want []vmm.DevicePtr
+	for id := range e.live {
+		want = append(want, e.ptrs[id])
+	}
+	slices.Sort(want)
+	if rep.nLive != len(want) {
+		bad("the report counts %d allocations never freed; %d are live", rep.nLive, len(want))
+	} else if rep.live != nil {
+		got := slices.Sorted(slices.Values(rep.live))
+		if !slices.Equal(got, want) {
+			bad("the report lists %v as never freed; the live allocations are %v", got, want)
+		}
+	}
+	return vs
 }
 
 // judgeForgetCapturing judges C-FORGET's clause for a stream that captures a CUDA graph (the contract has no

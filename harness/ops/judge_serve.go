@@ -273,13 +273,17 @@ func byteText(n uint64, k int) string {
 
 // close is Close through the layers (the C library's returns what was live and released; the Env judges
 // Close from the device, C-CLOSE).
-func (e *Env) close() error {
+func (e *Env) close() (closeReport, error) {
 	if e.C != nil {
-		_, _, err := e.C.Close()
-		return err
+		n, released, err := e.C.Close()
+		return closeReport{nLive: n, released: released}, err
 	}
-	_, err := e.A.Close()
-	return err
+	rep, err := e.A.Close()
+	r := closeReport{nLive: len(rep.Live), released: rep.ReleasedBytes, live: []vmm.DevicePtr{}}
+	for _, l := range rep.Live {
+		r.live = append(r.live, l.Ptr)
+	}
+	return r, err
 }
 
 // remapFails reports whether the next stream creation fails by an armed fault (streamFaults), so that an
