@@ -158,7 +158,8 @@ func TestSimDevicesPointersDistinct(t *testing.T) {
 // Property: a bad configuration is said once on stderr at the engine's start, naming the variable, and
 // every allocation fails; a bad value is never taken as "no cap" (a memory fraction of 1e-12 made a 0-byte
 // limit, which meant no cap) or read as 2^63 (NaN), and the throwing entry does not call it out of memory
-// (issue 14 items 4 and 5; see testdata/config_errors.cc).
+// (issue 14 items 4 and 5; see testdata/config_errors.cc); a good one, in the documented spelling, is taken
+// and says nothing.
 func TestConfigErrorsSaidOnceAtStart(t *testing.T) {
 	cxx, err := exec.LookPath("g++")
 	if err != nil {
@@ -197,6 +198,29 @@ func TestConfigErrorsSaidOnceAtStart(t *testing.T) {
 		}
 		if throw := out[strings.Index(out, "throw: "):]; strings.Contains(throw, "out of memory") || !strings.Contains(throw, c.name) {
 			t.Errorf("%s: the throwing entry says %q", c.env, throw)
+		}
+	}
+	// And a good configuration, spelled as docs/pytorch.md spells the variables, is taken silently: every
+	// allocation succeeds and nothing is said (no configuration error, no unknown variable).
+	for _, env := range [][]string{
+		{"GMLAKE_MEMORY_FRACTION=0.75"},
+		{"GMLAKE_MEMORY_FRACTION=1", "GMLAKE_MEMORY_LIMIT=200MiB"},
+		{"GMLAKE_SBLOCK_CACHE=2", "GMLAKE_STITCH_MIN=8MiB", "GMLAKE_CHUNK_SIZE=4MiB"},
+		{"GMLAKE_POLICY=gmlake-paper", "GMLAKE_DEFRAG_LEVEL=3", "GMLAKE_REUSE_LIMIT=2.5"},
+		{"GMLAKE_POLICY=expandable", "GMLAKE_TIME_DRIVER=1"},
+	} {
+		run := exec.Command(bin)
+		run.Env = append(simEnv(), env...)
+		var stdout, stderr strings.Builder
+		run.Stdout, run.Stderr = &stdout, &stderr
+		if err := run.Run(); err != nil {
+			t.Fatalf("%v: %v\n%s%s", env, err, stdout.String(), stderr.String())
+		}
+		if out := stdout.String(); !strings.Contains(out, "nulls=0") || !strings.Contains(out, "throw: none") {
+			t.Errorf("%v: a good configuration failed an allocation:\n%s", env, out)
+		}
+		if errs := stderr.String(); errs != "" {
+			t.Errorf("%v: a good configuration made the library say:\n%s", env, errs)
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"time"
 	"unicode"
 
 	"github.com/gmlake/gmlake/impl"
@@ -198,8 +197,9 @@ func (e *Env) openCLib(drv vmm.Driver, kc impl.Config, mapped bool) (*serve.Engi
 }
 
 // KnobText is knobs as the C library's environment gives them: the fields that are not zero, each named
-// by its Go name, its environment spelling or that with the GMLAKE_ prefix (by turns), sizes with a
-// binary unit where they are whole (KiB, MiB, M, GiB, ...), durations as Go writes them.
+// by its Go name, its environment spelling or that with the GMLAKE_ prefix (by turns; always the
+// environment spelling when the C library does not list it, so that the parse refuses it), sizes with a
+// binary unit where they are whole (KiB, MiB, M, GiB, ...).
 func KnobText(knobs impl.Config) map[string]string {
 	settable := map[string]bool{} // the C library's knob names
 	for _, n := range clib.KnobNames() {
@@ -213,13 +213,13 @@ func KnobText(knobs impl.Config) map[string]string {
 		if f.Name == "Policy" || f.Name == "TestOnlyMutations" || x.IsZero() {
 			continue // not a knob, or the default
 		}
-		if !settable[env] {
-			// A knob the C library does not list under its spelling: given by its Go name, it must still
-			// parse (ApplyKnobs), or the parse-back check in openCLib says which.
-			out[f.Name] = fmt.Sprint(x.Interface())
-			continue
-		}
+		// The judge's own spelling, whether or not the C library lists it (clib.KnobNames): a knob it
+		// spells otherwise is refused as unknown, and openCLib says which (the names a user types are
+		// the documented ones, not whatever the library derives).
 		name := []string{env, "GMLAKE_" + env, f.Name}[k%3]
+		if !settable[env] {
+			name = env
+		}
 		k++
 		switch x.Kind() {
 		case reflect.Bool:
@@ -227,11 +227,7 @@ func KnobText(knobs impl.Config) map[string]string {
 		case reflect.Float32, reflect.Float64:
 			out[name] = strconv.FormatFloat(x.Float(), 'g', -1, 64)
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-			if d, ok := x.Interface().(time.Duration); ok {
-				out[name] = d.String()
-			} else {
-				out[name] = strconv.FormatInt(x.Int(), 10)
-			}
+			out[name] = strconv.FormatInt(x.Int(), 10)
 		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 			out[name] = byteText(x.Uint(), i)
 		default:
@@ -370,6 +366,15 @@ func (e *Env) layerOp(op Op, res *StepResult) (refused bool, err error) {
 		}
 		if valid && lim != 0 && lim < used {
 			return true, nil
+		}
+		// As GMLAKE_MEMORY_FRACTION gives it at the library's start: the text parses back to f exactly
+		// when f is in (0, 1] (clib.ParseFraction), else it is refused with ErrBadKnob.
+		text := strconv.FormatFloat(f, 'g', -1, 64)
+		switch pf, perr := clib.ParseFraction(text); {
+		case f > 0 && f <= 1 && (perr != nil || pf != f):
+			bad("GMLAKE_MEMORY_FRACTION=%s parses to %v, %v; want %v", text, pf, perr, f)
+		case !(f > 0 && f <= 1) && !errors.Is(perr, clib.ErrBadKnob):
+			bad("GMLAKE_MEMORY_FRACTION=%s parses to %v, %v; want an error wrapping ErrBadKnob", text, pf, perr)
 		}
 		was := e.C.MemoryLimit()
 		err = e.C.SetMemoryFraction(f)

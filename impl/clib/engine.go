@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"time"
 	"unicode"
 
 	"github.com/gmlake/gmlake/impl"
@@ -183,14 +182,6 @@ func ApplyKnobs(cfg *impl.Config, knobs map[string]string) error {
 			}
 			f.SetFloat(x)
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-			if f.Type() == reflect.TypeOf(time.Duration(0)) {
-				d, err := time.ParseDuration(strings.TrimSpace(s))
-				if err != nil {
-					return bad(err)
-				}
-				f.SetInt(int64(d))
-				break
-			}
 			x, err := strconv.ParseInt(strings.TrimSpace(s), 0, 64)
 			if err != nil {
 				return bad(err)
