@@ -237,7 +237,7 @@ type Snapshot struct {
 // CloseReport says what Close found and released.
 type CloseReport struct {
 	Live          []LiveInfo // allocations never freed (released anyway)
-	ReleasedBytes uint64     // physical bytes returned to the device
+	ReleasedBytes uint64     // physical bytes returned to the device: handles released that no mapping left standing keeps (F20)
 }
 
 // Config selects a policy and its knobs. The zero value is the default policy (gmlake) with its defaults.

@@ -854,6 +854,36 @@ func TestPoliciesAndConfig(t *testing.T) {
 	_ = sort.Ints
 }
 
+// Property: New refuses every knob just outside its documented range with ErrBadConfig (and no allocator), and
+// takes the values at its edges: gmlake-paper's DefragLevel is one of 0-3 (GLake's fragmentation levels), its
+// ReuseLimit at least 0.
+func TestNewRefusesKnobsJustOutsideTheirRange(t *testing.T) {
+	dev := sim.NewDevice(sim.DeviceConfig{Capacity: vmm.GiB, SyncStreams: true})
+	for _, c := range []struct {
+		cfg Config
+		ok  bool
+	}{
+		{Config{Policy: PolicyGMLakePaper, DefragLevel: 3}, true},
+		{Config{Policy: PolicyGMLakePaper, DefragLevel: 4}, false},
+		{Config{Policy: PolicyGMLakePaper, DefragLevel: -1}, false},
+		{Config{Policy: PolicyGMLakePaper, ReuseLimit: 0.5}, true},
+		{Config{Policy: PolicyGMLakePaper, ReuseLimit: -0.5}, false},
+		{Config{Policy: PolicyGMLake, StitchMin: 512}, true},
+		{Config{Policy: PolicyGMLake, StitchMin: 513}, false},
+	} {
+		a, err := New(dev, c.cfg)
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("New(%+v) = %v; want an allocator", c.cfg, err)
+		case !c.ok && (!errors.Is(err, ErrBadConfig) || a != nil):
+			t.Errorf("New(%+v) = %v, %v; want no allocator and %v", c.cfg, a, err, ErrBadConfig)
+		}
+		if a != nil {
+			a.Close()
+		}
+	}
+}
+
 // Snapshot is a deep copy: changing it, or the allocator afterwards, leaves the other alone.
 func TestSnapshotDeepCopy(t *testing.T) {
 	a, dev := newStitchTest(t, 0 /* capacity: an H200 */, true /* sync */)

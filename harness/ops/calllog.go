@@ -14,6 +14,13 @@ type failLog struct {
 	failed []spec.FailedCall // the calls that failed since the last reset, in call order
 	syncs  []streamCall      // the event and stream calls since the last reset (INV-CAPTURESAFE, judge_capture.go)
 	access []vmm.Range       // every SetAccess since the last reset, in call order, failed or not (INV-ACCESS)
+	unmaps []unmapCall       // every Unmap since the last reset, in call order, failed or not (INV-EMPTIED)
+}
+
+// unmapCall is one cuMemUnmap the engine made: the range and the driver's answer.
+type unmapCall struct {
+	r   vmm.Range
+	err error
 }
 
 func (l *failLog) note(k vmm.CallKind, size uint64, err error) {
@@ -59,6 +66,7 @@ func (l *failLog) SetAccess(ptr vmm.DevicePtr, size uint64) error {
 func (l *failLog) Unmap(ptr vmm.DevicePtr, size uint64) error {
 	err := l.Device.Unmap(ptr, size)
 	l.note(vmm.CallUnmap, size, err)
+	l.unmaps = append(l.unmaps, unmapCall{vmm.Range{Base: ptr, Size: size}, err})
 	return err
 }
 

@@ -42,5 +42,8 @@ func (c clockSync) Synchronize(s vmm.Stream) error {
 		c.e.Device.Complete(s)
 	}
 	c.e.synced = append(c.e.synced, s)
+	if c.e.calls != nil && c.e.S == nil { // the bare engine's own wait (F6), in call order with its event calls
+		c.e.calls.syncs = append(c.e.calls.syncs, streamCall{callSynchronize, s})
+	}
 	return nil
 }

@@ -95,3 +95,32 @@ func blockByID(v spec.View, id uint64) *spec.Block {
 	}
 	return nil
 }
+
+// judgeFenceAfterWait is INV-FENCE's clause for an Alloc whose out-of-memory path waited for a stream
+// (the bare engine's wait, F6: calls holds it as callSynchronize, in call order): the wait proved every free
+// made on that stream so far complete, so no fence is recorded on it after the wait within the call (one
+// would be a driver call, and on a stream given more work since, a wait for that work too). Not judged under
+// gmlake-paper (GLake records events as it stitches) or while a free deferred by a capture may be flushed in
+// the call (before, a block pending with no event outstanding: its records go on its streams).
+func judgeFenceAfterWait(policy string, op Op, before spec.View, calls []streamCall) []spec.Violation {
+	if policy == impl.PolicyGMLakePaper {
+		return nil
+	}
+	for _, b := range before.Blocks {
+		if b.State == spec.BlockPending && b.Events == 0 {
+			return nil
+		}
+	}
+	waited := map[vmm.Stream]bool{}
+	for _, c := range calls {
+		switch {
+		case c.kind == callSynchronize:
+			waited[c.stream] = true
+		case c.kind == vmm.CallRecordEvent && waited[c.stream]:
+			return []spec.Violation{{Inv: spec.InvFence, Msg: fmt.Sprintf(
+				"%v waited for stream %d on its out-of-memory path, then recorded an event on it: the wait proved every free on it so far complete",
+				op, c.stream)}}
+		}
+	}
+	return nil
+}
