@@ -394,3 +394,132 @@ func longestExpandableRun(d Device, res vmm.Range, blocks []Block) (uint64, vmm.
 	}
 	return best, bestAt
 }
+
+// CheckStitchArena is INV-ARENA's clause for the new memory of a stitch (gmlake), for one successful Alloc
+// on stream s that returned the new stitched block at ptr: the chunks a stitch maps for the part its free
+// chunks leave uncovered go into an unmapped stretch of one of the stream's large-pool arenas that holds them
+// all (impl: arenaChunksLocked, the first such stretch); a new arena is reserved for them only when none
+// does. So if the call reserved a new arena (besides the stitched block's own reservation) whose pBlocks are
+// s's large-pool blocks mapping n bytes, no arena of s's large pool that is still reserved after the call had,
+// before it, an unmapped stretch of at least n bytes. Room only grows during the call (a release of the
+// cache unmaps, never maps), so before's stretches are a lower bound.
+func CheckStitchArena(before, after View, ptr vmm.DevicePtr, s vmm.Stream) []Violation {
+	if after.Policy != "gmlake" {
+		return nil
+	}
+	sb := liveBlockAt(after, ptr, true /* stitched */)
+	if sb == nil || before.Reserved(ptr) {
+		return nil // not a stitch, or a cached stitched block reused
+	}
+	var pblocks []Block // after's pBlocks, by address
+	for _, b := range after.Blocks {
+		if !b.Stitched {
+			pblocks = append(pblocks, b)
+		}
+	}
+	sort.Slice(pblocks, func(i, j int) bool { return pblocks[i].Range.Base < pblocks[j].Range.Base })
+	var fresh vmm.Range
+	var grown uint64
+	for _, res := range after.Device.Reservations {
+		if res.Contains(ptr) || before.Reserved(res.Base) {
+			continue
+		}
+		i := sort.Search(len(pblocks), func(i int) bool { return pblocks[i].Range.Base >= res.Base })
+		for j := i; j < len(pblocks) && res.Contains(pblocks[j].Range.Base); j++ {
+			if b := pblocks[j]; b.Stream == s && !b.SmallPool {
+				fresh = res
+				grown += b.Range.Size
+			}
+		}
+	}
+	var blocks []Block // before's pBlocks, by address
+	for _, b := range before.Blocks {
+		if !b.Stitched {
+			blocks = append(blocks, b)
+		}
+	}
+	sort.Slice(blocks, func(i, j int) bool { return blocks[i].Range.Base < blocks[j].Range.Base })
+	if grown == 0 {
+		return checkStitchGrowsFirstHole(before, after, blocks, pblocks, sb, s)
+	}
+	blocks = blocks[:0] // before's pBlocks, by address
+	for _, b := range before.Blocks {
+		if !b.Stitched {
+			blocks = append(blocks, b)
+		}
+	}
+	sort.Slice(blocks, func(i, j int) bool { return blocks[i].Range.Base < blocks[j].Range.Base })
+	for _, res := range before.Device.Reservations {
+		i := sort.Search(len(blocks), func(i int) bool { return blocks[i].Range.Base >= res.Base })
+		j := i
+		ours := true
+		for ; j < len(blocks) && res.Contains(blocks[j].Range.Base); j++ {
+			ours = ours && blocks[j].Stream == s && !blocks[j].SmallPool
+		}
+		if j == i || !ours {
+			continue // no block to tell whose arena it is, or another stream's or pool's
+		}
+		if still, ok := resOfSorted(after.Device.Reservations, res.Base); !ok || still != res {
+			continue
+		}
+		for _, p := range arenaPieces(before.Device, res, blocks[i:j]) {
+			if !p.mapped && p.size >= grown {
+				return []Violation{violation(InvArena, "Alloc on stream %d stitched block %d %v and reserved a new arena %v for the %s it maps, although its arena %v had %s unmapped at %#x (arenaChunksLocked takes the first stretch that holds them)",
+					s, sb.ID, sb.Range, fresh, vmm.FormatBytes(grown), res, vmm.FormatBytes(p.size), uint64(p.base))}
+			}
+		}
+	}
+	return nil
+}
+
+// checkStitchGrowsFirstHole is CheckStitchArena's clause for a stitch that grew inside an arena it had: the
+// new chunks are mapped from the start of the lowest-addressed unmapped stretch of that arena that holds
+// them all (seg.unmapped is in address order), so no lower stretch of before had room for what was mapped.
+func checkStitchGrowsFirstHole(before, after View, blocks, pblocks []Block, sb *Block, s vmm.Stream) []Violation {
+	for _, res := range before.Device.Reservations {
+		i := sort.Search(len(blocks), func(i int) bool { return blocks[i].Range.Base >= res.Base })
+		j := i
+		ours := true
+		for ; j < len(blocks) && res.Contains(blocks[j].Range.Base); j++ {
+			ours = ours && blocks[j].Stream == s && !blocks[j].SmallPool
+		}
+		if j == i || !ours {
+			continue
+		}
+		if still, ok := resOfSorted(after.Device.Reservations, res.Base); !ok || still != res {
+			continue
+		}
+		holes := []arenaPiece{}
+		for _, p := range arenaPieces(before.Device, res, blocks[i:j]) {
+			if !p.mapped {
+				holes = append(holes, p)
+			}
+		}
+		// The bytes of before's holes that a pBlock maps after, and the first hole they lie in.
+		var grown uint64
+		first := -1
+		for k, h := range holes {
+			hr := vmm.Range{Base: h.base, Size: h.size}
+			for _, b := range pblocks {
+				if b.Range.Base >= hr.Limit() || b.Range.Limit() <= hr.Base {
+					continue
+				}
+				lo, hi := max(b.Range.Base, hr.Base), min(b.Range.Limit(), hr.Limit())
+				grown += uint64(hi - lo)
+				if first < 0 {
+					first = k
+				}
+			}
+		}
+		if grown == 0 {
+			continue
+		}
+		for _, h := range holes[:first] {
+			if h.size >= grown {
+				return []Violation{violation(InvArena, "Alloc on stream %d stitched block %d %v and mapped %s of new memory into arena %v's unmapped stretch at %#x, although the lower stretch at %#x had %s (arenaChunksLocked maps into the first stretch that holds them)",
+					s, sb.ID, sb.Range, vmm.FormatBytes(grown), res, uint64(holes[first].base), uint64(h.base), vmm.FormatBytes(h.size))}
+			}
+		}
+	}
+	return nil
+}

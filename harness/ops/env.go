@@ -1007,6 +1007,7 @@ func (e *Env) step(op Op) StepResult {
 					res.Violations = append(res.Violations, spec.CheckGrowth(e.Growth, before, after, op.Size, in.Stream)...)
 					res.Violations = append(res.Violations, spec.CheckReuse(e.Growth, before, after, res.Ptr, op.Size, in.Stream)...)
 					res.Violations = append(res.Violations, spec.CheckArena(before, after, res.Ptr, op.Size, in.Stream)...)
+					res.Violations = append(res.Violations, spec.CheckStitchArena(before, after, res.Ptr, in.Stream)...)
 					res.Violations = append(res.Violations, spec.CheckStitch(e.Growth, before, after, res.Ptr, op.Size, in.Stream)...)
 				}
 			}
