@@ -301,28 +301,9 @@ func CheckArena(before, after View, ptr vmm.DevicePtr, size uint64, s vmm.Stream
 		return nil // served from an arena that existed
 	}
 	r := vmm.AlignUp(max(size, 1), 512)
-	small := r <= SmallRequest
-	var blocks []Block // before's pBlocks, by address
-	for _, b := range before.Blocks {
-		if !b.Stitched {
-			blocks = append(blocks, b)
-		}
-	}
-	sort.Slice(blocks, func(i, j int) bool { return blocks[i].Range.Base < blocks[j].Range.Base })
-	for _, res := range before.Device.Reservations {
-		i := sort.Search(len(blocks), func(i int) bool { return blocks[i].Range.Base >= res.Base })
-		j := i
-		ours := true
-		for ; j < len(blocks) && res.Contains(blocks[j].Range.Base); j++ {
-			ours = ours && blocks[j].Stream == s && blocks[j].SmallPool == small
-		}
-		if j == i || !ours {
-			continue // no block to tell whose arena it is, or another stream's or pool's
-		}
-		if still, ok := resOfSorted(after.Device.Reservations, res.Base); !ok || still != res {
-			continue // released during the call (a release of the cache drops an arena it unmapped whole)
-		}
-		if run, at := longestExpandableRun(before.Device, res, blocks[i:j]); run >= r {
+	for _, ar := range streamArenas(before, after, s, r <= SmallRequest) {
+		res := ar.res
+		if run, at := longestExpandableRun(before.Device, res, ar.blocks); run >= r {
 			return []Violation{violation(InvArena, "Alloc(%d) on stream %d opened a new arena for %v although its arena %v had a run of %s of free and unmapped blocks from %#x (find_expandable_block extends it)",
 				size, s, got.Range, res, vmm.FormatBytes(run), uint64(at))}
 		}
@@ -411,13 +392,7 @@ func CheckStitchArena(before, after View, ptr vmm.DevicePtr, s vmm.Stream) []Vio
 	if sb == nil || before.Reserved(ptr) {
 		return nil // not a stitch, or a cached stitched block reused
 	}
-	var pblocks []Block // after's pBlocks, by address
-	for _, b := range after.Blocks {
-		if !b.Stitched {
-			pblocks = append(pblocks, b)
-		}
-	}
-	sort.Slice(pblocks, func(i, j int) bool { return pblocks[i].Range.Base < pblocks[j].Range.Base })
+	pblocks := pBlocksByAddress(after)
 	var fresh vmm.Range
 	var grown uint64
 	for _, res := range after.Device.Reservations {
@@ -432,37 +407,13 @@ func CheckStitchArena(before, after View, ptr vmm.DevicePtr, s vmm.Stream) []Vio
 			}
 		}
 	}
-	var blocks []Block // before's pBlocks, by address
-	for _, b := range before.Blocks {
-		if !b.Stitched {
-			blocks = append(blocks, b)
-		}
-	}
-	sort.Slice(blocks, func(i, j int) bool { return blocks[i].Range.Base < blocks[j].Range.Base })
+	arenas := streamArenas(before, after, s, false /* small */)
 	if grown == 0 {
-		return checkStitchGrowsFirstHole(before, after, blocks, pblocks, sb, s)
+		return checkStitchGrowsFirstHole(before, arenas, pblocks, sb, s)
 	}
-	blocks = blocks[:0] // before's pBlocks, by address
-	for _, b := range before.Blocks {
-		if !b.Stitched {
-			blocks = append(blocks, b)
-		}
-	}
-	sort.Slice(blocks, func(i, j int) bool { return blocks[i].Range.Base < blocks[j].Range.Base })
-	for _, res := range before.Device.Reservations {
-		i := sort.Search(len(blocks), func(i int) bool { return blocks[i].Range.Base >= res.Base })
-		j := i
-		ours := true
-		for ; j < len(blocks) && res.Contains(blocks[j].Range.Base); j++ {
-			ours = ours && blocks[j].Stream == s && !blocks[j].SmallPool
-		}
-		if j == i || !ours {
-			continue // no block to tell whose arena it is, or another stream's or pool's
-		}
-		if still, ok := resOfSorted(after.Device.Reservations, res.Base); !ok || still != res {
-			continue
-		}
-		for _, p := range arenaPieces(before.Device, res, blocks[i:j]) {
+	for _, ar := range arenas {
+		res := ar.res
+		for _, p := range arenaPieces(before.Device, res, ar.blocks) {
 			if !p.mapped && p.size >= grown {
 				return []Violation{violation(InvArena, "Alloc on stream %d stitched block %d %v and reserved a new arena %v for the %s it maps, although its arena %v had %s unmapped at %#x (arenaChunksLocked takes the first stretch that holds them)",
 					s, sb.ID, sb.Range, fresh, vmm.FormatBytes(grown), res, vmm.FormatBytes(p.size), uint64(p.base))}
@@ -475,22 +426,11 @@ func CheckStitchArena(before, after View, ptr vmm.DevicePtr, s vmm.Stream) []Vio
 // checkStitchGrowsFirstHole is CheckStitchArena's clause for a stitch that grew inside an arena it had: the
 // new chunks are mapped from the start of the lowest-addressed unmapped stretch of that arena that holds
 // them all (seg.unmapped is in address order), so no lower stretch of before had room for what was mapped.
-func checkStitchGrowsFirstHole(before, after View, blocks, pblocks []Block, sb *Block, s vmm.Stream) []Violation {
-	for _, res := range before.Device.Reservations {
-		i := sort.Search(len(blocks), func(i int) bool { return blocks[i].Range.Base >= res.Base })
-		j := i
-		ours := true
-		for ; j < len(blocks) && res.Contains(blocks[j].Range.Base); j++ {
-			ours = ours && blocks[j].Stream == s && !blocks[j].SmallPool
-		}
-		if j == i || !ours {
-			continue
-		}
-		if still, ok := resOfSorted(after.Device.Reservations, res.Base); !ok || still != res {
-			continue
-		}
+func checkStitchGrowsFirstHole(before View, arenas []arenaOf, pblocks []Block, sb *Block, s vmm.Stream) []Violation {
+	for _, ar := range arenas {
+		res := ar.res
 		holes := []arenaPiece{}
-		for _, p := range arenaPieces(before.Device, res, blocks[i:j]) {
+		for _, p := range arenaPieces(before.Device, res, ar.blocks) {
 			if !p.mapped {
 				holes = append(holes, p)
 			}
@@ -522,4 +462,47 @@ func checkStitchGrowsFirstHole(before, after View, blocks, pblocks []Block, sb *
 		}
 	}
 	return nil
+}
+
+// arenaOf is one arena of a stream and pool: its reservation and its pBlocks in address order.
+type arenaOf struct {
+	res    vmm.Range
+	blocks []Block
+}
+
+// streamArenas returns before's arenas of stream s and the small or large pool that are still reserved, the
+// same range, after the call: a reservation whose pBlocks are all of s and the pool (one with no block to
+// tell whose it is is left out, and so is one released during the call: a release of the cache drops an
+// arena it unmapped whole).
+func streamArenas(before, after View, s vmm.Stream, small bool) []arenaOf {
+	blocks := pBlocksByAddress(before)
+	var out []arenaOf
+	for _, res := range before.Device.Reservations {
+		i := sort.Search(len(blocks), func(i int) bool { return blocks[i].Range.Base >= res.Base })
+		j := i
+		ours := true
+		for ; j < len(blocks) && res.Contains(blocks[j].Range.Base); j++ {
+			ours = ours && blocks[j].Stream == s && blocks[j].SmallPool == small
+		}
+		if j == i || !ours {
+			continue
+		}
+		if still, ok := resOfSorted(after.Device.Reservations, res.Base); !ok || still != res {
+			continue
+		}
+		out = append(out, arenaOf{res, blocks[i:j]})
+	}
+	return out
+}
+
+// pBlocksByAddress returns v's pBlocks (not the stitched blocks) in address order.
+func pBlocksByAddress(v View) []Block {
+	var out []Block
+	for _, b := range v.Blocks {
+		if !b.Stitched {
+			out = append(out, b)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Range.Base < out[j].Range.Base })
+	return out
 }
