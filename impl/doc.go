@@ -102,7 +102,8 @@
 //     step made: its handles, mappings and reservations, a new arena opened for the request included
 //     (TestFailedAllocReturnsTheArenaItOpened; undo calls are retried, what still fails is kept as an orphan,
 //     counted as reserved and mapped while the device holds it, and tried again at the next release of the
-//     cache and at Close: spec/FINDINGS.md F11, F17). A failed Alloc leaves no more memory than it found (INV-FAILCLEAN): a run of
+//     cache and at Close, whose report counts as returned only the handles no mapping left standing still
+//     maps: spec/FINDINGS.md F11, F17, F20). A failed Alloc leaves no more memory than it found (INV-FAILCLEAN): a run of
 //     an arena with several unmapped stretches makes every stretch's driver calls before it commits any
 //     (growth: prepareMapLocked, commitMapLocked), and a stitch's new memory is committed only once its
 //     view is mapped; only the release before the retry changes the cache, and it lowers it. (PyTorch's
