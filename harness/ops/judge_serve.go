@@ -148,6 +148,9 @@ func (e *Env) judgeServe(op Op, res StepResult, refused bool) []spec.Violation {
 	}
 	if e.C != nil {
 		out = append(out, e.judgeCLibEvents(op, res, refused)...)
+		if op.Kind == OpAlloc && res.Err != nil && !refused && !e.closed {
+			out = append(out, e.judgeCLibFailure(op, res.Err)...)
+		}
 	}
 	if got := e.S.Counters(); got != j.want {
 		bad("the layer's counters are %+v after %v, want %+v", got, op, j.want)
@@ -474,6 +477,15 @@ func (e *Env) judgeStats(op Op, bad func(string, ...any)) {
 		Segments []struct {
 			TotalSize uint64 `json:"total_size"`
 			Stream    uint64 `json:"stream"`
+			Address   uint64 `json:"address"`
+			Allocated uint64 `json:"allocated_size"`
+			Active    uint64 `json:"active_size"`
+			Requested uint64 `json:"requested_size"`
+			Blocks    []struct {
+				Size      uint64 `json:"size"`
+				Requested uint64 `json:"requested_size"`
+				State     string `json:"state"`
+			} `json:"blocks"`
 		} `json:"segments"`
 		Stitched []struct {
 			Stream uint64 `json:"stream"`
@@ -486,6 +498,24 @@ func (e *Env) judgeStats(op Op, bad func(string, ...any)) {
 	var segBytes uint64
 	for _, sg := range snap.Segments {
 		segBytes += sg.TotalSize // (Stitched: some block of it is a part of a stitched block, listed apart)
+		// A segment's totals are its blocks' (PyTorch's memory_snapshot(): allocated_size counts the
+		// active_allocated blocks, active_size those and the active_pending_free ones, requested_size every
+		// block's request), as what reads them (torch.cuda.memory._snapshot's users) adds them up.
+		var alloc, active, req uint64
+		for _, b := range sg.Blocks {
+			switch b.State {
+			case "active_allocated":
+				alloc += b.Size
+				active += b.Size
+			case "active_pending_free":
+				active += b.Size
+			}
+			req += b.Requested
+		}
+		if alloc != sg.Allocated || active != sg.Active || req != sg.Requested {
+			bad("%v: the snapshot JSON's segment at %#x says allocated %d, active %d, requested %d; its blocks add up to %d, %d, %d",
+				op, sg.Address, sg.Allocated, sg.Active, sg.Requested, alloc, active, req)
+		}
 		if !e.callerValue(uintptr(sg.Stream)) {
 			bad("%v: a segment of the snapshot JSON is on stream %#x, no caller's stream", op, sg.Stream)
 		}
@@ -567,4 +597,26 @@ func sortedStreams(m map[vmm.Stream]bool) []vmm.Stream {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// judgeCLibFailure judges the C library's account of a failed allocation (Engine.Failure: the kind and figures
+// the throwing entry and PyTorch's OutOfMemoryError message are made from): out of memory exactly when the
+// error is one (vmm.ErrOutOfMemory, whether the engine's *OOMError or the layer's), a bad argument for an
+// invalid size, an unknown stream or pool, anything else the other kind; the request as asked; and the
+// device's total as the layer knows it.
+func (e *Env) judgeCLibFailure(op Op, err error) []spec.Violation {
+	f := e.C.Failure(op.Size, err)
+	want := clib.FailOther
+	switch {
+	case errors.Is(err, vmm.ErrOutOfMemory):
+		want = clib.FailOOM
+	case errors.Is(err, impl.ErrInvalidSize), errors.Is(err, impl.ErrUnknownStream), errors.Is(err, impl.ErrUnknownPool):
+		want = clib.FailInvalid
+	}
+	if f.Kind != want || f.Requested != op.Size || f.DeviceTotal != e.C.TotalMemory() {
+		return []spec.Violation{{Inv: spec.InvServe, Msg: fmt.Sprintf(
+			"%v failed with %v; the C library's account is kind %d, request %d, device total %d: want kind %d, request %d, total %d",
+			op, err, f.Kind, f.Requested, f.DeviceTotal, want, op.Size, e.C.TotalMemory())}}
+	}
+	return nil
 }

@@ -37,7 +37,7 @@ func TestEnvName(t *testing.T) {
 // Property: byte counts parse with binary units, and anything else is ErrBadKnob.
 func TestParseBytes(t *testing.T) {
 	for in, want := range map[string]uint64{
-		"0": 0, "4096": 4096, "2MiB": 2 * vmm.MiB, "2M": 2 * vmm.MiB, "1.5GiB": 3 * vmm.GiB / 2, " 8 GiB ": 8 * vmm.GiB,
+		"0": 0, "0.0MiB": 0, "-0": 0, "4096": 4096, "2MiB": 2 * vmm.MiB, "2M": 2 * vmm.MiB, "1.5GiB": 3 * vmm.GiB / 2, " 8 GiB ": 8 * vmm.GiB,
 		"512KiB": 512 * vmm.KiB, "3G": 3 * vmm.GiB, "10B": 10,
 	} {
 		got, err := ParseBytes(in)
