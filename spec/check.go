@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/gmlake/gmlake/vmm"
@@ -345,6 +346,30 @@ func CheckBlocks(v View) []Violation {
 			out = append(out, violation(InvBlocks, "pBlock %d %v is held by sBlock %d, whose parts %v omit it", b.ID, b.Range, h.ID, h.Parts))
 		}
 	}
+	// An sBlock names the pBlocks it stitches (BlockInfo.Parts): at least one, each an existing pBlock; a
+	// live one exactly the pBlocks it holds (gmlake-paper's partly held reuse: only those under the request).
+	held := map[uint64][]uint64{}
+	for _, b := range v.Blocks {
+		if !b.Stitched && b.State == BlockLive && b.HeldBy != 0 {
+			held[b.HeldBy] = append(held[b.HeldBy], b.ID)
+		}
+	}
+	for _, b := range v.Blocks {
+		if !b.Stitched {
+			continue
+		}
+		if len(b.Parts) == 0 {
+			out = append(out, violation(InvBlocks, "sBlock %d %v (state %d) lists no parts", b.ID, b.Range, b.State))
+		}
+		for _, id := range b.Parts {
+			if p, ok := byID[id]; !ok || p.Stitched {
+				out = append(out, violation(InvBlocks, "sBlock %d %v lists part %d, which is no pBlock", b.ID, b.Range, id))
+			}
+		}
+		if b.State == BlockLive && !sameIDs(b.Parts, held[b.ID]) {
+			out = append(out, violation(InvBlocks, "live sBlock %d %v lists parts %v; the pBlocks it holds are %v", b.ID, b.Range, b.Parts, held[b.ID]))
+		}
+	}
 	for _, a := range v.Live {
 		b, ok := byID[a.Block]
 		switch {
@@ -490,4 +515,15 @@ func CheckBestFit(before, after View, ptr vmm.DevicePtr, s vmm.Stream, rounded u
 			rounded, s, f.Range, f.Range.Size, g.Range, g.Range.Size)}
 	}
 	return nil
+}
+
+// sameIDs reports whether a and b hold the same ids, in any order.
+func sameIDs(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
 }
