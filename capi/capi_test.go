@@ -172,6 +172,18 @@ func TestConfigErrorsSaidOnceAtStart(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("compiling config_errors.cc: %v\n%s", err, out)
 	}
+	// run runs the program under the simulated device's environment and env, and returns what it printed.
+	run := func(env ...string) (out, errs string) {
+		t.Helper()
+		cmd := exec.Command(bin)
+		cmd.Env = append(simEnv(), env...)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v: %v\n%s%s", env, err, stdout.String(), stderr.String())
+		}
+		return stdout.String(), stderr.String()
+	}
 	for _, c := range []struct{ env, name string }{
 		{"GMLAKE_MEMORY_FRACTION=1e-12", "GMLAKE_MEMORY_FRACTION"},
 		{"GMLAKE_MEMORY_FRACTION=NaN", "GMLAKE_MEMORY_FRACTION"},
@@ -182,14 +194,7 @@ func TestConfigErrorsSaidOnceAtStart(t *testing.T) {
 		{"GMLAKE_POLICY=nope", "GMLAKE_POLICY"},
 		{"GMLAKE_TIME_DRIVER=yes", "GMLAKE_TIME_DRIVER"},
 	} {
-		run := exec.Command(bin)
-		run.Env = append(simEnv(), c.env)
-		var stdout, stderr strings.Builder
-		run.Stdout, run.Stderr = &stdout, &stderr
-		if err := run.Run(); err != nil {
-			t.Fatalf("%s: %v\n%s%s", c.env, err, stdout.String(), stderr.String())
-		}
-		out, errs := stdout.String(), stderr.String()
+		out, errs := run(c.env)
 		if !strings.Contains(out, "nulls=3") {
 			t.Errorf("%s: an allocation succeeded:\n%s", c.env, out)
 		}
@@ -210,17 +215,11 @@ func TestConfigErrorsSaidOnceAtStart(t *testing.T) {
 		{"GMLAKE_POLICY=gmlake-paper", "GMLAKE_DEFRAG_LEVEL=3", "GMLAKE_REUSE_LIMIT=2.5"},
 		{"GMLAKE_POLICY=expandable", "GMLAKE_TIME_DRIVER=1"},
 	} {
-		run := exec.Command(bin)
-		run.Env = append(simEnv(), env...)
-		var stdout, stderr strings.Builder
-		run.Stdout, run.Stderr = &stdout, &stderr
-		if err := run.Run(); err != nil {
-			t.Fatalf("%v: %v\n%s%s", env, err, stdout.String(), stderr.String())
-		}
-		if out := stdout.String(); !strings.Contains(out, "nulls=0") || !strings.Contains(out, "throw: none") {
+		out, errs := run(env...)
+		if !strings.Contains(out, "nulls=0") || !strings.Contains(out, "throw: none") {
 			t.Errorf("%v: a good configuration failed an allocation:\n%s", env, out)
 		}
-		if errs := stderr.String(); errs != "" {
+		if errs != "" {
 			t.Errorf("%v: a good configuration made the library say:\n%s", env, errs)
 		}
 	}

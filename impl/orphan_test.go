@@ -113,17 +113,19 @@ func TestOrphansOfAFailedUndoAreCountedUntilReleased(t *testing.T) {
 // Property: CloseReport.ReleasedBytes is exactly what the device got back during Close, under every policy:
 // the segments' handles and the held orphans of a failed growth's undo (F17) are counted when released, and a
 // handle a stitched block's mapping still maps after its unmap failed for good is not (F20: released, the
-// device keeps its memory while that mapping stands).
+// device keeps its memory while that mapping stands; TestCloseDoesNotCountWhatAStuckViewKeeps). The third map
+// refused leaves held orphans under gmlake and gmlake-paper; caching and expandable make no third map for
+// this request, so there the scene is a plain Close.
 func TestCloseReportsWhatTheDeviceGotBack(t *testing.T) {
 	for _, pol := range Policies {
-		t.Run(pol+"/held-orphan", func(t *testing.T) {
+		t.Run(pol, func(t *testing.T) {
 			a, dev := newTest(t, pol, 64*MiB, true /* sync */)
 			dev.FailNth(vmm.CallMap, 3, vmm.UnknownCUDAError)
 			for i := 1; i <= 4; i++ { // the call and its three retries, each of unmap and release
 				dev.FailNth(vmm.CallUnmap, i, vmm.UnknownCUDAError)
 				dev.FailNth(vmm.CallRelease, i, vmm.UnknownCUDAError)
 			}
-			_, _ = a.Alloc(8*MiB, 0 /* stream */) // may fail (the undo leaves orphans) or not (fixed segments map once)
+			_, _ = a.Alloc(8*MiB, 0 /* stream */) // fails under gmlake and gmlake-paper, leaving orphans
 			dev.ClearFaults()
 			if _, err := a.Alloc(2*MiB, 0 /* stream */); err != nil {
 				t.Fatal(err)

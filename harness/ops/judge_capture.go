@@ -85,7 +85,7 @@ func (e *Env) judgeCapture(op Op, err error, after spec.View) []spec.Violation {
 		return out
 	}
 	for _, b := range after.Blocks {
-		if b.State == spec.BlockPending && b.Events == 0 {
+		if deferredFree(b) {
 			out = append(out, spec.Violation{Inv: spec.InvFlushed, Msg: fmt.Sprintf(
 				"after %v no stream captures, yet block %d %v is pending with no event outstanding (a free deferred during a capture that never proceeds)",
 				op, b.ID, b.Range)})
@@ -93,3 +93,7 @@ func (e *Env) judgeCapture(op Op, err error, after spec.View) []spec.Violation {
 	}
 	return out
 }
+
+// deferredFree reports whether b is a free deferred by a capture and not yet flushed: pending, with no event
+// outstanding (its events are recorded when no stream captures any more).
+func deferredFree(b spec.Block) bool { return b.State == spec.BlockPending && b.Events == 0 }

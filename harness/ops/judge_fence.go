@@ -106,10 +106,8 @@ func judgeFenceAfterWait(policy string, op Op, before spec.View, calls []streamC
 	if policy == impl.PolicyGMLakePaper {
 		return nil
 	}
-	for _, b := range before.Blocks {
-		if b.State == spec.BlockPending && b.Events == 0 {
-			return nil
-		}
+	if slices.ContainsFunc(before.Blocks, deferredFree) {
+		return nil
 	}
 	waited := map[vmm.Stream]bool{}
 	for _, c := range calls {
