@@ -28,32 +28,32 @@ var allowedImports = map[string][]string{
 	"impl/cudavmm": {"vmm"},
 	"model/sim":    {"vmm"},
 	".":            {"impl", "impl/clib", "impl/cudavmm", "model/sim", "vmm"},
-	"capi":         {"harness/trace", "impl/clib", "impl/cudavmm", "model/sim", "vmm"},
+	"capi":         {"trace", "impl/clib", "impl/cudavmm", "model/sim", "vmm"},
 
-	// The formats: pure, importing nothing (harness/trace is linked by libgmlake to write GMLAKE_TRACE).
-	"harness/trace":    {},
-	"harness/snapshot": {"harness/trace"},
+	// The formats: pure, importing nothing (trace is linked by libgmlake to write GMLAKE_TRACE).
+	"trace":            {},
+	"harness/snapshot": {"trace"},
 	"harness/itf":      {},
 
 	// The judges: the oracle, the invariants, the checkers, the fuzzers.
 	"model/contract":      {"vmm"},
 	"spec":                {"vmm"},
-	"harness/ops":         {"harness/trace", "impl", "impl/clib", "impl/serve", "model/contract", "model/sim", "spec", "vmm"},
-	"harness":             {"harness/ops", "harness/trace", "impl", "impl/serve", "model/contract", "model/sim", "spec", "vmm"},
+	"harness/ops":         {"trace", "impl", "impl/clib", "impl/serve", "model/contract", "model/sim", "spec", "vmm"},
+	"harness":             {"harness/ops", "trace", "impl", "impl/serve", "model/contract", "model/sim", "spec", "vmm"},
 	"harness/conformance": {"impl", "model/sim", "vmm"},
 	"harness/mutate":      {},
 	"harness/gpu":         {"impl/cudavmm", "model/sim", "vmm"},
-	"fuzz":                {"harness/gpu", "harness/ops", "harness/trace", "impl", "impl/cudavmm", "impl/serve", "model/sim", "spec", "vmm"},
+	"fuzz":                {"harness/gpu", "harness/ops", "trace", "impl", "impl/cudavmm", "impl/serve", "model/sim", "spec", "vmm"},
 
 	// The measurements and the CLI.
-	"harness/replay": {"harness/trace", "impl", "model/sim", "vmm", "vmm/wrap"},
+	"harness/replay": {"trace", "impl", "model/sim", "vmm", "vmm/wrap"},
 	"harness/probe":  {"vmm"},
 	"cmd/gmlake": {"fuzz", "harness", "harness/ops", "harness/conformance", "harness/probe", "harness/replay", "harness/snapshot",
-		"harness/trace", "harness/mutate", "impl", "impl/cudavmm", "model/sim", "vmm", "vmm/wrap"},
+		"trace", "harness/mutate", "impl", "impl/cudavmm", "model/sim", "vmm", "vmm/wrap"},
 }
 
 // judges are the packages the product must not link: the oracle, the invariants, the checkers and the
-// fuzzers. harness/trace is a pure format package (libgmlake writes traces with it), not a judge.
+// fuzzers. trace is a pure format package (libgmlake writes traces with it), not a judge.
 var judges = []string{"model/contract", "spec", "harness/ops", "harness", "harness/gpu", "harness/conformance", "harness/mutate", "fuzz", "cmd/gmlake"}
 
 // projectImports parses the non-test Go files of the module and returns, for each folder, the project

@@ -7,7 +7,7 @@ package main
 //	a ID SIZE STREAM   (SIZE as requested; STREAM numbered 0, 1, 2 in order of first use)
 //	f ID
 //
-// The lines are harness/trace's format, written by its Writer. A free is written when PyTorch frees the block, which is when the block becomes reusable on its
+// The lines are trace's format, written by its Writer. A free is written when PyTorch frees the block, which is when the block becomes reusable on its
 // allocation stream; blocks used on other streams (RecordStream) are reused later by the engine, but the
 // trace records no separate completion for them. Pointers live when the trace starts are not traced; blocks
 // live when it stops have no f line. With several devices in one process, every device's events go to the
@@ -25,7 +25,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/gmlake/gmlake/harness/trace"
+	"github.com/gmlake/gmlake/trace"
 )
 
 var (

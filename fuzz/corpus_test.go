@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/gmlake/gmlake/harness/ops"
-	"github.com/gmlake/gmlake/harness/trace"
 	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/trace"
 	"github.com/gmlake/gmlake/vmm"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/gmlake/gmlake/harness/ops"
-	"github.com/gmlake/gmlake/harness/trace"
 	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/trace"
 )
 
 // programText prints a program for a failure message: the reproducer to save as a file and run with

@@ -10,6 +10,6 @@
 // -run TestOpsFile) replays; docs/verification.md says how for each checker.
 //
 // Its neighbours own the rest: harness/ops (the op language, Env), harness/mutate (the mutation tool, gmlake mutate), harness/replay (trace
-// replay and its report), harness/trace and harness/snapshot (the trace formats), harness/itf (the ITF
+// replay and its report), trace and harness/snapshot (the trace formats), harness/itf (the ITF
 // decoder), harness/conformance (driver conformance and GPU integrity).
 package harness

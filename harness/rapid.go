@@ -13,9 +13,9 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/gmlake/gmlake/harness/ops"
-	"github.com/gmlake/gmlake/harness/trace"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/spec"
+	"github.com/gmlake/gmlake/trace"
 	"github.com/gmlake/gmlake/vmm"
 )
 

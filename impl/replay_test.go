@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmlake/gmlake/harness/trace"
 	"github.com/gmlake/gmlake/model/sim"
+	"github.com/gmlake/gmlake/trace"
 	"github.com/gmlake/gmlake/vmm"
 )
 

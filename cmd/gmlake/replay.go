@@ -18,9 +18,9 @@ import (
 
 	"github.com/gmlake/gmlake/harness/replay"
 	"github.com/gmlake/gmlake/harness/snapshot"
-	"github.com/gmlake/gmlake/harness/trace"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/impl/cudavmm"
+	"github.com/gmlake/gmlake/trace"
 	"github.com/gmlake/gmlake/vmm"
 	"github.com/gmlake/gmlake/vmm/wrap"
 )

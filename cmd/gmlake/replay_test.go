@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gmlake/gmlake/harness/replay"
-	"github.com/gmlake/gmlake/harness/trace"
+	"github.com/gmlake/gmlake/trace"
 )
 
 // The replay command end to end on a bundled trace: the table (one row per policy, in the table order, with

@@ -38,7 +38,7 @@ package ops
 // `alloc a5 4096 s9` in an environment of 2 streams asks on a stream the device does not know; `alloc a5 0
 // s0` asks for zero bytes; `record a99 s0` records a pointer no allocation returned.
 //
-// The trace format of real training runs (harness/trace) is a subset: `a ID SIZE STREAM` parses as
+// The trace format of real training runs (trace) is a subset: `a ID SIZE STREAM` parses as
 // `alloc aID SIZE sSTREAM` and `f ID` as `free aID`; `r ID` (free requested, the block stays allocated
 // until its `f`) is no op, as in `gmlake replay`. So every trace file is a program.
 //
@@ -57,8 +57,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gmlake/gmlake/harness/trace"
 	"github.com/gmlake/gmlake/model/sim"
+	"github.com/gmlake/gmlake/trace"
 	"github.com/gmlake/gmlake/vmm"
 )
 

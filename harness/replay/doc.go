@@ -1,4 +1,4 @@
-// Package replay owns the measurement side: real training traces (harness/trace, or PyTorch snapshots read
+// Package replay owns the measurement side: real training traces (trace, or PyTorch snapshots read
 // by harness/snapshot) driven through each policy of the engine on the simulated H200 or a real GPU, and what
 // users read of it: peaks, fragmentation, driver calls and driver time (modeled and measured, by call kind),
 // PyTorch's own measurements beside ours, the comparison table, JSON and the memory-over-time plot. It is what

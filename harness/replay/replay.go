@@ -1,6 +1,6 @@
 package replay
 
-// This file is trace replay: a recorded training run (harness/trace) driven through one allocator policy on a
+// This file is trace replay: a recorded training run (trace) driven through one allocator policy on a
 // driver (the simulated H200 by default, or a real GPU), measuring what the issue asks of every policy: peak
 // live, allocated and reserved bytes, fragmentation, driver calls by kind and the driver time they cost.
 //
@@ -30,9 +30,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gmlake/gmlake/harness/trace"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/model/sim"
+	"github.com/gmlake/gmlake/trace"
 	"github.com/gmlake/gmlake/vmm"
 	"github.com/gmlake/gmlake/vmm/wrap"
 )

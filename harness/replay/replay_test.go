@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/gmlake/gmlake/harness/snapshot"
-	"github.com/gmlake/gmlake/harness/trace"
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/model/sim"
+	"github.com/gmlake/gmlake/trace"
 	"github.com/gmlake/gmlake/vmm"
 	"github.com/gmlake/gmlake/vmm/wrap"
 )

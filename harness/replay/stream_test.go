@@ -5,8 +5,8 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/gmlake/gmlake/harness/trace"
 	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/trace"
 )
 
 // genSource makes a trace as it goes: n events, allocations of 1-8 MiB with at most 64 live, IDs in order.

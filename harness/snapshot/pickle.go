@@ -38,7 +38,7 @@ import (
 	"github.com/nlpodyssey/gopickle/pickle"
 	"github.com/nlpodyssey/gopickle/types"
 
-	"github.com/gmlake/gmlake/harness/trace"
+	"github.com/gmlake/gmlake/trace"
 )
 
 // ErrInvalid is wrapped by every error about a malformed or unusable snapshot.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gmlake/gmlake/harness/trace"
+	"github.com/gmlake/gmlake/trace"
 )
 
 // testdata/snapshot.pickle is written by testdata/make_snapshot.py; this is the trace it must convert to.
