@@ -189,6 +189,9 @@ func Run(ctx context.Context, ms []Mutant, opt Options) (*Report, error) {
 	for _, c := range all {
 		t0 := time.Now()
 		if fail, timedOut := runChecker(ctx, root, base, c, 10*time.Minute); fail || timedOut {
+			if ctx.Err() != nil {
+				return nil, ctx.Err() // interrupted: the baseline says nothing about the checker
+			}
 			return nil, fmt.Errorf("checker %s fails on the unmutated engine: fix it first (go test %s -run '%s')", c.Name, c.Pkg, c.Run)
 		}
 		k := c.Name + "\x00" + c.Pkg
