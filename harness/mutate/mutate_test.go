@@ -170,7 +170,8 @@ func TestCISampleKilled(t *testing.T) {
 	// The verdict must not depend on the machine's speed (CI is a loaded 2-core machine): a checker's run
 	// may take ten minutes before it counts as hanging (and a timeout is confirmed once with twice that),
 	// and the whole run stops a minute before go test's own deadline, which then reports the sample as
-	// truncated (the mutants judged so far still judged) instead of failing the package by a timeout panic.
+	// truncated (a skip; the mutants judged so far still judged, a survivor among them still fails) instead
+	// of failing the package by a timeout panic.
 	ctx := context.Background()
 	if dl, ok := t.Deadline(); ok {
 		var cancel context.CancelFunc
@@ -199,7 +200,7 @@ func TestCISampleKilled(t *testing.T) {
 		}
 	}
 	if truncated {
-		t.Logf("TRUNCATED: go test's deadline came after %d of %d mutants; the rest were not judged "+
+		t.Skipf("TRUNCATED: go test's deadline came after %d of %d mutants; the rest were not judged "+
 			"(run with a longer -timeout, or gmlake mutate --keys harness/mutate/testdata/ci.txt)", judged, len(ms))
 	}
 }
