@@ -1,155 +1,124 @@
 package main
 
-// The allocation trace: while a trace is active, every successful allocation and every free of a pointer
-// allocated during the trace is written in the text format of testdata/traces/README.md, so that a user's
-// own training run can be replayed with `gmlake replay`:
+// The allocation trace (GMLAKE_TRACE, gmlake_trace_start/stop): a thin shell over trace.Active and
+// trace.Recorder, which own the format (a v2 trace: blocks with checksums, an end record), the flush bounds
+// (trace.DefaultFlushEvents events or trace.DefaultFlushInterval), flushing on SIGTERM and SIGINT, the lock
+// that refuses a path another process is writing, {pid} and {rank}, and the rule that a trace belongs to the
+// process that opened it. What this file adds is C: the exit hook, which closes the trace only in the process
+// that owns it, so that a forked child's exit never enters Go to write its parent's buffer.
 //
-//	a ID SIZE STREAM   (SIZE as requested; STREAM numbered 0, 1, 2 in order of first use)
-//	f ID
+// Lines: `a ID SIZE STREAM` (SIZE as requested; STREAM numbered 0, 1, 2 in order of first use of a (device,
+// stream)) and `f ID`. A free is written when PyTorch frees the block, which is when the block becomes
+// reusable on its allocation stream; blocks used on other streams (RecordStream) are reused later by the
+// engine, but the trace records no separate completion for them. Pointers live when the trace starts are not
+// traced; blocks live when it stops have no f line. With several devices in one process, every device's
+// events go to the one file.
 //
-// The lines are trace's format, written by its Writer. A free is written when PyTorch frees the block, which is when the block becomes reusable on its
-// allocation stream; blocks used on other streams (RecordStream) are reused later by the engine, but the
-// trace records no separate completion for them. Pointers live when the trace starts are not traced; blocks
-// live when it stops have no f line. With several devices in one process, every device's events go to the
-// one file, streams numbered per (device, stream).
-//
-// Ordering: a free is written (under the tracer's lock) before the engine frees the block, and an allocation
-// after the engine returned it, so a pointer reused by another thread never has its lines out of order.
+// Ordering: a free is written (under the recorder's lock) before the engine frees the block, and an
+// allocation after the engine returned it, so a pointer reused by another thread never has its lines out of
+// order.
+
+/*
+#include <stdlib.h>
+#include <unistd.h>
+
+extern void gmlakeGoAtExit(void);
+
+static pid_t gmlake_trace_owner = -1; // the process whose trace the exit hook closes
+static int gmlake_trace_exiting;       // set while the exit hook runs: the trace's end record says "exit"
+
+static void gmlake_trace_at_exit(void) {
+	if (getpid() != gmlake_trace_owner) {
+		return; // a forked child: the trace is its parent's
+	}
+	gmlake_trace_exiting = 1;
+	gmlakeGoAtExit();
+}
+
+// gmlake_trace_own makes the calling process the owner of the trace, and registers the exit hook once.
+static void gmlake_trace_own(void) {
+	static int registered;
+	gmlake_trace_owner = getpid();
+	if (!registered) {
+		registered = 1;
+		atexit(gmlake_trace_at_exit);
+	}
+}
+
+static int gmlake_trace_is_exiting(void) { return gmlake_trace_exiting; }
+*/
+import "C"
 
 import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/gmlake/gmlake/trace"
 )
 
 var (
-	errTraceActive = errors.New("gmlake: a trace is already being written; stop it first")
+	errTraceActive = errors.New("gmlake: a trace is already being written; stop it first (gmlake_trace_stop)")
 	errNoTrace     = errors.New("gmlake: no trace is being written")
 
-	tracing      atomic.Pointer[tracer] // the active trace, nil when none
-	traceMu      sync.Mutex             // serialises start and stop
-	exitHookOnce sync.Once
+	// tracing is the process's active trace, as the exported functions read it.
+	tracing = traceSlot{a: trace.Active{OnChildTrace: childTrace}}
 )
 
-type streamKey struct {
-	device int
-	stream uintptr
+type traceSlot struct{ a trace.Active }
+
+// Load returns the active trace of this process, nil if none (in a forked child: its own, if the path has
+// {pid}, else none).
+func (s *traceSlot) Load() *tracer { return (*tracer)(s.a.Get()) }
+
+// tracer is the recorder as the exported functions call it (plain C integers).
+type tracer trace.Recorder
+
+func (t *tracer) alloc(device int, stream uintptr, size uint64, ptr uintptr) {
+	(*trace.Recorder)(t).Alloc(device, uint64(stream), size, uint64(ptr))
 }
 
-type tracer struct {
-	path string
+func (t *tracer) free(device int, ptr uintptr) { (*trace.Recorder)(t).Free(device, uint64(ptr)) }
 
-	mu struct {
-		sync.Mutex
-		w       *trace.Writer // to the file, gzip-compressed when the path ends in .gz
-		nextID  uint64
-		ids     map[streamKeyPtr]uint64 // live traced allocations: (device, pointer) -> ID
-		streams map[streamKey]int       // stream numbers in order of first use
-		err     error                   // the first write error; later events are dropped
-		closed  bool
-	}
+func traceOptions() trace.RecordOptions {
+	return trace.RecordOptions{Getenv: getenv, FlushOnSignals: true}
 }
 
-type streamKeyPtr struct {
-	device int
-	ptr    uintptr
-}
-
-// expandTracePath substitutes {pid} and {rank} (env RANK, or 0) in a trace path.
-func expandTracePath(p string) string {
-	rank := getenv("RANK")
-	if rank == "" {
-		rank = "0"
-	}
-	r := strings.NewReplacer("{pid}", strconv.Itoa(os.Getpid()), "{rank}", rank)
-	return r.Replace(p)
-}
-
+// startTrace starts the trace at path ({pid}, {rank} expanded).
 func startTrace(path string) error {
 	if path == "" {
-		return fmt.Errorf("gmlake: trace path is empty")
+		return errors.New("gmlake: trace path is empty")
 	}
-	traceMu.Lock()
-	defer traceMu.Unlock()
-	if tracing.Load() != nil {
-		return errTraceActive
+	if _, err := tracing.a.Start(path, traceOptions()); err != nil {
+		if errors.Is(err, trace.ErrActive) {
+			return errTraceActive
+		}
+		return fmt.Errorf("gmlake: %w", err)
 	}
-	path = expandTracePath(path)
-	w, err := trace.Create(path)
-	if err != nil {
-		return fmt.Errorf("gmlake: creating trace file: %w", err)
-	}
-	t := &tracer{path: path}
-	t.mu.w = w
-	t.mu.ids = make(map[streamKeyPtr]uint64)
-	t.mu.streams = make(map[streamKey]int)
-	exitHookOnce.Do(registerExitHook)
-	tracing.Store(t)
+	C.gmlake_trace_own()
 	return nil
 }
 
-func stopTrace() error {
-	traceMu.Lock()
-	defer traceMu.Unlock()
-	t := tracing.Swap(nil)
-	if t == nil {
-		return errNoTrace
-	}
-	return t.close()
-}
-
-func (t *tracer) alloc(device int, stream uintptr, size uint64, ptr uintptr) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.mu.closed || t.mu.err != nil {
-		return
-	}
-	sk := streamKey{device, stream}
-	sn, ok := t.mu.streams[sk]
-	if !ok {
-		sn = len(t.mu.streams)
-		t.mu.streams[sk] = sn
-	}
-	id := t.mu.nextID
-	t.mu.nextID++
-	t.mu.ids[streamKeyPtr{device, ptr}] = id
-	t.mu.err = t.mu.w.Write(trace.Event{Op: trace.OpAlloc, ID: id, Size: size, Stream: sn})
-}
-
-func (t *tracer) free(device int, ptr uintptr) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.mu.closed || t.mu.err != nil {
-		return
-	}
-	k := streamKeyPtr{device, ptr}
-	id, ok := t.mu.ids[k]
-	if !ok {
-		return // allocated before the trace started, or a bad free
-	}
-	delete(t.mu.ids, k)
-	t.mu.err = t.mu.w.Write(trace.Event{Op: trace.OpFree, ID: id})
-}
-
-func (t *tracer) close() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.mu.closed {
-		return nil
-	}
-	t.mu.closed = true
-	err := t.mu.err
-	if e := t.mu.w.Close(); err == nil {
-		err = e
-	}
+// childTrace hears of a forked child's own trace (a path with {pid}).
+func childTrace(path string, err error) {
 	if err != nil {
-		return fmt.Errorf("gmlake: writing trace %s: %w", t.path, err)
+		fmt.Fprintf(os.Stderr, "gmlake: GMLAKE_TRACE: the forked child %d writes no trace: %v\n", os.Getpid(), err)
+		return
+	}
+	C.gmlake_trace_own()
+}
+
+// stopTrace closes the active trace: its end record says "exit" from the exit hook, "stop" otherwise.
+func stopTrace() error {
+	reason := "stop"
+	if C.gmlake_trace_is_exiting() != 0 {
+		reason = "exit"
+	}
+	if err := tracing.a.Stop(reason); err != nil {
+		if errors.Is(err, trace.ErrNoTrace) {
+			return errNoTrace
+		}
+		return fmt.Errorf("gmlake: %w", err)
 	}
 	return nil
 }

@@ -26,7 +26,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -91,7 +90,8 @@ func Name(path string) string {
 	return n
 }
 
-// ReadFile parses the trace at path, gzip-compressed or plain (detected by content).
+// ReadFile parses the trace at path, gzip-compressed or plain (detected by content). Like Read, a v2 trace
+// cut short gives the Trace of the events before the cut and a *CutError.
 func ReadFile(path string) (*Trace, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -99,15 +99,15 @@ func ReadFile(path string) (*Trace, error) {
 	}
 	defer f.Close()
 	t, err := Read(f, path)
-	if err != nil {
-		return nil, err
+	if t != nil {
+		t.Name = Name(path)
 	}
-	t.Name = Name(path)
-	return t, nil
+	return t, err
 }
 
 // Read parses a trace from r (gzip or plain); file names the input in errors. It checks that every ID is
-// allocated once and freed at most once after its allocation. A gzip stream that ends early is an error
+// allocated once and freed at most once after its allocation. A v2 trace cut short returns the events
+// before the cut and a *CutError (errors.Is(err, ErrCut)); a v1 gzip stream that ends early is an error
 // naming the line where it ended, never a shorter trace. It holds every event: to replay a long trace in
 // constant memory, read it with a Reader instead.
 func Read(r io.Reader, file string) (*Trace, error) {
@@ -119,6 +119,10 @@ func Read(r io.Reader, file string) (*Trace, error) {
 	t := &Trace{Name: Name(file)}
 	for {
 		ev, ok, err := rd.Next()
+		if errors.Is(err, ErrCut) {
+			t.Streams = rd.Streams()
+			return t, err
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -143,6 +147,10 @@ type Reader struct {
 	// live holds the state of every allocated, not yet freed ID: 'a' live, 'r' free requested.
 	live map[uint64]byte
 	seen idRuns // every ID allocated so far
+
+	err    error  // sticky: a cut (v2), reported by every later Next
+	header string // the v2 header line without its newline; "" for v1
+	v2     framing
 }
 
 // NewReader returns a Reader of r (gzip or plain, detected by content); file names the input in errors.
@@ -154,18 +162,31 @@ func NewReader(r io.Reader, file string) (*Reader, error) {
 	rd := &Reader{file: file, br: br, live: make(map[uint64]byte)}
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			rd.err = rd.cut("the gzip stream ends inside its first header")
+			return rd, nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: gzip: %w", file, err)
 		}
 		rd.zr = zr
 		rd.br = bufio.NewReaderSize(zr, 1<<16)
 	}
+	if err := rd.readHeader(); err != nil {
+		return nil, err
+	}
 	return rd, nil
 }
 
-// Next returns the next event; ok is false at the end of the trace. An error (a *ParseError, or a read
-// error naming the line) ends the trace.
+// Next returns the next event; ok is false at the end of the trace. An error (a *ParseError, a *CutError
+// of a v2 trace that ends early, or a read error naming the line) ends the trace.
 func (rd *Reader) Next() (ev Event, ok bool, err error) {
+	if rd.err != nil {
+		return ev, false, rd.err
+	}
+	if rd.header != "" {
+		return rd.nextFramed()
+	}
 	for {
 		text, rerr := rd.br.ReadSlice('\n')
 		if rerr == bufio.ErrBufferFull {
@@ -373,75 +394,73 @@ func parseUint(b []byte) (uint64, bool) {
 }
 
 // Writer writes events in the trace format one at a time, buffered: what a program tracing its own
-// allocations (capi's GMLAKE_TRACE) and Write share. It checks nothing: the writer of a trace keeps its
-// IDs legal. Not safe for concurrent use.
+// allocations and Write share. It checks nothing: the writer of a trace keeps its IDs legal. A Writer from
+// NewWriter writes v1 lines (a text for programs and tests); one from Create writes the v2 format, a block
+// every DefaultFlushEvents events and at Flush, an end record at Close. Not safe for concurrent use (the
+// Recorder is the concurrent writer of a process's allocations).
 type Writer struct {
-	bw   *bufio.Writer
+	bw   *bufio.Writer // NewWriter only
 	line []byte
-	gz   *gzip.Writer // Create only: nil unless the path ends in .gz
-	file *os.File     // Create only
+	log  *LogWriter // Create only
+	file *os.File   // Create only
 }
 
-// NewWriter returns a Writer of plain text to w. Flush (or Close) writes out what is buffered.
+// NewWriter returns a Writer of v1 plain text to w. Flush (or Close) writes out what is buffered.
 func NewWriter(w io.Writer) *Writer {
 	return &Writer{bw: bufio.NewWriterSize(w, 1<<16), line: make([]byte, 0, 64)}
 }
 
-// Create creates the file at path and returns a Writer to it, gzip-compressed when the name ends in .gz.
-// Close flushes and closes the file.
+// Create creates the file at path and returns a Writer of the v2 format to it, gzip-compressed (a gzip
+// member per block) when the name ends in .gz. Close writes the end record and closes the file.
 func Create(path string) (*Writer, error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
 	}
-	var w io.Writer = f
-	var zw *gzip.Writer
-	if strings.HasSuffix(path, ".gz") {
-		zw = gzip.NewWriter(f)
-		w = zw
+	lw, err := NewLogWriter(f, strings.HasSuffix(path, ".gz"), "")
+	if err != nil {
+		f.Close()
+		return nil, err
 	}
-	tw := NewWriter(w)
-	tw.gz, tw.file = zw, f
-	return tw, nil
+	return &Writer{log: lw, file: f}, nil
 }
 
-// Write writes one event as one line.
+// Write writes one event.
 func (w *Writer) Write(e Event) error {
-	line := append(w.line[:0], byte(e.Op), ' ')
-	line = strconv.AppendUint(line, e.ID, 10)
-	if e.Op == OpAlloc {
-		line = append(line, ' ')
-		line = strconv.AppendUint(line, e.Size, 10)
-		line = append(line, ' ')
-		line = strconv.AppendInt(line, int64(e.Stream), 10)
+	if w.log != nil {
+		w.log.Add(e)
+		if w.log.Buffered() >= DefaultFlushEvents {
+			return w.log.Commit()
+		}
+		return nil
 	}
-	line = append(line, '\n')
-	w.line = line
-	_, err := w.bw.Write(line)
+	w.line = appendEvent(w.line[:0], e)
+	_, err := w.bw.Write(w.line)
 	return err
 }
 
-// Flush writes out the buffered lines.
-func (w *Writer) Flush() error { return w.bw.Flush() }
+// Flush writes out the buffered events (for Create's, as one block).
+func (w *Writer) Flush() error {
+	if w.log != nil {
+		return w.log.Commit()
+	}
+	return w.bw.Flush()
+}
 
-// Close flushes, and for a Writer from Create closes the compressor and the file. It returns the first
-// error of the three.
+// Close flushes, and for a Writer from Create writes the end record and closes the file. It returns the
+// first error.
 func (w *Writer) Close() error {
-	err := w.bw.Flush()
-	if w.gz != nil {
-		if e := w.gz.Close(); err == nil {
-			err = e
-		}
+	if w.log == nil {
+		return w.bw.Flush()
 	}
-	if w.file != nil {
-		if e := w.file.Close(); err == nil {
-			err = e
-		}
+	err := w.log.End("close")
+	if e := w.file.Close(); err == nil {
+		err = e
 	}
 	return err
 }
 
-// Write writes events in the trace format (plain text).
+// Write writes events in the v1 trace format (plain text, unframed).
 func Write(w io.Writer, events []Event) error {
 	tw := NewWriter(w)
 	for _, e := range events {
@@ -452,7 +471,7 @@ func Write(w io.Writer, events []Event) error {
 	return tw.Flush()
 }
 
-// WriteFile writes events to path, gzip-compressed when the name ends in .gz.
+// WriteFile writes events to path in the v2 format, gzip-compressed when the name ends in .gz.
 func WriteFile(path string, events []Event) error {
 	tw, err := Create(path)
 	if err != nil {
