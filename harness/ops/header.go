@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -23,27 +24,123 @@ type setupKey struct {
 	field func(*Config) any
 	// shown reports whether the key is printed for cfg; nil: when the field is not its zero value.
 	shown func(Config) bool
+	// check says what the key wants when cfg's value is out of its range ("" when it is in range); nil: any
+	// value that parses. It is the one statement of the key's range: ParseHeader applies it to every
+	// setup line read, and ValidateSetup to a Config built in code.
+	check func(Config) string
 }
 
 func always(Config) bool { return true }
 
 // setupKeys is the setup line's keys in print order. The knobs (impl.Config) come after them, from knobKeys.
 var setupKeys = []setupKey{
-	{"policy", func(c *Config) any { return &c.Policy }, always},
-	{"capacity", func(c *Config) any { return &c.Capacity }, always},
-	{"granularity", func(c *Config) any { return &c.Granularity }, always},
-	{"streams", func(c *Config) any { return &c.Streams }, always},
-	{"sync", func(c *Config) any { return &c.SyncStreams }, always},
-	{"seed", func(c *Config) any { return &c.Seed }, nil},
-	{"mutations", func(c *Config) any { return &c.Mutations }, nil},
-	{"patterns", func(c *Config) any { return &c.Patterns }, nil},
+	{"policy", func(c *Config) any { return &c.Policy }, always, checkPolicy},
+	{"capacity", func(c *Config) any { return &c.Capacity }, always, checkCapacity},
+	{"granularity", func(c *Config) any { return &c.Granularity }, always, checkGranularity},
+	{"streams", func(c *Config) any { return &c.Streams }, always, checkStreams},
+	{"sync", func(c *Config) any { return &c.SyncStreams }, always, nil},
+	{"seed", func(c *Config) any { return &c.Seed }, nil, nil},
+	{"mutations", func(c *Config) any { return &c.Mutations }, nil, nil},
+	{"patterns", func(c *Config) any { return &c.Patterns }, nil, nil},
 	// The probes are printed when they are not the default, which the Env writes into its Config.
-	{"probes", func(c *Config) any { return &c.Probes }, func(c Config) bool { return c.Probes != 0 && c.Probes != DefaultProbes }},
-	{"serve", func(c *Config) any { return &c.Serve }, nil},
+	{"probes", func(c *Config) any { return &c.Probes }, func(c Config) bool { return c.Probes != 0 && c.Probes != DefaultProbes }, checkProbes},
+	{"serve", func(c *Config) any { return &c.Serve }, nil, nil},
 	// The cap is printed whenever the serving layer is on (0, no cap, is a choice the run made), and when set.
-	{"limit", func(c *Config) any { return &c.MemoryLimit }, func(c Config) bool { return c.Serve || c.MemoryLimit != 0 }},
-	{"clib", func(c *Config) any { return &c.CLib }, nil},               // the C library over the serving layer (CLib implies Serve)
-	{"defaultname", func(c *Config) any { return &c.DefaultName }, nil}, // policy asked for by the empty name
+	{"limit", func(c *Config) any { return &c.MemoryLimit }, func(c Config) bool { return c.Serve || c.MemoryLimit != 0 }, nil},
+	{"clib", func(c *Config) any { return &c.CLib }, nil, nil},               // the C library over the serving layer (CLib implies Serve)
+	{"defaultname", func(c *Config) any { return &c.DefaultName }, nil, nil}, // policy asked for by the empty name
+}
+
+// The ranges of the setup line's values (setupKeys.check), stated once.
+const (
+	// MinGranularity and MaxGranularity bound a granularity=: a power of two between a host page and 1 GiB
+	// (CUDA's is 2 MiB; 0 means that default).
+	MinGranularity = 4 << 10
+	MaxGranularity = 1 << 30
+	// MaxCapacity bounds capacity=: 1 PiB, far above any GPU, far below where byte counts overflow.
+	MaxCapacity = 1 << 50
+	// MaxSetupStreams bounds streams=: each is a stream made on the device before the first op.
+	MaxSetupStreams = 256
+	// MaxProbes bounds probes=, the granules the pattern check reads back per large allocation.
+	MaxProbes = 1 << 16
+)
+
+func checkPolicy(c Config) string {
+	if c.Policy == "" || slices.Contains(impl.Policies, c.Policy) {
+		return ""
+	}
+	return "want one of " + strings.Join(impl.Policies, ", ")
+}
+
+// granularityOf is the granularity a Config runs under: Granularity, or the default 2 MiB for 0.
+func granularityOf(c Config) uint64 {
+	if c.Granularity == 0 {
+		return 2 << 20
+	}
+	return c.Granularity
+}
+
+func checkGranularity(c Config) string {
+	g := c.Granularity
+	if g == 0 || g >= MinGranularity && g <= MaxGranularity && g&(g-1) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("want a power of two from %d to %d bytes (0: the default 2097152)", MinGranularity, MaxGranularity)
+}
+
+func checkCapacity(c Config) string {
+	if checkGranularity(c) != "" {
+		return "" // the granularity is refused: its error says so
+	}
+	if g := granularityOf(c); c.Capacity < g || c.Capacity > MaxCapacity {
+		return fmt.Sprintf("want from one granule (granularity=%d) to %d bytes", g, uint64(MaxCapacity))
+	}
+	return ""
+}
+
+func checkStreams(c Config) string {
+	if c.Streams < 1 || c.Streams > MaxSetupStreams {
+		return fmt.Sprintf("want 1 to %d (the default stream counts as one)", MaxSetupStreams)
+	}
+	return ""
+}
+
+func checkProbes(c Config) string {
+	if c.Probes < 0 || c.Probes > MaxProbes {
+		return fmt.Sprintf("want 0 (the default %d) to %d", DefaultProbes, MaxProbes)
+	}
+	return ""
+}
+
+// ErrBadSetup is the kind (errors.Is) of every error about a setup line: a malformed pair, an unknown key,
+// or a value out of its range. Nothing has run when it is returned.
+var ErrBadSetup = errors.New("bad setup line")
+
+// setupError is one refused setup value: the key, its text and what the key wants.
+type setupError struct{ key, value, want string }
+
+func (e *setupError) Error() string {
+	return fmt.Sprintf("setup %s=%s: %s", e.key, e.value, e.want)
+}
+func (e *setupError) Is(target error) bool { return target == ErrBadSetup }
+
+// ValidateSetup checks every value of cfg that the setup line carries against its key's range (the checks
+// ParseHeader makes of the keys a line sets; a key a line leaves out keeps its default), and returns the
+// first out of range as an ErrBadSetup error naming the key.
+func ValidateSetup(cfg Config) error { return checkSetup(cfg, setupKeys) }
+
+// checkSetup checks the values of cfg that keys name, in order.
+func checkSetup(cfg Config, keys []setupKey) error {
+	for _, k := range keys {
+		if k.check == nil {
+			continue
+		}
+		if want := k.check(cfg); want != "" {
+			text, _ := formatField(k.field(&cfg))
+			return &setupError{key: k.name, value: text, want: want}
+		}
+	}
+	return nil
 }
 
 // knobKey is one engine knob of the setup line, printed when it differs from its default (zero).
@@ -146,26 +243,49 @@ func KnobString(k impl.Config) string {
 	return strings.Join(f, " ")
 }
 
-// ParseHeader reads a setup line (Config.Header) into cfg; unknown keys are an error, so a typo does not
-// silently run another setup.
+// ParseHeader reads a setup line (Config.Header) into cfg; unknown keys, values that do not parse and
+// values out of their key's range (setupKeys.check: a granularity that is not a power of two, capacity=0,
+// streams=0) are an ErrBadSetup error naming the key and what it wants, so a typo does not silently run
+// another setup, nor panic in the device it would build.
 func ParseHeader(line string, cfg *Config) error {
 	if !strings.HasPrefix(line, headerPrefix) {
-		return fmt.Errorf("not a setup line (want %q...)", headerPrefix)
+		return fmt.Errorf("%w: not a setup line (want %q...)", ErrBadSetup, headerPrefix)
 	}
+	var given []setupKey // the keys the line sets, whose ranges are checked once all are read
 	for _, kv := range strings.Fields(strings.TrimPrefix(line, "#")) {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			return fmt.Errorf("setup wants key=value pairs, got %q", kv)
+			return fmt.Errorf("%w: setup wants key=value pairs, got %q", ErrBadSetup, kv)
 		}
 		p := setupField(cfg, k)
 		if p == nil {
-			return fmt.Errorf("unknown setup key %q", k)
+			return fmt.Errorf("%w: unknown setup key %q", ErrBadSetup, k)
 		}
 		if err := parseField(p, v); err != nil {
-			return fmt.Errorf("bad value for setup key %s: %q", k, v)
+			return fmt.Errorf("%w: bad value for setup key %s: %q: want %s", ErrBadSetup, k, v, fieldWants(p))
+		}
+		if i := slices.IndexFunc(setupKeys, func(s setupKey) bool { return s.name == k }); i >= 0 {
+			given = append(given, setupKeys[i])
 		}
 	}
-	return nil
+	return checkSetup(*cfg, given)
+}
+
+// fieldWants says what text a field of the setup line parses from.
+func fieldWants(p any) string {
+	switch p.(type) {
+	case *uint64:
+		return "a whole number of at least 0"
+	case *int, *int64:
+		return "a whole number"
+	case *bool:
+		return "true or false"
+	case *float64:
+		return "a number"
+	case *impl.Mutation:
+		return "seeded bug names joined by + (" + mutationText(impl.AllMutations()[0]) + ", ...)"
+	}
+	return "a value"
 }
 
 // setupField returns a pointer to the field of cfg (or of its knobs) that key names, nil for an unknown key.

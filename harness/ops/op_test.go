@@ -209,7 +209,7 @@ func TestHeaderCarriesEverySetupField(t *testing.T) {
 		case reflect.String:
 			v.SetString(impl.PolicyCaching)
 		case reflect.Uint64, reflect.Uint32:
-			v.SetUint(6 << 20)
+			v.SetUint(8 << 20) // a power of two: a granularity
 		case reflect.Int, reflect.Int64:
 			v.SetInt(5)
 		case reflect.Bool:
