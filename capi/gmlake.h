@@ -189,6 +189,17 @@ int gmlake_base_allocation(void *ptr, void **base, size_t *size);
  * limit / total); negative on a bad device. */
 double gmlake_get_memory_fraction(int device);
 
+/* ---- Settings (issue 36): the one parser of the GMLAKE_ environment variables, for callers that check them
+ * up front (gmlake_torch does, before it enables gmlake). gmlake_check_settings parses env (an array of
+ * "NAME=VALUE" strings ended by NULL, as envp; NULL: the process's environment now) exactly as a device's
+ * engine start does, and starts an engine with it on a simulated device; it writes "" and returns 0 when the
+ * settings are good, else one line naming the first bad variable (snprintf convention: the result is the
+ * text's length); a GMLAKE_ variable the table does not know is refused here (an engine's start only says it
+ * on stderr). Negative on an internal error. gmlake_settings_json writes the settings table as JSON (snprintf
+ * convention): [{"name","unit","range","default","read_by","doc","choices","knob","retired"}, ...]. */
+int gmlake_check_settings(const char *const *env, char *buf, size_t len);
+int gmlake_settings_json(char *buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -126,73 +126,35 @@ func getenv(name string) string {
 	return C.GoString(v)
 }
 
-// reserved lists the GMLAKE_ variables that are not engine knobs.
-var reserved = map[string]bool{"POLICY": true, "DEVICE": true, "SIM_CAPACITY": true, "MEMORY_FRACTION": true,
-	"MEMORY_LIMIT": true, "TRACE": true, "VERBOSE": true, "PROFILE": true, "LIB": true, "SHIM": true,
-	"TEST_PANIC_SIZE": true, "SHIM_CACHE": true, "TIME_DRIVER": true,
-	"MODE": true, "CACHE": true} // MODE, CACHE: read by python/gmlake_torch (C++ or pluggable mode, the build cache)
-
 // testPanicSize, when nonzero, makes an allocation of exactly that many bytes panic inside the library
 // (GMLAKE_TEST_PANIC_SIZE), so that tests can check that a panic never crosses into C. Set when an engine
 // starts; read without a lock after.
 var testPanicSize atomic.Uint64
 
-var warnUnknownOnce sync.Once
-
-// engineConfig builds device's engine configuration from the environment.
-// The device kind (GMLAKE_DEVICE) and the simulated device's capacity (GMLAKE_SIM_CAPACITY) are for
-// openDriver; the rest configures the engine.
+// engineConfig builds device's engine configuration from the environment, through the one parser of the
+// settings (clib.ParseEnv over the settings table, which gmlake_check_settings runs too): the device kind
+// (GMLAKE_DEVICE) and the simulated device's capacity (GMLAKE_SIM_CAPACITY) are for openDriver; the rest
+// configures the engine, GMLAKE_MEMORY_FRACTION included (cfg.MemoryFraction: clib.New takes the stricter of
+// it and GMLAKE_MEMORY_LIMIT and says which won, once, on stderr), so fraction is always 0. A GMLAKE_
+// variable the table does not know is said once on stderr and ignored.
 func engineConfig(device int) (cfg clib.Config, kind string, simCapacity uint64, fraction float64, err error) {
-	cfg = clib.Config{Device: device, Policy: getenv("GMLAKE_POLICY"), Knobs: map[string]string{}}
-	kind = getenv("GMLAKE_DEVICE")
-	if v := getenv("GMLAKE_SIM_CAPACITY"); v != "" {
-		if simCapacity, err = clib.ParseBytes(v); err != nil {
-			return cfg, kind, 0, 0, fmt.Errorf("GMLAKE_SIM_CAPACITY=%q: %w", v, err)
-		}
-		if simCapacity < minSimCapacity {
-			return cfg, kind, 0, 0, fmt.Errorf("GMLAKE_SIM_CAPACITY=%q: %w: a device of %d bytes holds no 2 MiB chunk: want at least 2MiB",
-				v, clib.ErrBadKnob, simCapacity)
-		}
+	env, err := clib.ParseEnv(liveEnviron(), settingChecks)
+	if err != nil {
+		return cfg, "", 0, 0, err
 	}
-	if v := getenv("GMLAKE_MEMORY_LIMIT"); v != "" {
-		if cfg.MemoryLimit, err = clib.ParseBytes(v); err != nil {
-			return cfg, kind, 0, 0, fmt.Errorf("GMLAKE_MEMORY_LIMIT=%q: %w", v, err)
-		}
-	}
-	if v := getenv("GMLAKE_MEMORY_FRACTION"); v != "" {
-		if fraction, err = clib.ParseFraction(v); err != nil {
-			return cfg, kind, 0, 0, fmt.Errorf("GMLAKE_MEMORY_FRACTION=%q: %w", v, err)
-		}
-	}
-	switch v := getenv("GMLAKE_TIME_DRIVER"); v {
-	case "", "0":
-	case "1":
-		cfg.TimeDriver = true // stats' driver_seconds: time in driver calls by kind
-	default:
-		return cfg, kind, 0, 0, fmt.Errorf("GMLAKE_TIME_DRIVER=%q: %w: want 0 or 1", v, clib.ErrBadKnob)
-	}
-	knobs := map[string]bool{}
-	for _, k := range clib.KnobNames() {
-		knobs[k] = true
-		if v := getenv("GMLAKE_" + k); v != "" {
-			cfg.Knobs["GMLAKE_"+k] = v // errors name the variable
-		}
-	}
+	cfg = env.Engine
+	cfg.Device = device
+	cfg.Note = func(msg string) { noteOnce.Do(func() { fmt.Fprintln(os.Stderr, msg) }) }
 	warnUnknownOnce.Do(func() {
-		for _, kv := range os.Environ() {
-			name, _, _ := strings.Cut(kv, "=")
-			if k, ok := strings.CutPrefix(name, "GMLAKE_"); ok && !reserved[k] && !knobs[k] {
-				fmt.Fprintf(os.Stderr, "gmlake: ignoring unknown environment variable %s (knobs: %v)\n",
-					name, clib.KnobNames())
-			}
+		for _, name := range env.Unknown {
+			fmt.Fprintf(os.Stderr, "gmlake: ignoring unknown environment variable %s (the settings: docs/pytorch.md, "+
+				"gmlake_settings_json; knobs: %v)\n", name, clib.KnobNames())
 		}
 	})
-	return cfg, kind, simCapacity, fraction, nil
+	return cfg, env.Device, env.SimCapacity, 0, nil
 }
 
-// minSimCapacity is the smallest GMLAKE_SIM_CAPACITY: one 2 MiB chunk (the simulated device rounds its
-// capacity down to it; below, it would be a 0-byte device).
-const minSimCapacity = 2 << 20
+var warnUnknownOnce, noteOnce sync.Once
 
 // configErrorPrefix starts the text of every configuration error (throw.cc tells them from out of memory
 // by it).

@@ -6,13 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"reflect"
-	"sort"
-	"strconv"
-	"strings"
+	"sync"
 	"sync/atomic"
-	"unicode"
 
 	"github.com/gmlake/gmlake/impl"
 	"github.com/gmlake/gmlake/impl/serve"
@@ -35,173 +30,19 @@ type Config struct {
 	// Knobs set fields of impl.Config by name, as text: the Go field name ("ChunkSize") or its
 	// environment spelling without the prefix ("CHUNK_SIZE"). Sizes accept KiB/MiB/GiB (or K/M/G) suffixes.
 	Knobs map[string]string
-	// MemoryLimit caps the physical bytes the engine may hold (0: no cap). See SetMemoryLimit.
+	// MemoryLimit caps the physical bytes the engine may hold (0: no cap; GMLAKE_MEMORY_LIMIT). See SetMemoryLimit.
 	MemoryLimit uint64
+	// MemoryFraction caps them at a share of the device's memory (0: none; GMLAKE_MEMORY_FRACTION): a finite
+	// number in (0, 1], 1 meaning no cap, whose cap is at least one byte. With MemoryLimit too, the stricter
+	// cap is in force, Note is told which, and Stats' memory_limit_from names it.
+	MemoryFraction float64
+	// Note, if not nil, is told once by New when one memory setting overrides another (one line, no newline).
+	Note func(string)
 	// TimeDriver measures the wall time of every driver call by kind (Stats' driver_seconds): two clock
 	// reads a call, for profiling where an allocator's time goes (bench/e2e fsdp-profile). Off: counts only.
 	TimeDriver bool
 
 	_ struct{}
-}
-
-// KnobNames lists the environment spellings (without the GMLAKE_ prefix) of the settable impl.Config fields.
-func KnobNames() []string {
-	var out []string
-	t := reflect.TypeOf(impl.Config{})
-	for i := 0; i < t.NumField(); i++ {
-		if f := t.Field(i); settableKnob(f) {
-			out = append(out, envName(f.Name))
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func settableKnob(f reflect.StructField) bool {
-	if !f.IsExported() || f.Name == "Policy" || f.Name == "TestOnlyMutations" {
-		return false
-	}
-	switch f.Type.Kind() {
-	case reflect.Bool, reflect.String, reflect.Float32, reflect.Float64,
-		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return true
-	}
-	return false
-}
-
-// envName spells a Go field name the environment way: ChunkSize -> CHUNK_SIZE, SBlockCache -> SBLOCK_CACHE,
-// HTTPServer -> HTTP_SERVER. A word break is a lower-to-upper step, or the end of a run of at least two
-// capitals followed by a lower-case letter (a one-letter prefix such as the S of SBlock stays attached).
-func envName(field string) string {
-	var b strings.Builder
-	rs := []rune(field)
-	run := 0 // capitals immediately before position i
-	for i, r := range rs {
-		if i > 0 && unicode.IsUpper(r) {
-			lowerBefore := unicode.IsLower(rs[i-1])
-			acronymEnd := run >= 2 && i+1 < len(rs) && unicode.IsLower(rs[i+1])
-			if lowerBefore || acronymEnd {
-				b.WriteByte('_')
-			}
-		}
-		if unicode.IsUpper(r) {
-			run++
-		} else {
-			run = 0
-		}
-		b.WriteRune(unicode.ToUpper(r))
-	}
-	return b.String()
-}
-
-// ParseBytes parses a byte count: "1048576", "512KiB", "2MiB", "1.5GiB", "2M", "1G" (binary units).
-func ParseBytes(s string) (uint64, error) {
-	t := strings.TrimSpace(s)
-	mult := uint64(1)
-	for _, u := range []struct {
-		suf string
-		m   uint64
-	}{{"KiB", vmm.KiB}, {"MiB", vmm.MiB}, {"GiB", vmm.GiB}, {"KB", vmm.KiB}, {"MB", vmm.MiB}, {"GB", vmm.GiB},
-		{"K", vmm.KiB}, {"M", vmm.MiB}, {"G", vmm.GiB}, {"B", 1}} {
-		if strings.HasSuffix(strings.ToUpper(t), strings.ToUpper(u.suf)) {
-			t, mult = strings.TrimSpace(t[:len(t)-len(u.suf)]), u.m
-			break
-		}
-	}
-	if n, err := strconv.ParseUint(t, 10, 64); err == nil {
-		if n > math.MaxUint64/mult {
-			return 0, fmt.Errorf("%w: %q is more than 2^64-1 bytes", ErrBadKnob, s)
-		}
-		return n * mult, nil
-	}
-	f, err := strconv.ParseFloat(t, 64)
-	if err != nil && !errors.Is(err, strconv.ErrRange) || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("%w: %q is not a byte count (examples: 1048576, 2MiB, 1.5GiB)", ErrBadKnob, s)
-	}
-	// 2^64 as a float64: anything at or above it does not fit (uint64 conversion would saturate silently).
-	b := f * float64(mult)
-	if err != nil || b >= 1<<64 {
-		return 0, fmt.Errorf("%w: %q is more than 2^64-1 bytes", ErrBadKnob, s)
-	}
-	return uint64(b), nil
-}
-
-// ParseFraction parses a memory fraction: a finite number in (0, 1] (GMLAKE_MEMORY_FRACTION, PyTorch's
-// set_per_process_memory_fraction).
-func ParseFraction(s string) (float64, error) {
-	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil || !(f > 0 && f <= 1) {
-		return 0, fmt.Errorf("%w: memory fraction %q: want a number in (0, 1]", ErrBadKnob, s)
-	}
-	return f, nil
-}
-
-// ApplyKnobs sets cfg's fields from knobs. Every knob must name a settable field.
-func ApplyKnobs(cfg *impl.Config, knobs map[string]string) error {
-	v := reflect.ValueOf(cfg).Elem()
-	t := v.Type()
-	byName := map[string]int{} // keys may also carry the GMLAKE_ prefix of the environment
-	for i := 0; i < t.NumField(); i++ {
-		if settableKnob(t.Field(i)) {
-			byName[t.Field(i).Name] = i
-			byName[envName(t.Field(i).Name)] = i
-		}
-	}
-	keys := make([]string, 0, len(knobs))
-	for k := range knobs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		s := knobs[k]
-		i, ok := byName[strings.TrimPrefix(k, "GMLAKE_")]
-		if !ok {
-			return fmt.Errorf("%w: unknown knob %q; settable knobs: %v", ErrBadKnob, k, KnobNames())
-		}
-		f := v.Field(i)
-		bad := func(err error) error {
-			return fmt.Errorf("%w: %s=%q: %v", ErrBadKnob, k, s, err)
-		}
-		switch f.Kind() {
-		case reflect.Bool:
-			b, err := strconv.ParseBool(strings.TrimSpace(s))
-			if err != nil {
-				return bad(err)
-			}
-			f.SetBool(b)
-		case reflect.String:
-			f.SetString(s)
-		case reflect.Float32, reflect.Float64:
-			x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-			if err != nil {
-				return bad(err)
-			}
-			if math.IsNaN(x) || math.IsInf(x, 0) || f.OverflowFloat(x) {
-				return bad(fmt.Errorf("not a finite number"))
-			}
-			f.SetFloat(x)
-		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-			x, err := strconv.ParseInt(strings.TrimSpace(s), 0, 64)
-			if err != nil {
-				return bad(err)
-			}
-			if f.OverflowInt(x) {
-				return bad(fmt.Errorf("out of range"))
-			}
-			f.SetInt(x)
-		default: // unsigned: a count or a size
-			x, err := ParseBytes(s)
-			if err != nil {
-				return bad(err)
-			}
-			if f.OverflowUint(x) {
-				return bad(fmt.Errorf("out of range"))
-			}
-			f.SetUint(x)
-		}
-	}
-	return nil
 }
 
 // Engine is one engine of the C library: a serve.Engine (the memory cap, sync-and-retry on out of memory,
@@ -216,6 +57,9 @@ type Engine struct {
 
 	torch torchCounters             // PyTorch's statistics kept here rather than in the engine (torch.go)
 	hook  atomic.Pointer[EventHook] // receives segment and out-of-memory events (torch.go); nil: none
+
+	limitMu   sync.Mutex // orders cap changes, so that limitFrom names the cap in force
+	limitFrom string     // the setting the cap came from (Stats' memory_limit_from); under limitMu
 }
 
 // New starts an engine on d, which it owns from then on: Close closes d, and so does a failed
@@ -237,12 +81,20 @@ func New(d vmm.Driver, cfg Config) (*Engine, error) {
 		e.timer = wrap.NewTimer(d)
 		under = e.timer
 	}
-	s, err := serve.New(under, serve.Config{Engine: icfg, MemoryLimit: cfg.MemoryLimit, MapStreams: cfg.OwnStreams})
+	limit, from, note, err := memoryCap(d, cfg)
+	if err != nil {
+		closeDriver()
+		return nil, err
+	}
+	s, err := serve.New(under, serve.Config{Engine: icfg, MemoryLimit: limit, MapStreams: cfg.OwnStreams})
 	if err != nil {
 		closeDriver()
 		return nil, fmt.Errorf("gmlake: starting policy %q on %s device %d: %w", cfg.Policy, cfg.Driver, cfg.Device, err)
 	}
-	e.s, e.a = s, s.Allocator()
+	e.s, e.a, e.limitFrom = s, s.Allocator(), from
+	if note != "" && cfg.Note != nil {
+		cfg.Note(note)
+	}
 	return e, nil
 }
 
@@ -290,7 +142,27 @@ func (e *Engine) TotalMemory() uint64 { return e.s.TotalMemory() }
 
 // SetMemoryLimit caps the physical bytes the engine may hold (0 removes the cap). Memory already held
 // beyond a new cap stays until it is freed and released (EmptyCache).
-func (e *Engine) SetMemoryLimit(bytes uint64) { e.s.SetMemoryLimit(bytes) }
+func (e *Engine) SetMemoryLimit(bytes uint64) { e.setLimit(bytes, "SetMemoryLimit") }
+
+// setLimit sets the cap and the setting it came from ("none" for no cap).
+func (e *Engine) setLimit(bytes uint64, from string) {
+	e.limitMu.Lock()
+	defer e.limitMu.Unlock()
+	if bytes == 0 {
+		from = "none"
+	}
+	e.s.SetMemoryLimit(bytes)
+	e.limitFrom = from
+}
+
+// MemoryLimitFrom names the setting the cap in force came from: "GMLAKE_MEMORY_LIMIT",
+// "GMLAKE_MEMORY_FRACTION", "gmlake_set_memory_fraction" (the C function PyTorch's
+// set_per_process_memory_fraction calls), "SetMemoryLimit" (a Go caller), or "none".
+func (e *Engine) MemoryLimitFrom() string {
+	e.limitMu.Lock()
+	defer e.limitMu.Unlock()
+	return e.limitFrom
+}
 
 // SetMemoryFraction caps the engine at fraction f of the device's total memory, as PyTorch's
 // set_per_process_memory_fraction: f must be a finite number in (0, 1] (1: no cap) whose cap is at least
@@ -309,7 +181,7 @@ func (e *Engine) SetMemoryFraction(f float64) error {
 		return fmt.Errorf("%w: memory fraction %g of the device's %d bytes caps it at 0 bytes: want at least %g",
 			ErrBadKnob, f, total, 1/float64(max(total, 1)))
 	}
-	e.SetMemoryLimit(limit)
+	e.setLimit(limit, "gmlake_set_memory_fraction")
 	return nil
 }
 
@@ -354,7 +226,7 @@ func (e *Engine) Stats(extra map[string]any) map[string]any {
 		"num_stitches": s.NumStitches, "num_stitch_reuses": s.NumStitchReuses, "num_stitch_frees": s.NumStitchFrees,
 		"num_ooms": s.NumOOMs, "num_cache_flushes": s.NumCacheFlushes,
 		"driver_calls": s.DriverCalls.Map(), "driver_calls_total": s.DriverCalls.Total(),
-		"memory_limit_bytes": e.s.MemoryLimit(), "device_total_bytes": e.s.TotalMemory(),
+		"memory_limit_bytes": e.s.MemoryLimit(), "memory_limit_from": e.MemoryLimitFrom(), "device_total_bytes": e.s.TotalMemory(),
 		"oom_sync_retries": e.s.Counters().SyncRetries, "sync_errors": e.s.Counters().SyncErrors,
 	}
 	if c, ok := e.inner.(vmm.CallCounter); ok {

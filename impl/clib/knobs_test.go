@@ -17,12 +17,12 @@ import (
 func TestApplyKnobsSetsEachKind(t *testing.T) {
 	cfg := impl.Config{Policy: impl.PolicyCaching, ReAlloc: true}
 	err := ApplyKnobs(&cfg, map[string]string{"GMLAKE_CHUNK_SIZE": "4MiB", "StitchMin": " 1G", "SBLOCK_CACHE": "0x10",
-		"NO_CROSS_STREAM": " true", "REUSE_LIMIT": "1.5", "DEFRAG_LEVEL": "-1", "AutoGC": "2048"})
+		"NO_CROSS_STREAM": " true", "REUSE_LIMIT": "1.5", "DEFRAG_LEVEL": "2", "AutoGC": "2048"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := impl.Config{Policy: impl.PolicyCaching, ReAlloc: true, ChunkSize: 4 * vmm.MiB, StitchMin: vmm.GiB,
-		SBlockCache: 16, NoCrossStream: true, ReuseLimit: 1.5, DefragLevel: -1, AutoGC: 2048}
+		SBlockCache: 16, NoCrossStream: true, ReuseLimit: 1.5, DefragLevel: 2, AutoGC: 2048}
 	if cfg != want {
 		t.Fatalf("ApplyKnobs set %+v, want %+v", cfg, want)
 	}
@@ -44,6 +44,10 @@ func TestApplyKnobsRefusesBadKnobs(t *testing.T) {
 		{"SBLOCK_CACHE", "1.5", "SBLOCK_CACHE"},
 		{"DEFRAG_LEVEL", "99999999999999999999", "DEFRAG_LEVEL"},
 		{"CHUNK_SIZE", "-1", "not a byte count"},
+		{"CHUNK_SIZE", "0.5", "rounds to 0"},
+		{"DEFRAG_LEVEL", "-1", "0 to 3"},
+		{"REUSE_LIMIT", "-0.5", ">= 0"},
+		{"STITCH_MIN", "1000", "multiple of 512B"},
 	} {
 		var cfg impl.Config
 		err := ApplyKnobs(&cfg, map[string]string{c.key: c.value})

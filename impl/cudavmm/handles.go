@@ -6,6 +6,14 @@ import (
 	"github.com/gmlake/gmlake/vmm"
 )
 
+// CheckHandles says whether spec is a handle-type list New (GMLAKE_CUDA_HANDLES) and RequestHandles parse:
+// nil, or an error naming the unknown word. It asks no device what it supports. libgmlake's settings check
+// (gmlake_check_settings) calls it.
+func CheckHandles(spec string) error {
+	_, err := parseHandles(spec)
+	return err
+}
+
 // parseHandles reads RequestHandles' spec: "posix_fd", "fabric" and "rdma" separated by commas or spaces;
 // "" and "none" are plain memory. An unknown name is an error matching vmm.ErrInvalidValue.
 func parseHandles(spec string) (int32, error) {
