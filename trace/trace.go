@@ -160,7 +160,12 @@ func NewReader(r io.Reader, file string) (*Reader, error) {
 		br = bufio.NewReaderSize(r, 1<<16)
 	}
 	rd := &Reader{file: file, br: br, live: make(map[uint64]byte)}
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+	magic, _ := br.Peek(2)
+	if len(magic) == 1 && magic[0] == 0x1f {
+		rd.err = rd.cut("the gzip stream ends inside its first header")
+		return rd, nil
+	}
+	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			rd.err = rd.cut("the gzip stream ends inside its first header")
