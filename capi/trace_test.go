@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/gmlake/gmlake/trace"
+)
+
+var (
+	traceHostOnce sync.Once
+	traceHostBin  string
+	traceHostErr  error
+)
+
+// traceHost builds testdata/trace_host.c against libgmlake.so once and returns the program.
+func traceHost(t *testing.T) string {
+	t.Helper()
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("no gcc on this machine")
+	}
+	dir := buildLib(t)
+	traceHostOnce.Do(func() {
+		traceHostBin = filepath.Join(dir, "trace_host")
+		out, err := exec.Command(cc, "-O1", "-o", traceHostBin, filepath.Join("testdata", "trace_host.c"), "-I.", "-L"+dir,
+			"-lgmlake", "-Wl,-rpath,"+dir).CombinedOutput()
+		if err != nil {
+			traceHostErr = fmt.Errorf("compiling trace_host.c: %v\n%s", err, out)
+		}
+	})
+	if traceHostErr != nil {
+		t.Fatal(traceHostErr)
+	}
+	return traceHostBin
+}
+
+// hostCmd is trace_host with args on the simulated device, writing GMLAKE_TRACE=path.
+func hostCmd(t *testing.T, path string, args ...string) *exec.Cmd {
+	cmd := exec.Command(traceHost(t), args...)
+	cmd.Env = append(simEnv(), "GMLAKE_TRACE="+path)
+	return cmd
+}
+
+// readTrace reads the trace at path to its end: its events, how it ended, and the error that ended it.
+func readTrace(t *testing.T, path string) (events int, ended string, err error) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	rd, err := trace.NewReader(f, path)
+	if err != nil {
+		return 0, "", err
+	}
+	for {
+		_, ok, err := rd.Next()
+		if err != nil || !ok {
+			return rd.Events(), rd.Ended(), err
+		}
+	}
+}
+
+// startHost starts cmd and waits for its "ready"; stdout has the rest of what it prints.
+func startHost(t *testing.T, cmd *exec.Cmd) (stdin io.WriteCloser, stderr *strings.Builder, stdout *bufio.Reader) {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr = &strings.Builder{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stdout = bufio.NewReader(out)
+	if line, _ := stdout.ReadString('\n'); line != "ready\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("trace_host said %q\n%s", line, stderr)
+	}
+	return stdin, stderr, stdout
+}
+
+// diedBy reports whether err is the exit of a process killed by sig.
+func diedBy(err error, sig syscall.Signal) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
+}
+
+// Property: a C host process killed by SIGTERM (how torchrun stops the other workers when one fails) leaves a
+// complete trace of every event it made, ended by SIGTERM, and still dies by SIGTERM. Before the fix the
+// gzip trace ended in "unexpected EOF" with every buffered event lost (here all 10,000).
+func TestTraceSurvivesSIGTERM(t *testing.T) {
+	for _, name := range []string{"run.trace.gz", "run.trace"} {
+		path := filepath.Join(t.TempDir(), name)
+		cmd := hostCmd(t, path, "signal", "5000")
+		_, stderr, _ := startHost(t, cmd)
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); !diedBy(err, syscall.SIGTERM) {
+			t.Errorf("%s: trace_host ended with %v, want death by SIGTERM\n%s", name, err, stderr)
+		}
+		n, ended, err := readTrace(t, path)
+		if err != nil || n != 10000 || ended != "SIGTERM" {
+			t.Errorf("%s: %d events, ended %q, error %v; want all 10000 events ended by SIGTERM", name, n, ended, err)
+		}
+	}
+}
+
+// Property: SIGINT (Ctrl-C) writes the trace out and then reaches the host's own handler (Python installs
+// one for SIGINT), which here dies by SIGINT: the library neither swallows the signal nor skips the handler.
+func TestTraceSIGINTReachesTheHostHandler(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "int.trace.gz")
+	cmd := hostCmd(t, path, "signal", "3000", "handler")
+	stdin, stderr, stdout := startHost(t, cmd)
+	defer stdin.Close()
+	cmd.Process.Signal(syscall.SIGINT)
+	said, _ := io.ReadAll(stdout)
+	err := cmd.Wait()
+	if !diedBy(err, syscall.SIGINT) || !strings.Contains(string(said), "host handler ran") {
+		t.Errorf("trace_host ended with %v, said %q; want its own handler to run and death by SIGINT\n%s", err, said, stderr)
+	}
+	n, ended, err := readTrace(t, path)
+	if err != nil || n != 6000 || ended != "SIGINT" {
+		t.Errorf("%d events, ended %q, error %v; want all 6000 events ended by SIGINT", n, ended, err)
+	}
+}
+
+// Property: a trace belongs to the process that opened it: a forked child that allocates and exits writes
+// nothing of its parent's buffered events and none of its own into the parent's file, which stays a legal,
+// complete trace of the parent's events. Before the fix the child's exit wrote the parent's buffer a second
+// time ("id allocated twice").
+func TestTraceForkedChildWritesNothingOfItsParents(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fork.trace")
+	out, err := hostCmd(t, path, "fork", "100", "30").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "exited 0") {
+		t.Fatalf("trace_host: %v\n%s", err, out)
+	}
+	n, ended, err := readTrace(t, path)
+	if err != nil || n != 400 || ended != "exit" {
+		t.Errorf("%d events, ended %q, error %v; want the parent's 400 events, ended at exit", n, ended, err)
+	}
+}
+
+// Property: with {pid} in the path a forked child that allocates opens a trace of its own, holding its
+// events alone; the parent's holds the parent's.
+func TestTraceForkedChildWithPidWritesItsOwn(t *testing.T) {
+	dir := t.TempDir()
+	out, err := hostCmd(t, filepath.Join(dir, "p{pid}.trace.gz"), "fork", "100", "30").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "exited 0") {
+		t.Fatalf("trace_host: %v\n%s", err, out)
+	}
+	var child string
+	fmt.Sscanf(string(out[strings.Index(string(out), "child "):]), "child %s", &child)
+	files, _ := filepath.Glob(filepath.Join(dir, "p*.trace.gz"))
+	if len(files) != 2 {
+		t.Fatalf("files %v, want the parent's and the child's\n%s", files, out)
+	}
+	for _, f := range files {
+		want := 400
+		if filepath.Base(f) == "p"+child+".trace.gz" {
+			want = 60
+		}
+		n, ended, err := readTrace(t, f)
+		if err != nil || n != want || ended != "exit" {
+			t.Errorf("%s: %d events, ended %q, error %v; want %d ended at exit", f, n, ended, err, want)
+		}
+	}
+}
+
+// Property: two processes given one GMLAKE_TRACE (torchrun without {rank}): the second is refused with one
+// line on stderr naming GMLAKE_TRACE, the first writer's pid and {rank}, and allocates on untraced; the
+// first's trace holds its events alone. Before the fix the second truncated the first's file and said nothing.
+func TestTraceTwoProcessesOnOnePathRefusedLoudly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run.trace.gz")
+	a := hostCmd(t, path, "hold", "100")
+	aIn, aErr, _ := startHost(t, a)
+	b := hostCmd(t, path, "hold", "50")
+	bIn, bErr, _ := startHost(t, b)
+	bIn.Close()
+	if err := b.Wait(); err != nil {
+		t.Fatalf("second: %v\n%s", err, bErr)
+	}
+	lines := strings.Split(strings.TrimSpace(bErr.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "GMLAKE_TRACE") || !strings.Contains(lines[0], "{rank}") ||
+		!strings.Contains(lines[0], "process "+strconv.Itoa(a.Process.Pid)) {
+		t.Errorf("the second process said %q; want one line naming GMLAKE_TRACE, pid %d and {rank}", bErr.String(), a.Process.Pid)
+	}
+	aIn.Close()
+	if err := a.Wait(); err != nil {
+		t.Fatalf("first: %v\n%s", err, aErr)
+	}
+	n, ended, err := readTrace(t, path)
+	if err != nil || n != 200 || ended != "exit" {
+		t.Errorf("%d events, ended %q, error %v; want the first process's 200, ended at exit", n, ended, err)
+	}
+}
