@@ -21,8 +21,10 @@ GMLAKE_MODE=auto (default: cpp, else pluggable with a warning) | cpp | pluggable
 
 gmlake's own figures (stitches, driver calls by kind, fragmentation) are in stats(); record(path) writes the
 allocation trace that `gmlake replay` reads. Configuration is read from the environment (GMLAKE_POLICY,
-GMLAKE_MEMORY_FRACTION, GMLAKE_MEMORY_LIMIT, GMLAKE_TRACE, GMLAKE_VERBOSE, GMLAKE_<KNOB>; see capi/gmlake.h) and
-checked by enable(): a bad value is a GMLakeConfigError naming the variable. The library is lib_path, else
+GMLAKE_MEMORY_FRACTION, GMLAKE_MEMORY_LIMIT, GMLAKE_TRACE, GMLAKE_VERBOSE, GMLAKE_<KNOB>; settings() is the
+table, docs/pytorch.md says each) and checked by enable(), `python -m gmlake_torch` and GMLAKE=1's hook with
+the library's own parser (check_config): a bad value is a ConfigError (GMLakeConfigError) whose one line names
+the variable. The library is lib_path, else
 $GMLAKE_LIB, else the libgmlake.so bundled in the package, else capi/libgmlake.so of the source tree.
 
 stats(), record(), knobs() and the raw calls need no torch (the tests drive the library on its simulated
@@ -56,6 +58,10 @@ class GMLakeError(RuntimeError):
 
 class GMLakeConfigError(ValueError):
     """A bad gmlake setting (an environment variable or an enable() argument); the text names it."""
+
+
+ConfigError = GMLakeConfigError  # the short name: gmlake_torch.ConfigError
+__all__ += ["ConfigError", "settings"]
 
 
 def find_library(lib_path=None):
@@ -214,68 +220,51 @@ def mode():
     return _mode
 
 
-_POLICIES = ("gmlake", "caching", "expandable", "gmlake-paper")
-_MODES = ("auto", "cpp", "pluggable")
-# Variables read by this package or by the library itself (besides GMLAKE_<KNOB>).
-_OWN_VARS = {"GMLAKE", "GMLAKE_LIB", "GMLAKE_MODE", "GMLAKE_CACHE", "GMLAKE_POLICY", "GMLAKE_DEVICE",
-             "GMLAKE_SIM_CAPACITY", "GMLAKE_MEMORY_FRACTION", "GMLAKE_MEMORY_LIMIT", "GMLAKE_TRACE", "GMLAKE_VERBOSE",
-             "GMLAKE_TEST_PANIC_SIZE", "GMLAKE_PROFILE", "GMLAKE_TIME_DRIVER", "GMLAKE_CUDA_HANDLES"}
-_SIZE = re.compile(r"^\s*(\d+(\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
+def _settings_lib():
+    """The library, for the settings check: loaded, and new enough to have it. Either failure is one clear
+    ConfigError (there is no second parser to fall back to)."""
+    try:
+        lib = load()
+    except GMLakeConfigError:
+        raise
+    except (OSError, GMLakeError) as e:
+        raise GMLakeConfigError("gmlake_torch: cannot check the gmlake settings: libgmlake.so cannot be loaded "
+                                "(%s): reinstall the wheel, or set GMLAKE_LIB to a libgmlake.so built by `make "
+                                "capi`" % str(e).splitlines()[0]) from None
+    if not hasattr(lib, "gmlake_check_settings") or not hasattr(lib, "gmlake_settings_json"):
+        raise GMLakeConfigError("gmlake_torch: %s is older than this gmlake_torch (it has no gmlake_check_settings): "
+                                "rebuild it (make capi), or unset GMLAKE_LIB to use the bundled one" % _lib_path)
+    if lib.gmlake_check_settings.argtypes is None:
+        lib.gmlake_check_settings.restype = ctypes.c_int
+        lib.gmlake_check_settings.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_char_p, ctypes.c_size_t]
+        lib.gmlake_settings_json.restype = ctypes.c_int
+        lib.gmlake_settings_json.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    return lib
 
 
-def _size_ok(text):
-    return bool(_SIZE.match(text)) and float(_SIZE.match(text).group(1)) > 0
+def settings():
+    """The settings table of the library (gmlake_settings_json): one dict per GMLAKE_ variable with its name,
+    unit, range, default, read_by ("library", "python", "tests"), doc, and choices, knob or retired where they
+    apply. docs/pytorch.md's table is checked against it."""
+    return json.loads(_text(_settings_lib().gmlake_settings_json))
 
 
 def check_config(environ=None, for_torch=True):
-    """Checks gmlake's environment variables; raises GMLakeConfigError naming the first bad one. Called by
-    enable(); for_torch: GMLAKE_DEVICE=sim (the simulated device) is refused, PyTorch needs the GPU."""
+    """Checks gmlake's environment variables (environ, default os.environ) with the library's own parser
+    (gmlake_check_settings: the one a device's engine start uses, and an engine started with them on the
+    simulated device), and raises ConfigError with its one line naming the first bad variable; an unknown
+    GMLAKE_ variable is refused too. Called by enable(), `python -m gmlake_torch` and GMLAKE=1's import hook.
+    for_torch: GMLAKE_DEVICE=sim (the simulated device) is refused, PyTorch needs the GPU."""
     env = os.environ if environ is None else environ
-    v = env.get("GMLAKE_POLICY")
-    if v is not None and v not in _POLICIES:
-        raise GMLakeConfigError("GMLAKE_POLICY=%r: must be one of %s" % (v, ", ".join(_POLICIES)))
-    v = env.get("GMLAKE_MODE")
-    if v is not None and v not in _MODES:
-        raise GMLakeConfigError("GMLAKE_MODE=%r: must be one of %s" % (v, ", ".join(_MODES)))
-    v = env.get("GMLAKE_DEVICE")
-    if v is not None and v not in ("cuda", "sim", ""):
-        raise GMLakeConfigError("GMLAKE_DEVICE=%r: must be cuda or sim" % v)
-    if for_torch and v == "sim":
+    if for_torch and env.get("GMLAKE_DEVICE") == "sim":
         raise GMLakeConfigError("GMLAKE_DEVICE=sim is the simulated device (for tests without a GPU); PyTorch "
                                 "needs the real GPU: unset GMLAKE_DEVICE")
-    v = env.get("GMLAKE_MEMORY_FRACTION")
-    if v is not None:
-        try:
-            f = float(v)
-        except ValueError:
-            f = -1.0
-        if not 0 < f <= 1:
-            raise GMLakeConfigError("GMLAKE_MEMORY_FRACTION=%r: must be a number in (0, 1]" % v)
-    for name in ("GMLAKE_MEMORY_LIMIT", "GMLAKE_SIM_CAPACITY"):
-        v = env.get(name)
-        if v is not None and not _size_ok(v):
-            raise GMLakeConfigError("%s=%r: must be a positive size in bytes, e.g. 40GiB" % (name, v))
-    v = env.get("GMLAKE_TIME_DRIVER")
-    if v is not None and v not in ("", "0", "1"):
-        raise GMLakeConfigError("GMLAKE_TIME_DRIVER=%r: must be 1 (stats() gives driver_seconds by kind) or 0" % v)
-    v = env.get("GMLAKE_CUDA_HANDLES")
-    if v is not None:
-        bad = [w for w in re.split(r"[, ]+", v.strip()) if w and w not in ("posix_fd", "fabric", "rdma", "none")]
-        if bad:
-            raise GMLakeConfigError("GMLAKE_CUDA_HANDLES=%r: unknown handle type %r: use posix_fd (the default), "
-                                    "fabric, rdma or none, comma-separated" % (v, bad[0]))
-    v = env.get("GMLAKE")
-    if v is not None and v.lower() not in ("", "0", "1", "true", "false", "yes", "no", "on", "off"):
-        raise GMLakeConfigError("GMLAKE=%r: must be 1 (enable gmlake when torch is imported) or 0" % v)
-    if "GMLAKE_SHIM" in env or "GMLAKE_SHIM_CACHE" in env:
-        raise GMLakeConfigError("GMLAKE_SHIM / GMLAKE_SHIM_CACHE: the OOM shim is gone; the C++ allocator raises "
-                                "torch.OutOfMemoryError itself (GMLAKE_MODE=cpp, GMLAKE_CACHE for its build cache): "
-                                "unset them")
-    names = set(knobs())
-    for k in env:
-        if k.startswith("GMLAKE_") and k not in _OWN_VARS and k[len("GMLAKE_"):] not in names:
-            raise GMLakeConfigError("%s: unknown gmlake setting (known: %s, and the knobs GMLAKE_%s)" % (
-                k, ", ".join(sorted(_OWN_VARS)), ", GMLAKE_".join(sorted(names))))
+    lib = _settings_lib()
+    entries = [os.fsencode("%s=%s" % (k, v)) for k, v in env.items() if k.startswith("GMLAKE")]
+    envp = (ctypes.c_char_p * (len(entries) + 1))(*entries)  # NULL-terminated, as envp
+    text = _text(lambda buf, n: lib.gmlake_check_settings(envp, buf, n))
+    if text:
+        raise GMLakeConfigError(text)
 
 
 def enable(lib_path=None, policy=None, mode=None, verbose=None, **knob_values):
