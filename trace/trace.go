@@ -1,5 +1,6 @@
-// Package trace reads allocation traces of real training runs: the text format of testdata/traces/README.md
-// (gzip or plain), one event a line in program order:
+// Package trace owns the allocation trace of a training run, a product package: its format (read checked,
+// written streaming), and the recorder that libgmlake runs for GMLAKE_TRACE. The text of
+// testdata/traces/README.md, gzip or plain, one event a line in program order:
 //
 //	a ID SIZE STREAM   allocation ID of SIZE bytes (as requested) on STREAM (0, 1, 2 in order of first use)
 //	r ID               free requested: the program is done with the block, but it may not be reused yet
@@ -8,11 +9,42 @@
 //
 // Blank lines and lines whose first field starts with '#' are skipped. Every ID is allocated once, and
 // freed (r then f, or f alone) at most once after; Read refuses anything else with a *ParseError naming
-// file and line, and a compressed stream that ends early with an error naming the line it ended at.
+// file and line.
 //
-// It owns parsing and writing that format (a pure format package: libgmlake links it to write the traces of
-// GMLAKE_TRACE); replaying a trace through an allocator, and converting PyTorch's memory snapshot pickles to
-// a Trace, live in harness (replay.go, pickle.go).
+// Two versions, told apart by the first line. v1 (the bundled traces, Write, NewWriter) is the bare lines;
+// a v1 gzip stream that ends early is an error naming the line it ended at. v2 (Create, WriteFile,
+// LogWriter, the Recorder) is a write-ahead log, so that what survives a kill -9 is a prefix, never garbage:
+//
+//	# gmlake-trace v2 pid=1234       the header: the first line
+//	a 0 4096 0                       a block: up to MaxBlockEvents event lines ...
+//	f 0
+//	# crc32c 2 1a2b3c4d              ... closed by its checksum line: its events, the CRC32C (Castagnoli, hex)
+//	                                 of every byte of its lines since the previous framing line
+//	# end 2 exit                     an end record: the events so far, and why ("close", "stop", "exit",
+//	                                 "SIGTERM", "SIGINT"); more blocks may follow one (a signal's checkpoint)
+//
+// Each block (with the end record after it, if any) is written by one write; gzip-compressed, as one whole
+// gzip member, so that a file cut between writes is a valid gzip stream and gzip tools read it whole. A
+// v2 trace is complete when its last record is an end record. A reader returns the events of every block
+// its checksum line vouches for, in order, and stops at the first thing that is not a whole record (a line
+// without its newline, a block without its checksum line or that does not match it, a gzip member cut short,
+// a file that ends without an end record): Next, Read and ReadFile return a *CutError (errors.Is(err,
+// ErrCut)) saying after how many events, at which line and byte offset of the text (decompressed) the
+// trace was cut, and why; Read and ReadFile return the Trace of the events before the cut with it. A caller
+// may replay those and say the trace was cut.
+//
+// The Recorder writes a process's allocations as v2 (Record; Active keeps libgmlake's one slot). It writes a
+// block every RecordOptions.FlushEvents events (DefaultFlushEvents, 4096) or FlushInterval after the first
+// event it holds (DefaultFlushInterval, 1 s), whichever comes first, and at Close; with FlushOnSignals also
+// on SIGTERM and SIGINT, after which the signal goes on to the handler that was there before (a host's,
+// Python's SIGINT) or its default action (the process dies by it). A trace belongs to the process that
+// opened it: after fork() the child writes nothing of the parent's (each call checks the pid first and
+// touches no lock), and opens a trace of its own only if the path has {pid}. {pid} and {rank} (RANK, else
+// LOCAL_RANK, else 0) expand in the path, and the file is locked (flock) while written: a path another live
+// process is writing is refused with a *BusyError (ErrBusy) that names the writer's pid and suggests {rank}.
+//
+// Replaying a trace through an allocator (harness/replay) and converting PyTorch's memory snapshot pickles
+// to a Trace (harness/snapshot) live elsewhere: the product links this package, not those.
 package trace
 
 import (
