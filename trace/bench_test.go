@@ -76,3 +76,36 @@ func BenchmarkReadBundledPlain(b *testing.B) {
 	_, plain := benchInputs(b)
 	benchRead(b, plain)
 }
+
+// encodeBundledV2 re-encodes the bundled traces' events as v2 (blocks of DefaultFlushEvents, as the recorder
+// writes them).
+func encodeBundledV2(b *testing.B, compress bool) [][]byte {
+	_, plain := benchInputs(b)
+	var out [][]byte
+	for _, text := range plain {
+		tr, err := Read(bytes.NewReader(text), "bench.trace")
+		if err != nil {
+			b.Fatal(err)
+		}
+		var buf bytes.Buffer
+		lw, err := NewLogWriter(&buf, compress, "pid=1")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, e := range tr.Events {
+			lw.Add(e)
+			if lw.Buffered() == DefaultFlushEvents {
+				lw.Commit()
+			}
+		}
+		lw.End("close")
+		out = append(out, buf.Bytes())
+	}
+	return out
+}
+
+// The Reader over the bundled traces' events as the recorder writes them now (v2 gzip: a member per block).
+func BenchmarkReadBundledV2Gzip(b *testing.B) { benchRead(b, encodeBundledV2(b, true)) }
+
+// ... and as v2 plain text (the checksum of every block, no decompression).
+func BenchmarkReadBundledV2Plain(b *testing.B) { benchRead(b, encodeBundledV2(b, false)) }
