@@ -36,6 +36,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -124,16 +125,19 @@ type Summary struct {
 	Rules         map[string]uint64 `json:"rules"`        // the generator's rules the workers drew, by name
 	Forgets       uint64            `json:"forgets"`      // ForgetStream calls (the default stream's refusals included)
 	Queries       uint64            `json:"queries"`      // largest, snapshot, reset-peak and reset-acc, each judged with the workers paused
-	Failure       string            `json:"failure,omitempty"`
-	Replay        string            `json:"replay,omitempty"`          // the one command that reproduces and shrinks the failure
-	Trace         string            `json:"trace,omitempty"`           // the saved program
-	Reproduced    *bool             `json:"reproduced,omitempty"`      // did it fail again single-threaded on the simulated device
-	Minimized     string            `json:"minimized_trace,omitempty"` // the minimized program
-	MinimizedOps  int               `json:"minimized_ops,omitempty"`
+	// Vacuous: the campaign ran its course and no allocation succeeded, so it tested nothing (Failure says
+	// why); OK is false.
+	Vacuous      bool   `json:"tested_nothing,omitempty"`
+	Failure      string `json:"failure,omitempty"`
+	Replay       string `json:"replay,omitempty"`          // the one command that reproduces and shrinks the failure
+	Trace        string `json:"trace,omitempty"`           // the saved program
+	Reproduced   *bool  `json:"reproduced,omitempty"`      // did it fail again single-threaded on the simulated device
+	Minimized    string `json:"minimized_trace,omitempty"` // the minimized program
+	MinimizedOps int    `json:"minimized_ops,omitempty"`
 }
 
-// OK reports whether the campaign found nothing.
-func (s *Summary) OK() bool { return s.Violations == 0 && s.Leaks == 0 }
+// OK reports whether the campaign found nothing and tested something (not Vacuous).
+func (s *Summary) OK() bool { return s.Violations == 0 && s.Leaks == 0 && !s.Vacuous }
 
 // campaign is the shared state of a running campaign.
 type campaign struct {
@@ -213,22 +217,93 @@ func (s devSync) Synchronize(st vmm.Stream) error {
 	return nil
 }
 
-// MinCapacity is the smallest CampaignConfig.Capacity: one 2 MiB chunk (below it no request fits).
-const MinCapacity = 2 * vmm.MiB
+// The ranges of a campaign's configuration (Validate), stated once.
+const (
+	// MinCapacity is the smallest CampaignConfig.Capacity and MemoryLimit: one 2 MiB chunk (below it no
+	// request fits).
+	MinCapacity = 2 * vmm.MiB
+	// MaxCapacity bounds Capacity on the simulated device: 1 PiB, as ops.MaxCapacity.
+	MaxCapacity = ops.MaxCapacity
+	// MaxSimStreams bounds Streams on the simulated device (a goroutine and a stream each).
+	MaxSimStreams = 256
+	// MaxCampaignLog bounds LogOps, the operations kept in memory for the reproducer.
+	MaxCampaignLog = 10_000_000
+)
 
 // ErrBadConfig is the kind (errors.Is) of RunCampaign's configuration errors: nothing ran.
 var ErrBadConfig = errors.New("fuzz: invalid campaign configuration")
 
+// configError is one refused value of a campaign's configuration, named by the `gmlake fuzz` flag that sets
+// it (the campaign's one user-facing door), with what the flag wants.
+type configError struct{ flag, value, want string }
+
+func (e *configError) Error() string        { return fmt.Sprintf("%s %s: %s", e.flag, e.value, e.want) }
+func (e *configError) Is(target error) bool { return target == ErrBadConfig }
+
+// Validate checks every value of cfg against its range, the one statement of them (RunCampaign calls it
+// first; `gmlake fuzz` calls it before anything is created): a campaign that cannot run, or in which no
+// allocation could succeed, is refused with an ErrBadConfig error naming the flag (--streams, --capacity,
+// ...), and nothing runs. Zero values mean the defaults (CampaignConfig).
+func (cfg CampaignConfig) Validate() error {
+	bad := func(flag string, v any, format string, args ...any) error {
+		return &configError{flag: flag, value: fmt.Sprint(v), want: fmt.Sprintf(format, args...)}
+	}
+	size := func(flag string, n uint64) error {
+		if n != 0 && n < MinCapacity {
+			return bad(flag, vmm.FormatBytes(n), "want at least %s (one chunk of the device's granularity: below it no request fits)", vmm.FormatBytes(MinCapacity))
+		}
+		if n > MaxCapacity {
+			return bad(flag, vmm.FormatBytes(n), "want at most %s", vmm.FormatBytes(MaxCapacity))
+		}
+		return nil
+	}
+	switch {
+	case cfg.Device != "" && cfg.Device != "sim" && cfg.Device != "cuda":
+		return bad("--device", fmt.Sprintf("%q", cfg.Device), "want sim or cuda")
+	case cfg.Policy != "" && !slices.Contains(impl.Policies, cfg.Policy):
+		return bad("--policy", fmt.Sprintf("%q", cfg.Policy), "want one of %s, or all", strings.Join(impl.Policies, ", "))
+	case cfg.Duration < 0:
+		return bad("--duration", cfg.Duration, "want a positive duration, e.g. 30s")
+	case cfg.Streams < 0 || cfg.Device != "cuda" && cfg.Streams > MaxSimStreams:
+		return bad("--streams", cfg.Streams, "want 1 to %d (one worker per stream)", MaxSimStreams)
+	case cfg.Device == "cuda" && cfg.Streams+3 > gpu.Connections:
+		return bad("--streams", cfg.Streams, "want 1 to %d on a GPU (each is a hardware queue, and the checker's, the default and the clock's streams take %d of CUDA_DEVICE_MAX_CONNECTIONS=%d)",
+			gpu.Connections-3, 3, gpu.Connections)
+	case cfg.MaxLive < 0:
+		return bad("--max-live", cfg.MaxLive, "want at least 1")
+	case cfg.LogOps < 0 || cfg.LogOps > MaxCampaignLog:
+		return bad("--log-ops", cfg.LogOps, "want 1 to %d", MaxCampaignLog)
+	case cfg.ProgressEvery < 0:
+		return bad("--progress-every", cfg.ProgressEvery, "want a positive duration, e.g. 5s")
+	case cfg.HangAfter < 0:
+		return bad("--hang-after", cfg.HangAfter, "want a positive duration, e.g. 2m")
+	case cfg.CUDADevice < 0:
+		return bad("--cuda-device", cfg.CUDADevice, "want a device ordinal, 0 or more")
+	}
+	if err := size("--capacity", cfg.Capacity); err != nil {
+		return err
+	}
+	if err := size("--memory-limit", cfg.MemoryLimit); err != nil {
+		return err
+	}
+	if cfg.MaxSize != 0 && cfg.MaxSize < vmm.KiB {
+		return bad("--max-size", vmm.FormatBytes(cfg.MaxSize), "want at least 1KiB")
+	}
+	if cfg.Capacity != 0 && cfg.MaxSize > cfg.Capacity {
+		return bad("--max-size", vmm.FormatBytes(cfg.MaxSize), "want at most --capacity (%s): no larger request can succeed", vmm.FormatBytes(cfg.Capacity))
+	}
+	return nil
+}
+
+// ErrNothingTested is the kind (errors.Is) of a campaign's failure to test anything: it ran its course and
+// not one allocation succeeded (a device or cap too small for every request), so passing would say nothing.
+var ErrNothingTested = errors.New("fuzz: the campaign tested nothing")
+
 // RunCampaign runs a campaign until its duration passes or ctx is done, and returns its summary. The
 // error is for setup problems (no GPU, bad policy, ErrBadConfig); violations are in the summary.
 func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
-	switch {
-	case cfg.Streams < 0:
-		return nil, fmt.Errorf("%w: %d streams", ErrBadConfig, cfg.Streams)
-	case cfg.Duration < 0:
-		return nil, fmt.Errorf("%w: duration %v", ErrBadConfig, cfg.Duration)
-	case cfg.Capacity != 0 && cfg.Capacity < MinCapacity:
-		return nil, fmt.Errorf("%w: capacity %d bytes is less than %s", ErrBadConfig, cfg.Capacity, vmm.FormatBytes(MinCapacity))
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.Device == "" {
 		cfg.Device = "sim"
@@ -288,11 +363,7 @@ func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
 			cfg.Capacity = free / 2
 		}
 		// A gate per worker stream, the checker's and the default stream's; with the clock's signalling
-		// stream, within gpu.Connections hardware queues.
-		if cfg.Streams+3 > gpu.Connections {
-			return nil, fmt.Errorf("%w: %d streams on a GPU; at most %d (harness/gpu.Connections, less the checker's, the default and the clock's streams)",
-				ErrBadConfig, cfg.Streams, gpu.Connections-3)
-		}
+		// stream, within gpu.Connections hardware queues (Validate).
 		g, err := gpu.Open(gpu.Config{Ordinal: cfg.CUDADevice, Capacity: cfg.Capacity, MaxGates: cfg.Streams + 2 + spareStreams(cfg)})
 		if err != nil {
 			return nil, fmt.Errorf("fuzz: --device cuda: %w", err)
@@ -348,6 +419,7 @@ func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
 	}
 	c.a = c.e.Allocator()
 	start := time.Now()
+	parent := ctx // the caller's: done early means the user stopped the campaign
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -414,6 +486,11 @@ loop:
 		c.saveFailure() // a leak or a failure found while freeing at the end
 	}
 	c.summarize(elapsed, true)
+	if c.sum.OK() && c.sum.Allocs == 0 && parent.Err() == nil {
+		c.sum.Vacuous = true
+		c.sum.Failure = fmt.Sprintf("no allocation succeeded in %d operations (%d out of memory): the campaign tested nothing; "+
+			"give it more room (--capacity, --memory-limit) or smaller requests (--max-size)", c.sum.Ops, c.sum.OOMs)
+	}
 	return &c.sum, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gmlake/gmlake/fuzz"
 	"github.com/gmlake/gmlake/harness/ops"
@@ -60,8 +61,25 @@ Examples:
   gmlake fuzz --replay gmlake-fuzz-gmlake-sim-seed1-1764400000.ops --minimize`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			fl := cmd.Flags()
 			if replay != "" {
+				// The campaign's flags do not apply to a replay: given one, it is refused rather than ignored.
+				var campaignOnly []string
+				fl.VisitAll(func(f *pflag.Flag) {
+					if f.Changed && !slices.Contains([]string{"replay", "policy", "minimize", "minimize-time"}, f.Name) {
+						campaignOnly = append(campaignOnly, "--"+f.Name)
+					}
+				})
+				if len(campaignOnly) > 0 {
+					return badFlag("%s: a campaign's flag, and --replay runs a saved program: leave it out", strings.Join(campaignOnly, ", "))
+				}
+				if err := checkInputFile("--replay", replay); err != nil {
+					return err
+				}
 				return runReplayProgram(cmd, replay, policy, minimize, minimizeFor)
+			}
+			if minimize || fl.Changed("minimize") {
+				return badFlag("--minimize: shrinks the failure of a saved program: give it with --replay FILE (a campaign minimizes its failures within --minimize-time)")
 			}
 			capBytes, err := parseBytes(capacity)
 			if err != nil {
@@ -75,16 +93,29 @@ Examples:
 			if err != nil {
 				return badFlag("--memory-limit: %v", err)
 			}
-			switch {
-			case streams < 1:
-				return badFlag("--streams %d: want at least 1 (one worker per stream)", streams)
-			case duration <= 0:
-				return badFlag("--duration %v: want a positive duration, e.g. 30s", duration)
-			case capBytes != 0 && capBytes < fuzz.MinCapacity:
-				return badFlag("--capacity %s: want at least %s (one chunk of the device's granularity)",
-					capacity, vmm.FormatBytes(fuzz.MinCapacity))
-			case policy != "all" && !slices.Contains(impl.Policies, policy):
+			// A zero from the command line is a value the user typed, not the campaign's "use the default".
+			for _, z := range []struct {
+				flag string
+				zero bool
+			}{{"--streams", streams == 0}, {"--max-live", maxLive == 0}, {"--log-ops", logOps == 0},
+				{"--duration", duration == 0}, {"--progress-every", progressEvery == 0}, {"--hang-after", hangAfter == 0},
+				{"--capacity", fl.Changed("capacity") && capBytes == 0}, {"--max-size", fl.Changed("max-size") && maxBytes == 0}} {
+				if z.zero {
+					return badFlag("%s 0: want more than 0", z.flag)
+				}
+			}
+			if policy != "all" && !slices.Contains(impl.Policies, policy) {
 				return badFlag("--policy %q: want one of %s, or all", policy, strings.Join(impl.Policies, ", "))
+			}
+			base := fuzz.CampaignConfig{Device: device, Policy: policy, Duration: duration, Seed: seed, Streams: streams,
+				Capacity: capBytes, MemoryLimit: limitBytes, MaxSize: maxBytes, MaxLive: maxLive, CheckEvery: checkEvery,
+				Progress: cmd.ErrOrStderr(), ProgressEvery: progressEvery, OutDir: out, MinimizeFor: minimizeFor,
+				LogOps: logOps, MemInfoCheck: memInfoCheck, CUDADevice: cudaDevice, HangAfter: hangAfter}
+			if policy == "all" {
+				base.Policy = ""
+			}
+			if err := base.Validate(); err != nil {
+				return badFlagErr(err)
 			}
 			if err := checkDir("--out", out); err != nil {
 				return err
@@ -97,17 +128,15 @@ Examples:
 			defer stop()
 			var bad []string
 			for _, p := range policies {
-				cfg := fuzz.CampaignConfig{Device: device, Policy: p, Duration: duration, Seed: seed, Streams: streams,
-					Capacity: capBytes, MemoryLimit: limitBytes, MaxSize: maxBytes, MaxLive: maxLive, CheckEvery: checkEvery,
-					Progress: cmd.ErrOrStderr(), ProgressEvery: progressEvery, OutDir: out, MinimizeFor: minimizeFor,
-					LogOps: logOps, MemInfoCheck: memInfoCheck, CUDADevice: cudaDevice, HangAfter: hangAfter,
-					OnHang: func(s *fuzz.Summary) {
-						// A worker is stuck inside the allocator: report and exit (the campaign cannot finish).
-						line, _ := json.Marshal(s)
-						fmt.Fprintln(cmd.OutOrStdout(), string(line))
-						fmt.Fprintf(cmd.ErrOrStderr(), "gmlake: fuzz campaign hung: %s\n", s.Failure)
-						os.Exit(1)
-					}}
+				cfg := base
+				cfg.Policy = p
+				cfg.OnHang = func(s *fuzz.Summary) {
+					// A worker is stuck inside the allocator: report and exit (the campaign cannot finish).
+					line, _ := json.Marshal(s)
+					fmt.Fprintln(cmd.OutOrStdout(), string(line))
+					fmt.Fprintf(cmd.ErrOrStderr(), "gmlake: fuzz campaign hung: %s\n", s.Failure)
+					os.Exit(1)
+				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "fuzz: policy %s on %s for %v, %d streams, seed %d\n", p, device, duration, streams, seed)
 				sum, err := fuzz.RunCampaign(ctx, cfg)
 				if err != nil {
@@ -115,7 +144,10 @@ Examples:
 				}
 				line, _ := json.Marshal(sum)
 				fmt.Fprintln(cmd.OutOrStdout(), string(line))
-				if !sum.OK() {
+				switch {
+				case sum.Vacuous:
+					bad = append(bad, fmt.Sprintf("%s: %s", p, sum.Failure))
+				case !sum.OK():
 					bad = append(bad, fmt.Sprintf("%s: %d violations, %d leaks (%s)", p, sum.Violations, sum.Leaks, sum.Failure))
 				}
 				if ctx.Err() != nil {

@@ -60,13 +60,12 @@ func TestFuzzCommand(t *testing.T) {
 
 	prog := filepath.Join(t.TempDir(), "p.ops")
 	os.WriteFile(prog, []byte("# policy=gmlake capacity=1073741824 granularity=0 streams=2 sync=false\na 1 4096 0\nrecord a1 s1\nlaunch s1\nf 1\ncompleteall\n"), 0o644)
-	out.Reset()
-	rootCmd.SetArgs([]string{"fuzz", "--replay", prog, "--policy", "gmlake"}) // flags keep their values between Execute calls
-	if err := rootCmd.Execute(); err != nil {
-		t.Fatalf("--replay: %v\n%s", err, out.String())
+	rout, _, err := execute(t, "fuzz", "--replay", prog, "--policy", "gmlake")
+	if err != nil {
+		t.Fatalf("--replay: %v\n%s", err, rout)
 	}
-	if !strings.Contains(out.String(), "gmlake: ok") {
-		t.Errorf("--replay printed %q", out.String())
+	if !strings.Contains(rout, "gmlake: ok") {
+		t.Errorf("--replay printed %q", rout)
 	}
 }
 
