@@ -9,85 +9,160 @@
 
 #include "gmlake.h"
 #include "_cgo_export.h"
+#include "abi_internal.h"
+
+// Every entry clears the calling thread's last error first (gmlake_clear_thread_error): a call that
+// succeeds leaves none, one that fails leaves its own (gmlake.h's per-call rule).
 
 void *gmlake_alloc(size_t size, int device, cudaStream_t stream) {
+	gmlake_clear_thread_error();
 	return (void *)gmlakeGoAlloc(size, device, (uintptr_t)stream);
 }
 
 void gmlake_free(void *ptr, size_t size, int device, cudaStream_t stream) {
 	(void)size;
 	(void)stream;
+	gmlake_clear_thread_error();
 	gmlakeGoFree((uintptr_t)ptr, device);
 }
 
-void gmlake_init(int device_count) { gmlakeGoInit(device_count); }
-
-void gmlake_empty_cache(void) { gmlakeGoEmptyCache(); }
-
-void gmlake_set_memory_fraction(double fraction, int device) { gmlakeGoSetMemoryFraction(fraction, device); }
-
-void gmlake_record_stream(void *ptr, cudaStream_t stream) {
-	gmlakeGoRecordStream((uintptr_t)ptr, (uintptr_t)stream);
+void gmlake_init(int device_count) {
+	gmlake_clear_thread_error();
+	gmlakeGoInit(device_count);
 }
 
-int gmlake_close(int device) { return gmlakeGoClose(device); }
+int gmlake_start(int device) {
+	gmlake_clear_thread_error();
+	return gmlakeGoStart(device);
+}
+
+int gmlake_empty_cache(void) {
+	gmlake_clear_thread_error();
+	return gmlakeGoEmptyCache();
+}
+
+int gmlake_set_memory_fraction(double fraction, int device) {
+	gmlake_clear_thread_error();
+	return gmlakeGoSetMemoryFraction(fraction, device);
+}
+
+int gmlake_record_stream(void *ptr, cudaStream_t stream) {
+	gmlake_clear_thread_error();
+	return gmlakeGoRecordStream((uintptr_t)ptr, (uintptr_t)stream);
+}
+
+int gmlake_close(int device) {
+	gmlake_clear_thread_error();
+	return gmlakeGoClose(device);
+}
 
 // copy_out copies n bytes of s into buf (at most len-1 of them, NUL-terminated) and returns n, as snprintf.
 int gmlake_copy_out(const char *s, size_t n, char *buf, size_t len) {
 	if (buf != NULL && len > 0) {
 		size_t k = n < len - 1 ? n : len - 1;
-		memcpy(buf, s, k);
+		if (k > 0) {
+			memcpy(buf, s, k);
+		}
 		buf[k] = 0;
 	}
 	return (int)n;
 }
 
-int gmlake_stats_json(int device, char *buf, size_t len) { return gmlakeGoStatsJSON(device, buf, len); }
+int gmlake_stats_json(int device, char *buf, size_t len) {
+	gmlake_clear_thread_error();
+	return gmlakeGoStatsJSON(device, buf, len);
+}
 
-int gmlake_knobs(char *buf, size_t len) { return gmlakeGoKnobs(buf, len); }
+int gmlake_knobs(char *buf, size_t len) {
+	gmlake_clear_thread_error();
+	return gmlakeGoKnobs(buf, len);
+}
 
-int gmlake_trace_start(const char *path) { return gmlakeGoTraceStart((char *)path); }
+int gmlake_trace_start(const char *path) {
+	gmlake_clear_thread_error();
+	return gmlakeGoTraceStart((char *)path);
+}
 
-int gmlake_trace_stop(void) { return gmlakeGoTraceStop(); }
+int gmlake_trace_stop(void) {
+	gmlake_clear_thread_error();
+	return gmlakeGoTraceStop();
+}
 
-// The calling thread's last error. Go writes it from inside an export, which runs on the calling C thread.
-// A pthread key, not __thread: a library loaded with dlopen gets its thread-local storage from the small
-// static TLS surplus (the Go runtime asks for the initial-exec model), and a buffer there would not fit.
-enum { ERR_CAP = 4096 };
+// The calling thread's last error and its kind. Go writes it from inside an export, which runs on the
+// calling C thread. A pthread key, not __thread: a library loaded with dlopen gets its thread-local storage
+// from the small static TLS surplus (the Go runtime asks for the initial-exec model), and a buffer there
+// would not fit.
 static pthread_key_t err_key;
 static pthread_once_t err_once = PTHREAD_ONCE_INIT;
 
 static void err_key_init(void) { pthread_key_create(&err_key, free); }
 
-void gmlake_set_thread_error(const char *msg, size_t n) {
+// thread_error returns the calling thread's error state, creating it if create (NULL if there is none).
+static gmlake_thread_error *thread_error(int create) {
 	pthread_once(&err_once, err_key_init);
-	char *buf = pthread_getspecific(err_key);
-	if (buf == NULL) {
-		if (n == 0) {
-			return;
-		}
-		buf = malloc(ERR_CAP);
-		if (buf == NULL || pthread_setspecific(err_key, buf) != 0) {
-			free(buf);
-			return;
+	gmlake_thread_error *e = pthread_getspecific(err_key);
+	if (e == NULL && create) {
+		e = calloc(1, sizeof *e);
+		if (e == NULL || pthread_setspecific(err_key, e) != 0) {
+			free(e);
+			return NULL;
 		}
 	}
-	if (n >= ERR_CAP) {
-		n = ERR_CAP - 1;
+	return e;
+}
+
+void gmlake_set_thread_error(int kind, const char *msg, size_t n) {
+	gmlake_thread_error *e = thread_error(1);
+	if (e == NULL) {
+		return;
+	}
+	if (n >= GMLAKE_ERR_CAP) {
+		n = GMLAKE_ERR_CAP - 1;
 	}
 	if (n > 0) {
-		memcpy(buf, msg, n);
+		memcpy(e->msg, msg, n);
 	}
-	buf[n] = 0;
+	e->msg[n] = 0;
+	e->kind = kind;
+}
+
+void gmlake_clear_thread_error(void) {
+	gmlake_thread_error *e = thread_error(0);
+	if (e != NULL) {
+		e->kind = 0;
+		e->msg[0] = 0;
+	}
+}
+
+void gmlake_save_thread_error(gmlake_thread_error *into) {
+	gmlake_thread_error *e = thread_error(0);
+	if (e == NULL) {
+		into->kind = 0;
+		into->msg[0] = 0;
+		return;
+	}
+	*into = *e;
+}
+
+void gmlake_restore_thread_error(const gmlake_thread_error *from) {
+	if (from->kind == 0) {
+		gmlake_clear_thread_error();
+		return;
+	}
+	gmlake_set_thread_error(from->kind, from->msg, strlen(from->msg));
 }
 
 int gmlake_last_error(char *buf, size_t len) {
-	pthread_once(&err_once, err_key_init);
-	const char *mine = pthread_getspecific(err_key);
-	if (mine != NULL && mine[0] != 0) {
-		return gmlake_copy_out(mine, strlen(mine), buf, len);
+	const gmlake_thread_error *e = thread_error(0);
+	if (e == NULL) {
+		return gmlake_copy_out("", 0, buf, len);
 	}
-	return gmlakeGoLastError(buf, len);
+	return gmlake_copy_out(e->msg, strlen(e->msg), buf, len);
+}
+
+int gmlake_last_error_kind(void) {
+	const gmlake_thread_error *e = thread_error(0);
+	return e == NULL ? 0 : e->kind;
 }
 
 static void gmlake_exit_hook(void) { gmlakeGoAtExit(); }

@@ -12,11 +12,17 @@ import (
 )
 
 var (
-	libOnce sync.Once
-	libDir  string
-	libErr  error
+	libMu   sync.Mutex
+	libs    = map[string]*builtLib{} // by build tags ("": the shipped library)
 	tmpRoot string
 )
+
+// builtLib is one libgmlake.so built for the tests.
+type builtLib struct {
+	once sync.Once
+	dir  string
+	err  error
+}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -26,36 +32,80 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildLib builds libgmlake.so once per test run (or uses $GMLAKE_LIB) and returns its folder. Building a
-// c-shared library takes 15-45 s on the 2-core build machine, so -short skips the tests that need it.
-func buildLib(t *testing.T) string {
+// buildLib builds the shipped libgmlake.so (no test hooks) once per test run (or uses $GMLAKE_LIB) and
+// returns its folder. Building a c-shared library takes 15-45 s on the 2-core build machine, so -short skips
+// the tests that need it.
+func buildLib(t testing.TB) string {
+	t.Helper()
+	if lib := os.Getenv("GMLAKE_LIB"); lib != "" && !testing.Short() {
+		return filepath.Dir(lib)
+	}
+	return buildLibTags(t, "")
+}
+
+// testHooksTag builds the library with its test hooks (GMLAKE_TEST_PANIC_SIZE: testhooks_abi_on.go).
+const testHooksTag = "gmlake_testhooks"
+
+// buildLibTags builds libgmlake.so with the given build tags once per test run and returns its folder.
+func buildLibTags(t testing.TB, tags string) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("-short: building the c-shared library takes a while")
 	}
-	if lib := os.Getenv("GMLAKE_LIB"); lib != "" {
-		return filepath.Dir(lib)
+	libMu.Lock()
+	if tmpRoot == "" {
+		var err error
+		if tmpRoot, err = os.MkdirTemp("", "gmlake-capi-test"); err != nil {
+			libMu.Unlock()
+			t.Fatal(err)
+		}
 	}
-	libOnce.Do(func() {
-		if tmpRoot, libErr = os.MkdirTemp("", "gmlake-capi-test"); libErr != nil {
+	b := libs[tags]
+	if b == nil {
+		b = &builtLib{dir: filepath.Join(tmpRoot, "tags-"+tags)}
+		libs[tags] = b
+	}
+	libMu.Unlock()
+	b.once.Do(func() {
+		if b.err = os.MkdirAll(b.dir, 0o755); b.err != nil {
 			return
 		}
 		goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		out, err := exec.Command(goBin, "build", "-buildmode=c-shared", "-o",
-			filepath.Join(tmpRoot, "libgmlake.so"), ".").CombinedOutput()
+		out, err := exec.Command(goBin, "build", "-tags="+tags, "-buildmode=c-shared", "-o",
+			filepath.Join(b.dir, "libgmlake.so"), ".").CombinedOutput()
 		if err != nil {
-			libErr = fmt.Errorf("go build -buildmode=c-shared: %v\n%s", err, out)
+			b.err = fmt.Errorf("go build -tags=%q -buildmode=c-shared: %v\n%s", tags, err, out)
 		}
-		libDir = tmpRoot
 	})
-	if libErr != nil {
-		t.Fatal(libErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return libDir
+	return b.dir
 }
 
 func simEnv() []string {
 	return append(os.Environ(), "GMLAKE_DEVICE=sim", "GMLAKE_SIM_CAPACITY=256MiB", "GMLAKE_TEST_PANIC_SIZE=12345")
+}
+
+// compileC compiles the C or C++ test program src (in testdata) against the library in dir and returns it;
+// it skips the test when the compiler is missing.
+func compileC(t testing.TB, src, dir string) string {
+	t.Helper()
+	compiler, std := "gcc", "-std=c11"
+	if strings.HasSuffix(src, ".cc") {
+		compiler, std = "g++", "-std=c++17"
+	}
+	cc, err := exec.LookPath(compiler)
+	if err != nil {
+		t.Skipf("no %s on this machine", compiler)
+	}
+	bin := filepath.Join(t.TempDir(), strings.TrimSuffix(src, filepath.Ext(src)))
+	cmd := exec.Command(cc, std, "-O1", "-o", bin, filepath.Join("testdata", src), "-I.", "-L"+dir, "-lgmlake",
+		"-Wl,-rpath,"+dir, "-lpthread")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("compiling %s: %v\n%s", src, err, out)
+	}
+	return bin
 }
 
 // Property: the C ABI behaves as PyTorch needs, driven by a C++ program on the simulated device: distinct
@@ -67,7 +117,7 @@ func TestCABI(t *testing.T) {
 	if err != nil {
 		t.Skip("no g++ on this machine")
 	}
-	dir := buildLib(t)
+	dir := buildLibTags(t, testHooksTag) // its panic check needs GMLAKE_TEST_PANIC_SIZE
 	bin := filepath.Join(t.TempDir(), "abi_test")
 	cmd := exec.Command(cxx, "-O1", "-o", bin, filepath.Join("testdata", "abi_test.cc"), "-I.", "-L"+dir, "-lgmlake",
 		"-Wl,-rpath,"+dir, "-lpthread")

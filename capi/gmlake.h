@@ -9,24 +9,43 @@
  * snapshots, segment events, out-of-memory figures, private pools and CUDA graph capture. gmlake's own counters
  * (stitches, driver calls by kind) are in gmlake_stats_json.
  *
- * Every function is thread-safe and never lets a Go panic cross into C: a panic is reported on stderr and in
- * gmlake_last_error, the call fails (NULL / negative), and the engine of that device is disabled.
+ * Errors. Every function is thread-safe, validates every argument, and fails with an error rather than crash
+ * or disable an engine: a device outside [0, 64) or whose engine cannot start, a NULL output pointer, a
+ * pointer, pool or stream the engine does not know, a fraction outside (0, 1], a capture end without its
+ * begin are each refused with GMLAKE_ERR_INVALID (or the kind below) and change nothing. Each function but
+ * gmlake_last_error, gmlake_last_error_kind and gmlake_last_failure sets the calling thread's last error when
+ * it fails (NULL / negative / for the void ones: a bad free, ...) and clears it when it succeeds, so after any
+ * call gmlake_last_error_kind() == GMLAKE_ERR_NONE means that call succeeded. Calls made by an event callback
+ * do not change the error state of the call that fired it.
+ * Buffers: a function given a buffer and its length (len, cap) writes at most that many bytes or entries, and
+ * never more than the result it reports (snprintf style: the whole length is returned; call again with a
+ * larger buffer); a NULL buffer with any length writes nothing and returns the length.
+ * A Go panic never crosses into C: it is reported on stderr and in gmlake_last_error (GMLAKE_ERR_INTERNAL),
+ * the call fails, and the engine of that device is disabled (later calls on it fail with GMLAKE_ERR_DISABLED;
+ * gmlake_close then fails, saying how many allocations it abandons). No argument a caller passes makes one.
  *
  * Configuration, read from the environment when a device's engine is created (first allocation on it):
  *   GMLAKE_POLICY           gmlake (default) | caching | expandable | gmlake-paper
  *   GMLAKE_DEVICE           cuda (default: the real GPU) | sim (the simulated H200, for tests without a GPU)
  *   GMLAKE_SIM_CAPACITY     bytes of the simulated device (sim only), e.g. 8GiB
  *   GMLAKE_MEMORY_FRACTION  cap on the physical memory held, as a fraction of the device's total (0 < f <= 1)
- *   GMLAKE_MEMORY_LIMIT     the same cap in bytes, e.g. 40GiB
+ *   GMLAKE_MEMORY_LIMIT     the same cap in bytes, e.g. 40GiB (at least 2MiB); with both, the stricter is in
+ *                           force (said once on stderr; gmlake_stats_json's memory_limit_from names it)
  *   GMLAKE_TRACE            write an allocation trace (the text format of testdata/traces) to this path;
- *                           {pid} and {rank} (env RANK) are substituted; a path ending in .gz is gzipped
+ *                           {pid} and {rank} (env RANK, else LOCAL_RANK) are substituted; a path ending
+ *                           in .gz is gzipped. The v2 format: written a block at a time (every 4096 events
+ *                           or 1 s), on SIGTERM/SIGINT and at exit, so a killed process's trace reads up to
+ *                           its last block; a path another process is writing is refused (one line on stderr)
  *   GMLAKE_VERBOSE          1: print each engine's configuration on stderr when it starts
  *   GMLAKE_<KNOB>           any engine knob (a field of impl.Config), e.g. GMLAKE_CHUNK_SIZE=64MiB;
  *                           gmlake_knobs lists them
- * A bad value (an unknown policy or knob, NaN, Inf, a size beyond 2^64-1 bytes, a simulated device under
- * 2 MiB, a memory fraction whose cap rounds to 0 bytes) is a configuration error: said once on stderr when
- * the device's engine would start, naming the variable; every allocation on that device then fails (NULL;
- * gmlake_alloc_throw throws it as it is, not as out of memory).
+ * Every variable's unit, values and default are in one table (gmlake_settings_json; docs/pytorch.md shows it),
+ * and one parser reads them (gmlake_check_settings, at the end, runs it for a caller). A bad value (an unknown
+ * policy, a knob that does not parse or is out of its range, NaN, Inf, a size that rounds to 0 bytes or is
+ * beyond 2^64-1, a simulated device or a memory limit under 2 MiB, a memory fraction whose cap rounds to 0
+ * bytes) is a configuration error: said once on stderr when the device's engine would start, naming the
+ * variable; every allocation on that device then fails (NULL; gmlake_alloc_throw throws it as it is, not as
+ * out of memory).
  */
 #ifndef GMLAKE_H
 #define GMLAKE_H
@@ -40,45 +59,78 @@ extern "C" {
 
 typedef void *cudaStream_t;
 
+/* Error kinds of gmlake_last_error_kind (1-3 are also gmlake_last_failure's GMLAKE_FAIL_* kinds). Only
+ * GMLAKE_ERR_OOM means "the memory does not suffice" (shrink the batch); the others need another fix. */
+enum {
+	GMLAKE_ERR_NONE = 0,      /* the calling thread's last call succeeded */
+	GMLAKE_ERR_OOM = 1,       /* out of memory: the device, or the memory fraction / limit, cannot serve it */
+	GMLAKE_ERR_INVALID = 2,   /* a bad argument (device out of range, NULL output, unknown pointer/pool/stream,
+	                             fraction outside (0, 1], capture end without begin, close inside a callback) */
+	GMLAKE_ERR_OTHER = 3,     /* a driver error */
+	GMLAKE_ERR_CONFIG = 4,    /* a bad setting: a GMLAKE_* environment variable (the text names it) */
+	GMLAKE_ERR_NO_DEVICE = 5, /* the device cannot be opened: no CUDA driver, no such GPU */
+	GMLAKE_ERR_DISABLED = 6,  /* the device's engine was disabled by an earlier internal error */
+	GMLAKE_ERR_INTERNAL = 7   /* an internal error (a bug: please report it with the stack on stderr) */
+};
+
+/* The last error of the calling thread: the text of why its last call failed, "" if that call succeeded
+ * (snprintf style, like gmlake_stats_json). Never another thread's. */
+int gmlake_last_error(char *buf, size_t len);
+
+/* The kind (GMLAKE_ERR_*) of the calling thread's last error; GMLAKE_ERR_NONE if its last call succeeded. */
+int gmlake_last_error_kind(void);
+
 /* The CUDAPluggableAllocator ABI. gmlake_alloc returns NULL for size 0 (no error) and on failure (the error
- * text is then in gmlake_last_error; out of memory or otherwise). gmlake_free frees stream-ordered on the
- * stream the block was allocated on; size and stream are ignored (the engine knows them). A bad free (unknown,
- * interior or already freed pointer) is counted, reported on stderr (the first few) and otherwise ignored. */
+ * text is then in gmlake_last_error, its kind in gmlake_last_error_kind: GMLAKE_ERR_OOM only for out of
+ * memory). gmlake_free frees stream-ordered on the stream the block was allocated on; size and stream are
+ * ignored (the engine knows them); NULL is a no-op. A bad free (unknown, interior or already freed pointer, a
+ * device out of range or without an engine) sets GMLAKE_ERR_INVALID, is counted, reported on stderr (the
+ * first few) and otherwise ignored; on a disabled engine a free is ignored (GMLAKE_ERR_DISABLED). */
 void *gmlake_alloc(size_t size, int device, cudaStream_t stream);
 void gmlake_free(void *ptr, size_t size, int device, cudaStream_t stream);
 
-/* Like gmlake_alloc, but a failed allocation of nonzero size throws a C++ std::runtime_error whose text starts
- * with "CUDA out of memory" (Python sees a RuntimeError, not a crash on a NULL pointer). For PyTorch when the
- * torch-header shim of python/gmlake_torch cannot be built. */
+/* Like gmlake_alloc, but a failed allocation of nonzero size throws a C++ exception (Python sees a RuntimeError,
+ * not a crash on a NULL pointer): for out of memory (GMLAKE_ERR_OOM) a std::runtime_error whose text starts
+ * with "CUDA out of memory (gmlake):", as PyTorch's; for any other kind one whose text is the library's,
+ * "gmlake: ..." with the kind's name (never "out of memory": batch-size finders would shrink the batch for a
+ * missing driver). For PyTorch when the torch-header shim of python/gmlake_torch cannot be built. */
 void *gmlake_alloc_throw(size_t size, int device, cudaStream_t stream);
 
-/* Optional hooks of CUDAPluggableAllocator. */
-void gmlake_init(int device_count);                        /* set_init_fn: engines start lazily anyway */
-void gmlake_empty_cache(void);                             /* set_reset_fn: every device's cache back to CUDA */
-void gmlake_set_memory_fraction(double fraction, int device); /* set_memory_fraction_fn */
-void gmlake_record_stream(void *ptr, cudaStream_t stream); /* set_record_stream_fn */
+/* Optional hooks of CUDAPluggableAllocator (PyTorch calls them as void functions; the int result is for
+ * other callers: 0 on success, negative on error with the last error set).
+ * gmlake_set_memory_fraction: fraction must be a number in (0, 1] (1: no cap; 0, NaN, negative or above 1:
+ * GMLAKE_ERR_INVALID, nothing changes); it starts the device's engine if it has not started, so a device that
+ * cannot be opened fails here (GMLAKE_ERR_NO_DEVICE / GMLAKE_ERR_CONFIG), not at the first allocation.
+ * gmlake_record_stream: NULL is a no-op; a pointer no engine handed out is GMLAKE_ERR_INVALID. */
+void gmlake_init(int device_count);                          /* set_init_fn: engines start lazily anyway */
+int gmlake_start(int device); /* start device's engine now: 0, or the error its first allocation would get */
+int gmlake_empty_cache(void);                                /* set_reset_fn: every device's cache back to CUDA */
+int gmlake_set_memory_fraction(double fraction, int device); /* set_memory_fraction_fn */
+int gmlake_record_stream(void *ptr, cudaStream_t stream);    /* set_record_stream_fn */
 
 /* Statistics of one device as JSON (peak/current requested, allocated, reserved bytes, fragmentation,
- * counters, driver calls by kind). Writes at most len bytes including the terminating NUL and returns the
- * length of the whole JSON text (like snprintf: call again with a larger buffer if the result >= len);
- * negative on error. A device whose engine has not started reports {"initialized": false, ...}. */
+ * counters, driver calls by kind; "panics_total": internal errors recovered in this process, 0 unless there is
+ * a bug). Writes at most len bytes including the terminating NUL and returns the length of the whole JSON
+ * text (like snprintf: call again with a larger buffer if the result >= len); negative on error (a device out
+ * of range). A device whose engine has not started reports {"initialized": false, ...}. */
 int gmlake_stats_json(int device, char *buf, size_t len);
-
-/* The last error of the calling thread (or, if it has none, of the process), like gmlake_stats_json. */
-int gmlake_last_error(char *buf, size_t len);
 
 /* Knob names (environment spellings without GMLAKE_), comma-separated, like gmlake_stats_json. */
 int gmlake_knobs(char *buf, size_t len);
 
 /* Start writing the allocation trace of every device to path ({pid}, {rank} substituted; a path ending in .gz
- * is gzipped); 0 on success, negative if a trace is already being written or the file cannot be created.
- * gmlake_trace_stop flushes and closes it (also done at process exit); 0 on success. */
+ * is gzipped); 0 on success, negative if a trace is already being written, another process is writing that
+ * path, or the file cannot be created. gmlake_trace_stop writes it out and closes it (also done at process
+ * exit, by the process that started it: never by a forked child); 0 on success. */
 int gmlake_trace_start(const char *path);
 int gmlake_trace_stop(void);
 
 /* Release everything the engine of device holds and forget it (the next allocation starts a new engine).
  * Only when no other thread uses the device. Returns how many allocations were still live (released
- * anyway), negative on error (text in gmlake_last_error). For tests and orderly shutdown. */
+ * anyway; 0 for a device whose engine has not started), negative on error (text in gmlake_last_error):
+ * a device out of range, a call from inside an event callback of that device (GMLAKE_ERR_INVALID: nothing
+ * is closed), or a disabled engine (GMLAKE_ERR_DISABLED: it is forgotten, and the text says how many
+ * allocations it abandons without releasing their memory). For tests and orderly shutdown. */
 int gmlake_close(int device);
 
 /* ---- The torch engine ABI (issue 15): what a full c10::cuda::CUDACachingAllocator::CUDAAllocator needs. ----
@@ -117,7 +169,7 @@ typedef struct {
 	int64_t max_split_size;              /* -1: unlimited, as PyTorch reports an unset max_split_size */
 } gmlake_device_stats;
 
-int gmlake_get_device_stats(int device, gmlake_device_stats *out); /* 0; a device not started: all zero */
+int gmlake_get_device_stats(int device, gmlake_device_stats *out); /* 0; not started: all zero; out NULL: error */
 int gmlake_reset_peak_stats(int device);        /* every peak := current */
 int gmlake_reset_accumulated_stats(int device); /* every allocated/freed := 0 and the num_* counters := 0 */
 
@@ -138,9 +190,12 @@ int gmlake_snapshot_json(int device, char *buf, size_t len);
 
 /* Segment events for memory history (the C++ side records alloc/free with PyTorch's context itself).
  * action: GMLAKE_EVENT_SEGMENT_MAP (new physical memory mapped at [addr, addr+size)), SEGMENT_UNMAP (released),
- * OOM (an allocation of size bytes failed with out of memory; addr is 0, stream the request's). The callback is
- * called on the thread of the call that caused the event, after the engine's lock is released, so it may call
- * into gmlake. NULL fn switches it off. Set it before the first allocation or accept missing early events. */
+ * OOM (an allocation of size bytes failed with out of memory; addr is 0, stream the request's). Every event is
+ * delivered by the call that caused it, before that call returns (a free that gives a released pool's memory
+ * back delivers its SEGMENT_UNMAP), on its thread, after the engine's lock is released, so the callback may
+ * call into gmlake (its calls do not change the caller's last error); gmlake_close of the device from inside
+ * the callback is refused (the call that fired it still runs in that engine). NULL fn switches it off. Set
+ * it before the first allocation or accept missing early events. */
 enum { GMLAKE_EVENT_SEGMENT_MAP = 0, GMLAKE_EVENT_SEGMENT_UNMAP = 1, GMLAKE_EVENT_OOM = 2 };
 typedef void (*gmlake_event_fn)(void *ctx, int device, int action, uint64_t addr, uint64_t size, void *stream);
 void gmlake_set_event_callback(gmlake_event_fn fn, void *ctx);
@@ -164,7 +219,8 @@ int gmlake_last_failure(gmlake_alloc_failure *out);
  * gmlake_pool_release decrements the use count; at 0 the pool's free memory returns to the device, and so does
  * the memory of its remaining allocations as they are freed. Returns: create/release the new use count,
  * use_count the use count (0: no such pool), live the number of live allocations of the pool (ptrs gets the
- * first cap of them, in address order). */
+ * first min(live, cap) of them, in address order; ptrs NULL: none, whatever cap). An unknown pool has use
+ * count 0 and no live allocations; releasing it or allocating from it is GMLAKE_ERR_INVALID. */
 void *gmlake_alloc_pool(size_t size, int device, cudaStream_t stream, uint64_t id0, uint64_t id1);
 int gmlake_pool_create_or_incref(int device, uint64_t id0, uint64_t id1);
 int gmlake_pool_release(int device, uint64_t id0, uint64_t id1);
@@ -175,14 +231,16 @@ int gmlake_pool_live(int device, uint64_t id0, uint64_t id1, uint64_t *ptrs, siz
  * event and synchronises no stream; frees of blocks used on other streams (record_stream) are deferred until
  * no stream captures. Call with capturing=1 before cudaStreamBeginCapture's first allocation and with 0 after
  * cudaStreamEndCapture. The engine's driver calls (cuMemCreate, cuMemMap...) during capture need the calling
- * thread in relaxed capture mode (cudaThreadExchangeStreamCaptureMode), as PyTorch does around cudaMalloc. */
+ * thread in relaxed capture mode (cudaThreadExchangeStreamCaptureMode), as PyTorch does around cudaMalloc.
+ * Ending a capture the stream has not begun (or already ended) is GMLAKE_ERR_INVALID and changes nothing. */
 int gmlake_set_capturing(int device, cudaStream_t stream, int capturing);
 
 /* cacheInfo (cuDNN benchmark mode): the largest block that an allocation on the default pool could get from
- * the cache without new memory (0 if the device has not started). */
+ * the cache without new memory (0 if the device has not started). largest_free_block NULL: GMLAKE_ERR_INVALID. */
 int gmlake_cache_info(int device, size_t *largest_free_block);
 
-/* getBaseAllocation: the live allocation holding ptr (its start and block size). */
+/* getBaseAllocation: the live allocation holding ptr (its start and block size; a NULL base or size is not
+ * written). A pointer inside no live allocation: GMLAKE_ERR_INVALID. */
 int gmlake_base_allocation(void *ptr, void **base, size_t *size);
 
 /* The memory fraction in force on device (1.0 without a cap; a cap set as GMLAKE_MEMORY_LIMIT is reported as

@@ -8,10 +8,16 @@
 // last error, and the allocation trace (trace.go). It imports impl/clib, and impl/cudavmm and model/sim
 // to open the device (driver.go); never an oracle or test machinery.
 //
-// Failure rules: a Go panic never crosses into C (every export recovers, reports on stderr and in the last
-// error, and fails the call); after a panic inside an engine, that engine is disabled (its locks may be
-// held), so later allocations on the device fail with the panic's text and frees are ignored. An allocation
-// that fails returns NULL and records why (gmlake_last_error).
+// Failure rules: every export validates its arguments and fails with a documented error (gmlake.h) before
+// it touches an engine; the library writes at most the count a caller gives and never makes a Go slice of
+// a caller's count (counts.go). Every call sets the calling thread's last error and its kind
+// (gmlake_last_error, gmlake_last_error_kind: GMLAKE_ERR_*) when it fails and clears them when it succeeds,
+// so no error changes its kind across the boundary: an out of memory is GMLAKE_ERR_OOM and nothing else is.
+// A Go panic never crosses into C (every export recovers, reports on stderr and in the last error, kind
+// GMLAKE_ERR_INTERNAL, and fails the call); after a panic inside an engine, that engine is disabled (its
+// locks may be held), so later allocations on the device fail (GMLAKE_ERR_DISABLED) and frees are ignored,
+// and gmlake_close fails and says how many allocations it abandons (it never reports them released).
+// Test hooks (GMLAKE_TEST_PANIC_SIZE) exist only in a library built with -tags gmlake_testhooks.
 package main
 
 /*
@@ -21,7 +27,6 @@ package main
 #include "gmlake.h"
 
 int gmlake_copy_out(const char *s, size_t n, char *buf, size_t len);
-void gmlake_set_thread_error(const char *msg, size_t n);
 void gmlake_register_exit_hook(void);
 */
 import "C"
@@ -31,7 +36,6 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,6 +66,16 @@ type slot struct {
 	badFrees      atomic.Uint64 // frees of unknown, interior or already freed pointers
 	panics        atomic.Uint64 // panics recovered in calls on this device
 	lastError     atomic.Pointer[string]
+
+	// live counts the allocations this library handed out and not yet freed on this engine, kept apart
+	// from the engine so that gmlake_close can say what it abandons when the engine is disabled.
+	live atomic.Int64
+	// inCallback counts the event callbacks running for this engine: gmlake_close refuses to close an
+	// engine under its own callback (the call that fired it would go on in a dead engine).
+	inCallback atomic.Int32
+	// capturing holds the streams that began a capture (gmlake_set_capturing) and have not ended it.
+	captureMu sync.Mutex
+	capturing map[uintptr]bool
 }
 
 var (
@@ -70,28 +84,11 @@ var (
 	slots [maxDevices]atomic.Pointer[slot]
 
 	createMu sync.Mutex // serialises engine creation and gmlake_close
-	// pendingFraction[d] is a memory fraction set before device d's engine started (0: none). Under createMu.
-	pendingFraction [maxDevices]float64
 
-	processLastError atomic.Pointer[string] // the most recent error of any thread
-	badFreeReports   atomic.Int64           // bad frees reported on stderr so far (the first few are)
+	badFreeReports atomic.Int64 // bad frees reported on stderr so far (the first few are)
 )
 
 const maxBadFreeReports = 10
-
-// setError records msg as the calling thread's and the process's last error (and the device's, if known).
-func setError(s *slot, msg string) {
-	processLastError.Store(&msg)
-	if s != nil {
-		s.lastError.Store(&msg)
-	}
-	if msg == "" {
-		C.gmlake_set_thread_error(nil, 0)
-		return
-	}
-	b := []byte(msg)
-	C.gmlake_set_thread_error((*C.char)(unsafe.Pointer(&b[0])), C.size_t(len(b)))
-}
 
 // copyOut writes s into a C buffer the snprintf way.
 func copyOut(s string, buf *C.char, n C.size_t) C.int {
@@ -107,11 +104,12 @@ func recovered(s *slot, call string, r any) {
 	msg := fmt.Sprintf("gmlake: internal error in %s: %v (the engine of this device is now disabled; "+
 		"please report this with the stack on stderr)", call, r)
 	fmt.Fprintf(os.Stderr, "%s\n%s\n", msg, debug.Stack())
+	panicsTotal.Add(1)
 	if s != nil {
 		s.panics.Add(1)
 		s.disabled.CompareAndSwap(nil, &msg)
 	}
-	setError(s, msg)
+	setError(s, errInternal, msg)
 }
 
 // getenv reads the live environment (the C one: Go's copy is taken when the library loads, before a host
@@ -125,11 +123,6 @@ func getenv(name string) string {
 	}
 	return C.GoString(v)
 }
-
-// testPanicSize, when nonzero, makes an allocation of exactly that many bytes panic inside the library
-// (GMLAKE_TEST_PANIC_SIZE), so that tests can check that a panic never crosses into C. Set when an engine
-// starts; read without a lock after.
-var testPanicSize atomic.Uint64
 
 // engineConfig builds device's engine configuration from the environment, through the one parser of the
 // settings (clib.ParseEnv over the settings table, which gmlake_check_settings runs too): the device kind
@@ -174,10 +167,12 @@ func configError(device int, err error) error {
 	return errors.New(msg)
 }
 
-// slotFor returns device's slot, starting its engine on first use.
+// slotFor returns device's slot, starting its engine on first use. Its errors carry their kind (kindOf):
+// a bad device is GMLAKE_ERR_INVALID, a bad setting GMLAKE_ERR_CONFIG, a device that cannot be opened
+// GMLAKE_ERR_NO_DEVICE.
 func slotFor(device int) (*slot, error) {
 	if device < 0 || device >= maxDevices {
-		return nil, fmt.Errorf("gmlake: device %d out of range [0, %d)", device, maxDevices)
+		return nil, invalidf("gmlake: device %d out of range [0, %d)", device, maxDevices)
 	}
 	if s := slots[device].Load(); s != nil {
 		return s, nil
@@ -189,36 +184,26 @@ func slotFor(device int) (*slot, error) {
 	}
 	cfg, kind, simCapacity, fraction, err := engineConfig(device)
 	if err != nil {
-		return nil, configError(device, err)
+		return nil, withKind(errConfig, configError(device, err))
 	}
-	if v := getenv("GMLAKE_TEST_PANIC_SIZE"); v != "" {
-		n, _ := strconv.ParseUint(v, 10, 64)
-		testPanicSize.Store(n)
-	}
-	if pendingFraction[device] > 0 {
-		fraction = pendingFraction[device]
-	}
+	loadTestHooks()
 	drv, err := openDriver(kind, device, simCapacity, &cfg)
 	if err != nil {
-		return nil, err
+		return nil, withKind(errNoDevice, fmt.Errorf("%w (set GMLAKE_DEVICE=sim to run on the simulated device)", err))
 	}
 	eng, err := clib.New(drv, cfg)
 	switch {
 	case err != nil && clib.IsUnknownPolicy(err):
-		return nil, configError(device, fmt.Errorf("GMLAKE_POLICY=%q: %w", cfg.Policy, err))
+		return nil, withKind(errConfig, configError(device, fmt.Errorf("GMLAKE_POLICY=%q: %w", cfg.Policy, err)))
 	case err != nil && clib.IsConfigError(err):
-		return nil, configError(device, err)
+		return nil, withKind(errConfig, configError(device, err))
 	case err != nil:
-		return nil, err
+		return nil, withKind(errNoDevice, err)
 	}
 	if fraction > 0 {
 		if err := eng.SetMemoryFraction(fraction); err != nil {
 			eng.Close()
-			name := "GMLAKE_MEMORY_FRACTION"
-			if pendingFraction[device] > 0 {
-				name = "gmlake_set_memory_fraction"
-			}
-			return nil, configError(device, fmt.Errorf("%s=%g: %w", name, fraction, err))
+			return nil, withKind(errConfig, configError(device, fmt.Errorf("GMLAKE_MEMORY_FRACTION=%g: %w", fraction, err)))
 		}
 	}
 	s := &slot{device: device, eng: eng, drv: drv}
@@ -236,10 +221,11 @@ func slotFor(device int) (*slot, error) {
 	return s, nil
 }
 
-// usable returns an error if the slot's engine was disabled by a panic.
+// usable returns an error (GMLAKE_ERR_DISABLED) if the slot's engine was disabled by a panic.
 func (s *slot) usable() error {
 	if why := s.disabled.Load(); why != nil {
-		return fmt.Errorf("gmlake: the engine of device %d is disabled after an internal error: %s", s.device, *why)
+		return withKind(errDisabled, fmt.Errorf("gmlake: the engine of device %d is disabled after an internal error "+
+			"(restart the process; gmlake_close(%d) abandons its memory): %s", s.device, s.device, *why))
 	}
 	return nil
 }
@@ -265,19 +251,18 @@ func gmlakeGoAlloc(size C.size_t, device C.int, stream C.uintptr_t) (ret C.uintp
 			s.allocFailures.Add(1)
 		}
 		setFailure(s, uint64(size), err)
-		setError(s, err.Error())
+		setError(s, kindOf(err), fmt.Sprintf("gmlake_alloc(%d bytes, device %d): %v", uint64(size), int(device), err))
 		return 0
 	}
-	if uint64(size) == testPanicSize.Load() {
-		panic(fmt.Sprintf("seeded panic: GMLAKE_TEST_PANIC_SIZE=%d", uint64(size)))
-	}
+	testHookAlloc(uint64(size))
 	p, err := s.eng.Alloc(uint64(size), uintptr(stream))
 	if err != nil {
 		setFailure(s, uint64(size), err)
 		s.allocFailures.Add(1)
-		setError(s, fmt.Sprintf("gmlake_alloc(%d bytes, device %d, stream %#x): %v", uint64(size), int(device), uintptr(stream), err))
+		setError(s, kindOf(err), fmt.Sprintf("gmlake_alloc(%d bytes, device %d, stream %#x): %v", uint64(size), int(device), uintptr(stream), err))
 		return 0
 	}
+	s.live.Add(1)
 	if t := tracing.Load(); t != nil {
 		t.alloc(int(device), uintptr(stream), uint64(size), p)
 	}
@@ -299,23 +284,29 @@ func gmlakeGoFree(ptr C.uintptr_t, device C.int) {
 	if device >= 0 && device < maxDevices {
 		s = slots[device].Load() // once: gmlake_close may empty the slot at any time
 	}
-	if s == nil {
-		err = fmt.Errorf("gmlake: no engine runs on device %d", int(device))
-	} else {
-		if s.usable() != nil {
-			return // leak rather than touch a broken engine
-		}
+	switch {
+	case device < 0 || device >= maxDevices:
+		err = invalidf("device %d out of range [0, %d)", int(device), maxDevices)
+	case s == nil:
+		err = invalidf("no engine runs on device %d (no gmlake_alloc on it since the start or the last gmlake_close)", int(device))
+	case s.usable() != nil:
+		// Leak rather than touch a broken engine.
+		setError(s, errDisabled, fmt.Sprintf("gmlake_free(%#x, device %d): %v (ignored)", uintptr(ptr), int(device), s.usable()))
+		return
+	default:
 		if t := tracing.Load(); t != nil {
 			t.free(int(device), uintptr(ptr))
 		}
-		err = s.eng.Free(uintptr(ptr))
+		if err = s.eng.Free(uintptr(ptr)); err == nil {
+			s.live.Add(-1)
+		}
 	}
 	if err != nil {
 		if s != nil {
 			s.badFrees.Add(1)
 		}
 		msg := fmt.Sprintf("gmlake_free(%#x, device %d): %v", uintptr(ptr), int(device), err)
-		setError(s, msg)
+		setError(s, kindOf(err), msg)
 		if badFreeReports.Add(1) <= maxBadFreeReports {
 			fmt.Fprintf(os.Stderr, "%s (ignored)\n", msg)
 		}
@@ -325,56 +316,89 @@ func gmlakeGoFree(ptr C.uintptr_t, device C.int) {
 //export gmlakeGoInit
 func gmlakeGoInit(deviceCount C.int) {}
 
+//export gmlakeGoStart
+func gmlakeGoStart(device C.int) (ret C.int) {
+	var s *slot
+	defer guard(&s, "gmlake_start", &ret)
+	s, err := poolSlot("gmlake_start", device)
+	if err != nil {
+		fail(s, err)
+		return -1
+	}
+	return 0
+}
+
 //export gmlakeGoEmptyCache
-func gmlakeGoEmptyCache() {
+func gmlakeGoEmptyCache() (ret C.int) {
 	var s *slot
 	defer func() {
 		if r := recover(); r != nil {
+			ret = -1
 			recovered(s, "gmlake_empty_cache", r)
 		}
 	}()
 	for d := range slots {
 		if s = slots[d].Load(); s != nil && s.usable() == nil {
 			if err := s.eng.EmptyCache(); err != nil {
-				setError(s, fmt.Sprintf("gmlake_empty_cache(device %d): %v", d, err))
+				setError(s, kindOf(err), fmt.Sprintf("gmlake_empty_cache(device %d): %v", d, err))
+				ret = -1
 			}
 		}
 	}
+	return ret
+}
+
+// checkFraction validates a memory fraction as torch.cuda.set_per_process_memory_fraction does, and 0,
+// which would be a cap of 0 bytes (gmlake refuses it rather than read it as no cap).
+func checkFraction(call string, f float64, device C.int) error {
+	if !(f > 0 && f <= 1) {
+		return invalidf("%s(%g, device %d): the fraction must be a number in (0, 1] (1: no cap)", call, f, int(device))
+	}
+	return nil
 }
 
 //export gmlakeGoSetMemoryFraction
-func gmlakeGoSetMemoryFraction(fraction C.double, device C.int) {
-	defer func() {
-		if r := recover(); r != nil {
-			recovered(nil, "gmlake_set_memory_fraction", r)
-		}
-	}()
-	f := float64(fraction)
-	if device < 0 || device >= maxDevices || !(f > 0 && f <= 1) {
-		setError(nil, fmt.Sprintf("gmlake_set_memory_fraction(%g, device %d): want a fraction in (0, 1] and a device in [0, %d)",
-			f, int(device), maxDevices))
-		return
-	}
-	createMu.Lock()
-	defer createMu.Unlock()
-	if s := slots[device].Load(); s != nil {
-		if err := s.eng.SetMemoryFraction(f); err != nil {
-			setError(s, fmt.Sprintf("gmlake_set_memory_fraction(%g, device %d): %v", f, int(device), err))
-		}
-		return
-	}
-	pendingFraction[device] = f
-}
-
-//export gmlakeGoRecordStream
-func gmlakeGoRecordStream(ptr C.uintptr_t, stream C.uintptr_t) {
+func gmlakeGoSetMemoryFraction(fraction C.double, device C.int) (ret C.int) {
 	var s *slot
 	defer func() {
 		if r := recover(); r != nil {
+			ret = -1
+			recovered(s, "gmlake_set_memory_fraction", r)
+		}
+	}()
+	f := float64(fraction)
+	if err := checkFraction("gmlake_set_memory_fraction", f, device); err != nil {
+		fail(nil, err)
+		return -1
+	}
+	// The device's engine starts here if it has not (a device that does not exist is refused now, not at
+	// the first allocation).
+	s, err := poolSlot("gmlake_set_memory_fraction", device)
+	if err == nil {
+		if err = s.eng.SetMemoryFraction(f); err != nil {
+			err = withKind(errInvalid, fmt.Errorf("gmlake_set_memory_fraction(%g, device %d): %w", f, int(device), err))
+		}
+	}
+	if err != nil {
+		fail(s, err)
+		return -1
+	}
+	return 0
+}
+
+//export gmlakeGoRecordStream
+func gmlakeGoRecordStream(ptr C.uintptr_t, stream C.uintptr_t) (ret C.int) {
+	var s *slot
+	defer func() {
+		if r := recover(); r != nil {
+			ret = -1
 			recovered(s, "gmlake_record_stream", r)
 		}
 	}()
-	var err error = fmt.Errorf("gmlake: no engine holds this pointer")
+	if ptr == 0 {
+		return 0 // an empty tensor's block, as PyTorch's recordStream
+	}
+	var err error = invalidf("no engine holds this pointer")
 	for d := range slots {
 		if s = slots[d].Load(); s == nil || s.usable() != nil {
 			continue
@@ -384,8 +408,10 @@ func gmlakeGoRecordStream(ptr C.uintptr_t, stream C.uintptr_t) {
 		}
 	}
 	if err != nil {
-		setError(s, fmt.Sprintf("gmlake_record_stream(%#x, stream %#x): %v", uintptr(ptr), uintptr(stream), err))
+		setError(s, kindOf(err), fmt.Sprintf("gmlake_record_stream(%#x, stream %#x): %v", uintptr(ptr), uintptr(stream), err))
+		return -1
 	}
+	return 0
 }
 
 //export gmlakeGoClose
@@ -398,18 +424,25 @@ func gmlakeGoClose(device C.int) (ret C.int) {
 		}
 	}()
 	if device < 0 || device >= maxDevices {
-		setError(nil, fmt.Sprintf("gmlake_close: device %d out of range", int(device)))
+		fail(nil, invalidf("gmlake_close(%d): device out of range [0, %d)", int(device), maxDevices))
 		return -1
 	}
 	createMu.Lock()
 	defer createMu.Unlock()
-	pendingFraction[device] = 0
-	s = slots[device].Swap(nil)
-	if s == nil {
+	if s = slots[device].Load(); s == nil {
 		return 0
 	}
-	if s.usable() != nil {
-		return 0 // a broken engine is abandoned, not closed
+	if s.inCallback.Load() > 0 {
+		fail(s, invalidf("gmlake_close(%d): called while an event callback of device %d runs; close after the "+
+			"call that fired it returns (nothing was closed)", int(device), int(device)))
+		return -1
+	}
+	slots[device].Store(nil)
+	if err := s.usable(); err != nil {
+		// A broken engine is abandoned, not closed (its locks may be held): say what is lost.
+		fail(s, withKind(errDisabled, fmt.Errorf("gmlake_close(%d): %d allocations were live and are abandoned with "+
+			"the engine's memory, not released: %w", int(device), s.live.Load(), err)))
+		return -1
 	}
 	live, _, err := s.eng.Close()
 	if err == nil {
@@ -418,7 +451,7 @@ func gmlakeGoClose(device C.int) (ret C.int) {
 		}
 	}
 	if err != nil {
-		setError(s, fmt.Sprintf("gmlake_close(device %d): %v", int(device), err))
+		setError(s, kindOf(err), fmt.Sprintf("gmlake_close(device %d): %v", int(device), err))
 		return -1
 	}
 	return C.int(live)
@@ -434,34 +467,26 @@ func gmlakeGoStatsJSON(device C.int, buf *C.char, n C.size_t) (ret C.int) {
 		}
 	}()
 	if device < 0 || device >= maxDevices {
-		setError(nil, fmt.Sprintf("gmlake_stats_json: device %d out of range", int(device)))
+		fail(nil, invalidf("gmlake_stats_json(%d): device out of range [0, %d)", int(device), maxDevices))
 		return -1
 	}
 	s = slots[device].Load()
 	if s == nil {
-		return copyOut(fmt.Sprintf(`{"device":%d,"initialized":false}`, int(device)), buf, n)
+		return copyOut(fmt.Sprintf(`{"device":%d,"initialized":false,"panics_total":%d}`, int(device), panicsTotal.Load()), buf, n)
+	}
+	if err := s.usable(); err != nil {
+		return copyOut(fmt.Sprintf(`{"device":%d,"initialized":true,"disabled":true,"panics":%d,"panics_total":%d,"error":%q}`,
+			int(device), s.panics.Load(), panicsTotal.Load(), err.Error()), buf, n)
 	}
 	extra := map[string]any{
 		"alloc_failures": s.allocFailures.Load(), "bad_frees": s.badFrees.Load(), "panics": s.panics.Load(),
-		"disabled": s.disabled.Load() != nil, "tracing": tracing.Load() != nil,
+		"panics_total": panicsTotal.Load(), "disabled": false, "tracing": tracing.Load() != nil,
+		"live_allocations": s.live.Load(), "test_hooks": testHooksBuilt,
 	}
 	if e := s.lastError.Load(); e != nil {
 		extra["last_error"] = *e
 	}
-	if s.usable() != nil {
-		return copyOut(fmt.Sprintf(`{"device":%d,"initialized":true,"disabled":true,"error":%q}`,
-			int(device), s.usable().Error()), buf, n)
-	}
 	return copyOut(string(s.eng.StatsJSON(extra)), buf, n)
-}
-
-//export gmlakeGoLastError
-func gmlakeGoLastError(buf *C.char, n C.size_t) C.int {
-	msg := ""
-	if e := processLastError.Load(); e != nil {
-		msg = *e
-	}
-	return copyOut(msg, buf, n)
 }
 
 //export gmlakeGoKnobs
@@ -477,8 +502,12 @@ func gmlakeGoTraceStart(path *C.char) (ret C.int) {
 			recovered(nil, "gmlake_trace_start", r)
 		}
 	}()
+	if path == nil {
+		fail(nil, invalidf("gmlake_trace_start: path is NULL"))
+		return -1
+	}
 	if err := startTrace(C.GoString(path)); err != nil {
-		setError(nil, err.Error())
+		fail(nil, fmt.Errorf("gmlake_trace_start: %w", err))
 		return -1
 	}
 	return 0
@@ -493,7 +522,7 @@ func gmlakeGoTraceStop() (ret C.int) {
 		}
 	}()
 	if err := stopTrace(); err != nil {
-		setError(nil, err.Error())
+		fail(nil, fmt.Errorf("gmlake_trace_stop: %w", err))
 		return -1
 	}
 	return 0

@@ -4,6 +4,7 @@
 
 #include "gmlake.h"
 #include "_cgo_export.h"
+#include "abi_internal.h"
 
 extern char **environ;
 
@@ -11,7 +12,11 @@ extern char **environ;
 const char *gmlake_environ_at(size_t i) { return environ == NULL ? NULL : environ[i]; }
 
 int gmlake_check_settings(const char *const *env, char *buf, size_t len) {
+	gmlake_clear_thread_error(); // gmlake.h's per-call rule (abi.c)
 	return gmlakeGoCheckSettings((char **)env, buf, len);
 }
 
-int gmlake_settings_json(char *buf, size_t len) { return gmlakeGoSettingsJSON(buf, len); }
+int gmlake_settings_json(char *buf, size_t len) {
+	gmlake_clear_thread_error(); // gmlake.h's per-call rule (abi.c)
+	return gmlakeGoSettingsJSON(buf, len);
+}

@@ -9,43 +9,75 @@
 
 #include "gmlake.h"
 #include "_cgo_export.h"
+#include "abi_internal.h"
 
-int gmlake_get_device_stats(int device, gmlake_device_stats *out) { return gmlakeGoTStats(device, out); }
+// Every entry clears the calling thread's last error first, as in abi.c.
 
-int gmlake_reset_peak_stats(int device) { return gmlakeGoTReset(device, 0); }
+int gmlake_get_device_stats(int device, gmlake_device_stats *out) {
+	gmlake_clear_thread_error();
+	return gmlakeGoTStats(device, out);
+}
 
-int gmlake_reset_accumulated_stats(int device) { return gmlakeGoTReset(device, 1); }
+int gmlake_reset_peak_stats(int device) {
+	gmlake_clear_thread_error();
+	return gmlakeGoTReset(device, 0);
+}
 
-int gmlake_snapshot_json(int device, char *buf, size_t len) { return gmlakeGoTSnapshotJSON(device, buf, len); }
+int gmlake_reset_accumulated_stats(int device) {
+	gmlake_clear_thread_error();
+	return gmlakeGoTReset(device, 1);
+}
+
+int gmlake_snapshot_json(int device, char *buf, size_t len) {
+	gmlake_clear_thread_error();
+	return gmlakeGoTSnapshotJSON(device, buf, len);
+}
 
 void *gmlake_alloc_pool(size_t size, int device, cudaStream_t stream, uint64_t id0, uint64_t id1) {
+	gmlake_clear_thread_error();
 	return (void *)gmlakeGoTAllocPool(size, device, (uintptr_t)stream, id0, id1);
 }
 
-int gmlake_pool_create_or_incref(int device, uint64_t id0, uint64_t id1) { return gmlakeGoTPool(device, id0, id1, 0); }
+int gmlake_pool_create_or_incref(int device, uint64_t id0, uint64_t id1) {
+	gmlake_clear_thread_error();
+	return gmlakeGoTPool(device, id0, id1, 0);
+}
 
-int gmlake_pool_release(int device, uint64_t id0, uint64_t id1) { return gmlakeGoTPool(device, id0, id1, 1); }
+int gmlake_pool_release(int device, uint64_t id0, uint64_t id1) {
+	gmlake_clear_thread_error();
+	return gmlakeGoTPool(device, id0, id1, 1);
+}
 
-int gmlake_pool_use_count(int device, uint64_t id0, uint64_t id1) { return gmlakeGoTPool(device, id0, id1, 2); }
+int gmlake_pool_use_count(int device, uint64_t id0, uint64_t id1) {
+	gmlake_clear_thread_error();
+	return gmlakeGoTPool(device, id0, id1, 2);
+}
 
 int gmlake_pool_live(int device, uint64_t id0, uint64_t id1, uint64_t *ptrs, size_t cap) {
+	gmlake_clear_thread_error();
 	return gmlakeGoTPoolLive(device, id0, id1, ptrs, cap);
 }
 
 int gmlake_set_capturing(int device, cudaStream_t stream, int capturing) {
+	gmlake_clear_thread_error();
 	return gmlakeGoTSetCapturing(device, (uintptr_t)stream, capturing);
 }
 
 int gmlake_cache_info(int device, size_t *largest_free_block) {
+	gmlake_clear_thread_error();
+	if (largest_free_block == NULL) {
+		return gmlakeGoTCacheInfo(device, NULL); // the error names the NULL argument
+	}
 	uint64_t v = 0;
 	int rc = gmlakeGoTCacheInfo(device, &v);
-	if (rc == 0 && largest_free_block != NULL) {
+	if (rc == 0) {
 		*largest_free_block = (size_t)v;
 	}
 	return rc;
 }
 
 int gmlake_base_allocation(void *ptr, void **base, size_t *size) {
+	gmlake_clear_thread_error();
 	uint64_t b = 0, n = 0;
 	int rc = gmlakeGoTBaseAllocation((uintptr_t)ptr, &b, &n);
 	if (rc == 0) {
@@ -59,7 +91,10 @@ int gmlake_base_allocation(void *ptr, void **base, size_t *size) {
 	return rc;
 }
 
-double gmlake_get_memory_fraction(int device) { return gmlakeGoTMemoryFraction(device); }
+double gmlake_get_memory_fraction(int device) {
+	gmlake_clear_thread_error();
+	return gmlakeGoTMemoryFraction(device);
+}
 
 // The last allocation failure of the calling thread (a pthread key, as the last error in abi.c).
 static pthread_key_t fail_key;
@@ -106,6 +141,7 @@ static gmlake_event_fn ev_fn;
 static void *ev_ctx;
 
 void gmlake_set_event_callback(gmlake_event_fn fn, void *ctx) {
+	gmlake_clear_thread_error();
 	pthread_mutex_lock(&ev_mu);
 	ev_fn = fn;
 	ev_ctx = ctx;
@@ -119,7 +155,23 @@ void gmlake_fire_event(int device, int action, uint64_t addr, uint64_t size, uin
 	gmlake_event_fn fn = ev_fn;
 	void *ctx = ev_ctx;
 	pthread_mutex_unlock(&ev_mu);
-	if (fn != NULL) {
-		fn(ctx, device, action, addr, size, (void *)stream);
+	if (fn == NULL) {
+		return;
+	}
+	// The callback's own calls into gmlake set and clear this thread's last error: keep the error state
+	// of the call that fired it (its error, if any, is set after the callback returns; usually none yet).
+	gmlake_thread_error *saved = NULL;
+	if (gmlake_last_error_kind() != 0) {
+		saved = malloc(sizeof *saved);
+		if (saved != NULL) {
+			gmlake_save_thread_error(saved);
+		}
+	}
+	fn(ctx, device, action, addr, size, (void *)stream);
+	if (saved != NULL) {
+		gmlake_restore_thread_error(saved);
+		free(saved);
+	} else {
+		gmlake_clear_thread_error();
 	}
 }

@@ -16,8 +16,8 @@ void gmlake_fire_event(int device, int action, uint64_t addr, uint64_t size, uin
 import "C"
 
 import (
-	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"unsafe"
@@ -38,10 +38,10 @@ func statsOut(dst *[3]C.gmlake_stat, a clib.StatArray) {
 }
 
 // startedSlot returns device's slot if its engine started (nil, nil if not), or an error for a bad device
-// or a disabled engine.
+// (GMLAKE_ERR_INVALID) or a disabled engine (GMLAKE_ERR_DISABLED).
 func startedSlot(call string, device C.int) (*slot, error) {
 	if device < 0 || device >= maxDevices {
-		return nil, fmt.Errorf("%s: device %d out of range [0, %d)", call, int(device), maxDevices)
+		return nil, invalidf("%s(%d): device out of range [0, %d)", call, int(device), maxDevices)
 	}
 	s := slots[device].Load()
 	if s == nil {
@@ -66,12 +66,11 @@ func gmlakeGoTStats(device C.int, out *C.gmlake_device_stats) (ret C.int) {
 	var s *slot
 	defer guard(&s, "gmlake_get_device_stats", &ret)
 	s, err := startedSlot("gmlake_get_device_stats", device)
-	if err != nil {
-		setError(s, err.Error())
-		return -1
+	if err == nil && out == nil {
+		err = invalidf("gmlake_get_device_stats(%d): out is NULL", int(device))
 	}
-	if out == nil {
-		setError(s, "gmlake_get_device_stats: out is NULL")
+	if err != nil {
+		fail(s, err)
 		return -1
 	}
 	var st clib.DeviceStats
@@ -102,10 +101,14 @@ func gmlakeGoTStats(device C.int, out *C.gmlake_device_stats) (ret C.int) {
 //export gmlakeGoTReset
 func gmlakeGoTReset(device C.int, accumulated C.int) (ret C.int) {
 	var s *slot
-	defer guard(&s, "gmlake_reset_stats", &ret)
-	s, err := startedSlot("gmlake_reset_stats", device)
+	call := "gmlake_reset_peak_stats"
+	if accumulated != 0 {
+		call = "gmlake_reset_accumulated_stats"
+	}
+	defer guard(&s, call, &ret)
+	s, err := startedSlot(call, device)
 	if err != nil {
-		setError(s, err.Error())
+		fail(s, err)
 		return -1
 	}
 	if s == nil {
@@ -125,8 +128,11 @@ func setFailure(s *slot, size uint64, err error) {
 	var f clib.AllocFailure
 	if s == nil || s.usable() != nil {
 		f = clib.AllocFailure{Kind: clib.FailOther, Requested: size}
-		if s == nil && !errors.Is(err, clib.ErrBadKnob) {
+		switch kindOf(err) {
+		case errInvalid:
 			f.Kind = clib.FailInvalid
+		case errOOM:
+			f.Kind = clib.FailOOM
 		}
 	} else {
 		f = s.eng.Failure(size, err)
@@ -142,7 +148,7 @@ func gmlakeGoTSnapshotJSON(device C.int, buf *C.char, n C.size_t) (ret C.int) {
 	defer guard(&s, "gmlake_snapshot_json", &ret)
 	s, err := startedSlot("gmlake_snapshot_json", device)
 	if err != nil {
-		setError(s, err.Error())
+		fail(s, err)
 		return -1
 	}
 	if s == nil {
@@ -168,8 +174,10 @@ func gmlakeGoTAllocPool(size C.size_t, device C.int, stream C.uintptr_t, id0, id
 		err = s.usable()
 	}
 	if err == nil {
+		testHookAlloc(uint64(size))
 		var p uintptr
 		if p, err = s.eng.AllocPool(uint64(size), uintptr(stream), clib.PoolID{A: uint64(id0), B: uint64(id1)}); err == nil {
+			s.live.Add(1)
 			if t := tracing.Load(); t != nil {
 				t.alloc(int(device), uintptr(stream), uint64(size), p)
 			}
@@ -180,7 +188,7 @@ func gmlakeGoTAllocPool(size C.size_t, device C.int, stream C.uintptr_t, id0, id
 		s.allocFailures.Add(1)
 	}
 	setFailure(s, uint64(size), err)
-	setError(s, fmt.Sprintf("gmlake_alloc_pool(%d bytes, device %d, stream %#x, pool (%d, %d)): %v", uint64(size),
+	setError(s, kindOf(err), fmt.Sprintf("gmlake_alloc_pool(%d bytes, device %d, stream %#x, pool (%d, %d)): %v", uint64(size),
 		int(device), uintptr(stream), uint64(id0), uint64(id1), err))
 	return 0
 }
@@ -197,28 +205,44 @@ func poolSlot(call string, device C.int) (*slot, error) {
 	return s, nil
 }
 
+// Operations of gmlakeGoTPool (torch.c passes them).
+const (
+	poolCreate = iota
+	poolRelease
+	poolUseCount
+)
+
 //export gmlakeGoTPool
 func gmlakeGoTPool(device C.int, id0, id1 C.uint64_t, op C.int) (ret C.int) {
 	var s *slot
-	call := [...]string{"gmlake_pool_create_or_incref", "gmlake_pool_release", "gmlake_pool_use_count"}[op]
+	call := "gmlake_pool_use_count"
+	switch op {
+	case poolCreate:
+		call = "gmlake_pool_create_or_incref"
+	case poolRelease:
+		call = "gmlake_pool_release"
+	}
 	defer guard(&s, call, &ret)
 	s, err := poolSlot(call, device)
 	if err != nil {
-		setError(s, err.Error())
+		fail(s, err)
 		return -1
 	}
 	id := clib.PoolID{A: uint64(id0), B: uint64(id1)}
 	var n int
 	switch op {
-	case 0:
+	case poolCreate:
 		n, err = s.eng.CreateOrIncrefPool(id)
-	case 1:
+	case poolRelease:
 		n, err = s.eng.ReleasePool(id)
 	default:
 		n = s.eng.PoolUseCount(id)
 	}
+	if err == nil && n > math.MaxInt32 {
+		err = withKind(errOther, fmt.Errorf("the use count %d does not fit the int this function returns", n))
+	}
 	if err != nil {
-		setError(s, fmt.Sprintf("%s(device %d, pool (%d, %d)): %v", call, int(device), uint64(id0), uint64(id1), err))
+		setError(s, kindOf(err), fmt.Sprintf("%s(device %d, pool (%d, %d)): %v", call, int(device), uint64(id0), uint64(id1), err))
 		return -1
 	}
 	return C.int(n)
@@ -230,20 +254,30 @@ func gmlakeGoTPoolLive(device C.int, id0, id1 C.uint64_t, ptrs *C.uint64_t, n C.
 	defer guard(&s, "gmlake_pool_live", &ret)
 	s, err := startedSlot("gmlake_pool_live", device)
 	if err != nil {
-		setError(s, err.Error())
+		fail(s, err)
 		return -1
 	}
 	if s == nil {
 		return 0
 	}
 	live := s.eng.PoolLive(clib.PoolID{A: uint64(id0), B: uint64(id1)})
+	if len(live) > math.MaxInt32 {
+		fail(s, withKind(errOther, fmt.Errorf("gmlake_pool_live: %d live allocations do not fit the int this function returns", len(live))))
+		return -1
+	}
 	if ptrs != nil {
-		out := unsafe.Slice(ptrs, int(n))
-		for i := 0; i < len(live) && i < len(out); i++ {
-			out[i] = C.uint64_t(live[i])
-		}
+		// At most n entries, however large n is (no Go slice of the caller's count: an n beyond what the
+		// platform can address made the slice panic and disabled the engine, issue 36 item 1).
+		copyPtrs(ptrs, n, live)
 	}
 	return C.int(len(live))
+}
+
+// copyPtrs writes the first min(len(v), n) values of v to the C array at dst, one element at a time.
+func copyPtrs(dst *C.uint64_t, n C.size_t, v []uintptr) {
+	for i := 0; i < len(v) && uint64(i) < uint64(n); i++ {
+		*(*C.uint64_t)(unsafe.Add(unsafe.Pointer(dst), uintptr(i)*unsafe.Sizeof(*dst))) = C.uint64_t(v[i])
+	}
 }
 
 //export gmlakeGoTSetCapturing
@@ -252,14 +286,37 @@ func gmlakeGoTSetCapturing(device C.int, stream C.uintptr_t, capturing C.int) (r
 	defer guard(&s, "gmlake_set_capturing", &ret)
 	s, err := poolSlot("gmlake_set_capturing", device)
 	if err == nil {
-		err = s.eng.SetCapturing(uintptr(stream), capturing != 0)
+		err = s.setCapturing(uintptr(stream), capturing != 0)
 	}
 	if err != nil {
-		setError(s, fmt.Sprintf("gmlake_set_capturing(device %d, stream %#x, %d): %v", int(device), uintptr(stream),
+		setError(s, kindOf(err), fmt.Sprintf("gmlake_set_capturing(device %d, stream %#x, %d): %v", int(device), uintptr(stream),
 			int(capturing), err))
 		return -1
 	}
 	return 0
+}
+
+// setCapturing tells the engine that stream begins (on) or ends a capture. Ending a capture the stream
+// never began (or already ended) is refused (GMLAKE_ERR_INVALID) and changes nothing: a caller whose
+// begin and end do not pair has lost track of its captures, and the engine would keep deferring frees.
+func (s *slot) setCapturing(stream uintptr, on bool) error {
+	s.captureMu.Lock()
+	defer s.captureMu.Unlock()
+	if !on && !s.capturing[stream] {
+		return invalidf("stream %#x has no capture to end (gmlake_set_capturing(device, stream, 1) begins one)", stream)
+	}
+	if err := s.eng.SetCapturing(stream, on); err != nil {
+		return err
+	}
+	if on {
+		if s.capturing == nil {
+			s.capturing = map[uintptr]bool{}
+		}
+		s.capturing[stream] = true
+	} else {
+		delete(s.capturing, stream)
+	}
+	return nil
 }
 
 //export gmlakeGoTCacheInfo
@@ -267,8 +324,11 @@ func gmlakeGoTCacheInfo(device C.int, out *C.uint64_t) (ret C.int) {
 	var s *slot
 	defer guard(&s, "gmlake_cache_info", &ret)
 	s, err := startedSlot("gmlake_cache_info", device)
+	if err == nil && out == nil {
+		err = invalidf("gmlake_cache_info(%d): largest_free_block is NULL", int(device))
+	}
 	if err != nil {
-		setError(s, err.Error())
+		fail(s, err)
 		return -1
 	}
 	var v uint64
@@ -283,7 +343,7 @@ func gmlakeGoTCacheInfo(device C.int, out *C.uint64_t) (ret C.int) {
 func gmlakeGoTBaseAllocation(ptr C.uintptr_t, base, size *C.uint64_t) (ret C.int) {
 	var s *slot
 	defer guard(&s, "gmlake_base_allocation", &ret)
-	err := fmt.Errorf("no engine has started")
+	var err error = invalidf("no engine has started")
 	for d := range slots {
 		if s = slots[d].Load(); s == nil || s.usable() != nil {
 			continue
@@ -298,42 +358,39 @@ func gmlakeGoTBaseAllocation(ptr C.uintptr_t, base, size *C.uint64_t) (ret C.int
 			break
 		}
 	}
-	setError(s, fmt.Sprintf("gmlake_base_allocation(%#x): %v", uintptr(ptr), err))
+	setError(s, kindOf(err), fmt.Sprintf("gmlake_base_allocation(%#x): %v", uintptr(ptr), err))
 	return -1
 }
 
 //export gmlakeGoTMemoryFraction
 func gmlakeGoTMemoryFraction(device C.int) (ret C.double) {
+	var s *slot
 	defer func() {
 		if r := recover(); r != nil {
 			ret = -1
-			recovered(nil, "gmlake_get_memory_fraction", r)
+			recovered(s, "gmlake_get_memory_fraction", r)
 		}
 	}()
-	if device < 0 || device >= maxDevices {
-		setError(nil, fmt.Sprintf("gmlake_get_memory_fraction: device %d out of range [0, %d)", int(device), maxDevices))
+	s, err := startedSlot("gmlake_get_memory_fraction", device)
+	if err != nil {
+		fail(s, err)
 		return -1
 	}
-	if s := slots[device].Load(); s != nil {
+	if s != nil {
 		return C.double(s.eng.MemoryFraction())
 	}
-	createMu.Lock()
-	f := pendingFraction[device]
-	createMu.Unlock()
-	if f == 0 {
-		if v, err := strconv.ParseFloat(getenv("GMLAKE_MEMORY_FRACTION"), 64); err == nil && v > 0 && v <= 1 {
-			f = v
-		} else {
-			f = 1
-		}
+	if v, err := strconv.ParseFloat(getenv("GMLAKE_MEMORY_FRACTION"), 64); err == nil && v > 0 && v <= 1 {
+		return C.double(v)
 	}
-	return C.double(f)
+	return 1
 }
 
 // eventsOn says whether a C event callback is set: engines started later get the hook too.
 var eventsOn atomic.Bool
 
-// applyEvents gives s's engine the hook that calls the C event callback, or none.
+// applyEvents gives s's engine the hook that calls the C event callback, or none. The engine calls it on
+// the thread of the call that caused the event, before that call returns; while it runs, gmlake_close of
+// the device is refused (the call goes on in the engine after the callback returns).
 func applyEvents(s *slot) {
 	if !eventsOn.Load() {
 		s.eng.SetEventHook(nil)
@@ -341,6 +398,8 @@ func applyEvents(s *slot) {
 	}
 	device := C.int(s.device)
 	s.eng.SetEventHook(func(action int, addr uintptr, size uint64, stream uintptr) {
+		s.inCallback.Add(1)
+		defer s.inCallback.Add(-1)
 		C.gmlake_fire_event(device, C.int(action), C.uint64_t(addr), C.uint64_t(size), C.uintptr_t(stream))
 	})
 }

@@ -117,13 +117,20 @@ func (e *Engine) AllocPool(size uint64, stream uintptr, pool impl.PoolID) (uintp
 	return uintptr(p), err
 }
 
-// Free frees ptr, stream-ordered on its allocation stream.
-func (e *Engine) Free(ptr uintptr) error { return e.s.Free(vmm.DevicePtr(ptr)) }
+// Free frees ptr, stream-ordered on its allocation stream. The segment events the free causes (the last
+// block of a released private pool gives its memory back) reach the hook before Free returns.
+func (e *Engine) Free(ptr uintptr) error {
+	err := e.s.Free(vmm.DevicePtr(ptr))
+	e.afterCall(0, 0)
+	return err
+}
 
 // RecordStream marks ptr as used on stream too: its memory is reused only after that stream's work
 // submitted before the free has completed.
 func (e *Engine) RecordStream(ptr, stream uintptr) error {
-	return e.s.RecordStream(vmm.DevicePtr(ptr), vmm.Stream(stream))
+	err := e.s.RecordStream(vmm.DevicePtr(ptr), vmm.Stream(stream))
+	e.afterCall(0, 0)
+	return err
 }
 
 // EmptyCache returns every cached (free) byte to the device, after the streams' work has completed (as
@@ -196,6 +203,18 @@ func IsConfigError(err error) bool {
 
 // IsUnknownPolicy reports whether err says the policy name is not one of impl.Policies.
 func IsUnknownPolicy(err error) bool { return errors.Is(err, impl.ErrUnknownPolicy) }
+
+// IsInvalidArgument reports whether err says the caller's argument was bad (a size, a pointer that is not a
+// live allocation's start, a stream or a pool the engine does not know), not the device or the memory.
+func IsInvalidArgument(err error) bool {
+	for _, k := range []error{impl.ErrInvalidSize, impl.ErrUnknownPointer, impl.ErrInteriorPtr, impl.ErrDoubleFree,
+		impl.ErrUnknownStream, impl.ErrUnknownPool, impl.ErrClosed} {
+		if errors.Is(err, k) {
+			return true
+		}
+	}
+	return false
+}
 
 // IsUnknownPointer reports whether err says a pointer was not allocated by the engine.
 func IsUnknownPointer(err error) bool { return errors.Is(err, impl.ErrUnknownPointer) }

@@ -42,7 +42,8 @@ import threading
 import warnings
 
 __all__ = ["enable", "enabled", "mode", "stats", "snapshot", "record", "empty_cache", "set_memory_fraction",
-           "knobs", "last_error", "find_library", "load", "check_config", "GMLakeError", "GMLakeConfigError"]
+           "knobs", "last_error", "find_library", "load", "check_config", "GMLakeError", "GMLakeConfigError",
+           "GMLakeArgumentError", "GMLakeOutOfMemoryError"]
 
 _lock = threading.Lock()
 _lib = None          # ctypes.CDLL of libgmlake.so
@@ -62,6 +63,48 @@ class GMLakeConfigError(ValueError):
 
 ConfigError = GMLakeConfigError  # the short name: gmlake_torch.ConfigError
 __all__ += ["ConfigError", "settings"]
+
+
+class GMLakeArgumentError(GMLakeError, ValueError):
+    """A bad argument to a library call (a device out of range, an unknown pointer or pool, a fraction outside
+    (0, 1], ...): gmlake_last_error_kind() == GMLAKE_ERR_INVALID."""
+
+
+class GMLakeOutOfMemoryError(GMLakeError):
+    """An allocation the memory cannot serve (GMLAKE_ERR_OOM), and only that: a missing driver, a bad setting or
+    a disabled engine is another error. Once torch is imported, the raised class is also a
+    torch.OutOfMemoryError (see _oom_class)."""
+
+
+# gmlake.h's GMLAKE_ERR_* kinds.
+_ERR_OOM, _ERR_INVALID, _ERR_CONFIG = 1, 2, 4
+_oom_classes = {}
+
+
+def _oom_class():
+    """GMLakeOutOfMemoryError, also a torch.OutOfMemoryError when torch is loaded (what batch-size finders catch)."""
+    torch = sys.modules.get("torch")
+    base = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+    if not (isinstance(base, type) and issubclass(base, BaseException)):
+        return GMLakeOutOfMemoryError
+    if base not in _oom_classes:
+        _oom_classes[base] = type("GMLakeOutOfMemoryError", (GMLakeOutOfMemoryError, base), {})
+    return _oom_classes[base]
+
+
+def _error(default="libgmlake call failed"):
+    """The exception for the calling thread's last library error, of the class its kind says (read right after
+    the failed call: the next call clears it)."""
+    lib = load()
+    kind = lib.gmlake_last_error_kind()
+    msg = last_error() or default
+    if kind == _ERR_OOM:
+        return _oom_class()(msg)
+    if kind == _ERR_CONFIG:
+        return GMLakeConfigError(msg)
+    if kind == _ERR_INVALID:
+        return GMLakeArgumentError(msg)
+    return GMLakeError(msg)
 
 
 def find_library(lib_path=None):
@@ -99,8 +142,9 @@ def load(lib_path=None):
         vp, sz, i, d, cp = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_double, ctypes.c_char_p
         sigs = {
             "gmlake_alloc": (vp, [sz, i, vp]), "gmlake_free": (None, [vp, sz, i, vp]),
-            "gmlake_init": (None, [i]), "gmlake_empty_cache": (None, []),
-            "gmlake_set_memory_fraction": (None, [d, i]), "gmlake_record_stream": (None, [vp, vp]),
+            "gmlake_init": (None, [i]),
+            "gmlake_set_memory_fraction": (i, [d, i]), "gmlake_record_stream": (i, [vp, vp]),
+            "gmlake_empty_cache": (i, []), "gmlake_start": (i, [i]), "gmlake_last_error_kind": (i, []),
             "gmlake_stats_json": (i, [i, cp, sz]), "gmlake_last_error": (i, [cp, sz]),
             "gmlake_knobs": (i, [cp, sz]), "gmlake_trace_start": (i, [cp]), "gmlake_trace_stop": (i, []),
             "gmlake_close": (i, [i]), "gmlake_snapshot_json": (i, [i, cp, sz]),
@@ -129,14 +173,15 @@ def _text(fn, *args):
         buf = ctypes.create_string_buffer(n)
         need = fn(*args, buf, n)
         if need < 0:
-            raise GMLakeError(last_error() or "libgmlake call failed")
+            raise _error()
         if need < n:
             return buf.value.decode("utf-8", "replace")
         n = need + 1
 
 
 def last_error():
-    """The calling thread's (or else the process's) last error text of the library, "" if none."""
+    """The calling thread's last error text of the library: why its last library call failed, "" if that call
+    succeeded (every call sets or clears it)."""
     lib = load()
     buf = ctypes.create_string_buffer(4096)
     lib.gmlake_last_error(buf, len(buf))
@@ -176,10 +221,42 @@ def empty_cache():
 
 def set_memory_fraction(fraction, device=None):
     """Caps the physical memory the engine of device may hold at fraction of the device's memory; an
-    allocation beyond it fails as on a smaller GPU (after gmlake released its cache and tried stitching)."""
-    d = _current_device() if device is None else int(device)
-    lib = load()
-    lib.gmlake_set_memory_fraction(float(fraction), d)
+    allocation beyond it fails as on a smaller GPU (after gmlake released its cache and tried stitching).
+    As torch.cuda.set_per_process_memory_fraction: fraction must be a real number (TypeError otherwise) in
+    (0, 1] (ValueError otherwise: 0, negative, above 1, NaN; gmlake has no 0-byte cap), and the device must
+    exist (ValueError for an index out of range, GMLakeError if the library cannot open it). Starts the
+    device's engine if it has not started."""
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
+        raise TypeError("gmlake_torch.set_memory_fraction: fraction must be a float, not %s" % type(fraction).__name__)
+    fraction = float(fraction)
+    if not (0 < fraction <= 1):
+        raise ValueError("gmlake_torch.set_memory_fraction: invalid fraction %r: allowed range (0, 1] "
+                         "(1: no cap)" % fraction)
+    d = _current_device() if device is None else _device_index(device)
+    torch = sys.modules.get("torch")
+    try:
+        count = torch.cuda.device_count() if torch is not None and torch.cuda.is_available() else None
+    except Exception:
+        count = None
+    if d < 0 or (count is not None and d >= count):
+        raise ValueError("gmlake_torch.set_memory_fraction: device %d does not exist (%s)" %
+                         (d, "%d CUDA devices" % count if count is not None else "want an index >= 0"))
+    if load().gmlake_set_memory_fraction(fraction, d) != 0:
+        raise _error()  # GMLakeArgumentError (a ValueError) for what the library refuses as an argument
+
+
+def _device_index(device):
+    """A device given as an int, a "cuda:N" string or a torch.device, as its index."""
+    if isinstance(device, bool):
+        raise TypeError("gmlake_torch: device must be an int, a 'cuda:N' string or a torch.device")
+    if isinstance(device, int):
+        return device
+    index = getattr(device, "index", None)
+    if index is not None:
+        return int(index)
+    if isinstance(device, str) and re.fullmatch(r"cuda(:\d+)?", device):
+        return int(device.split(":")[1]) if ":" in device else _current_device()
+    raise TypeError("gmlake_torch: device %r is not an int, a 'cuda:N' string or a torch.device" % (device,))
 
 
 @contextlib.contextmanager
@@ -188,7 +265,7 @@ def record(path):
     format `gmlake replay` reads. Allocations made before entering are not traced; frees of them are skipped."""
     lib = load()
     if lib.gmlake_trace_start(os.fsencode(path)) != 0:
-        raise GMLakeError(last_error())
+        raise _error()
     try:
         yield path
     finally:
@@ -199,7 +276,7 @@ def record(path):
         except Exception:
             pass
         if lib.gmlake_trace_stop() != 0:
-            raise GMLakeError(last_error())
+            raise _error()
 
 
 def snapshot(device=None):
@@ -345,6 +422,11 @@ def _enable_cpp(torch, lib, verbose):
 
 
 def _enable_pluggable(torch, lib):
+    # PyTorch turns every exception of the allocation function into a RuntimeError; start the engine now, so
+    # that a bad setting (GMLakeConfigError), a missing driver or device (GMLakeError) is raised here with the
+    # library's text, not at the first tensor (where gmlake_alloc_throw says only an out of memory is one).
+    if lib.gmlake_start(_current_device()) != 0:
+        raise _error()
     raw = torch._C._cuda_customAllocator(_addr(lib, "gmlake_alloc_throw"), _addr(lib, "gmlake_free"))
     hooks = {"set_init_fn": "gmlake_init", "set_reset_fn": "gmlake_empty_cache",
              "set_memory_fraction_fn": "gmlake_set_memory_fraction", "set_record_stream_fn": "gmlake_record_stream"}
@@ -379,7 +461,7 @@ def _raw_alloc(size, device=0, stream=0):
     """gmlake_alloc through ctypes: returns the address, or raises GMLakeError with the library's text."""
     p = load().gmlake_alloc(size, device, stream or None)
     if not p and size:
-        raise GMLakeError(last_error())
+        raise _error()
     return p or 0
 
 
@@ -391,7 +473,7 @@ def _close(device=0):
     """gmlake_close: releases the engine of device; returns how many allocations were still live."""
     n = load().gmlake_close(device)
     if n < 0:
-        raise GMLakeError(last_error())
+        raise _error()
     return n
 
 
@@ -415,7 +497,7 @@ def _device_stats(device=0):
     """gmlake_get_device_stats as the flat dict torch.cuda.memory_stats() returns (same keys)."""
     s = _DeviceStats()
     if load().gmlake_get_device_stats(device, ctypes.byref(s)) != 0:
-        raise GMLakeError(last_error())
+        raise _error()
     out = {}
     for n in _ARRAYS:
         for i, pool in enumerate(("all", "small_pool", "large_pool")):
@@ -434,7 +516,7 @@ def _raw_alloc_pool(size, pool, device=0, stream=0):
     """gmlake_alloc_pool: an allocation from the private pool (id0, id1)."""
     p = load().gmlake_alloc_pool(size, device, stream or None, pool[0], pool[1])
     if not p and size:
-        raise GMLakeError(last_error())
+        raise _error()
     return p or 0
 
 
@@ -442,7 +524,7 @@ def _pool(op, pool, device=0):
     """gmlake_pool_<op> (create_or_incref, release, use_count) for pool (id0, id1); returns its count."""
     n = getattr(load(), "gmlake_pool_" + op)(device, pool[0], pool[1])
     if n < 0:
-        raise GMLakeError(last_error())
+        raise _error()
     return n
 
 
@@ -453,7 +535,7 @@ def _pool_live(pool, device=0):
         arr = (ctypes.c_uint64 * cap)()
         n = load().gmlake_pool_live(device, pool[0], pool[1], arr, cap)
         if n < 0:
-            raise GMLakeError(last_error())
+            raise _error()
         if n <= cap:
             return list(arr[:n])
         cap = n

@@ -50,8 +50,80 @@ class TestWithoutTorch(unittest.TestCase):
     def test_bad_free_is_counted_not_fatal(self):
         gt._raw_alloc(MiB)  # starts the engine
         gt._raw_free(0xdead000)
+        self.assertIn("not returned by Alloc", gt.last_error())  # read before the next call clears it
         self.assertEqual(gt.stats(0)["bad_frees"], 1)
-        self.assertIn("not returned by Alloc", gt.last_error())
+
+    def test_a_successful_call_clears_the_last_error(self):
+        # Issue 36 item 2: last_error said the last failure forever, so a caller could not tell whether its
+        # last call failed.
+        gt._raw_free(0xdead000, device=5)
+        self.assertIn("no engine runs on device 5", gt.last_error())
+        self.assertEqual(gt.load().gmlake_last_error_kind(), 2)  # GMLAKE_ERR_INVALID
+        gt.stats(0)
+        self.assertEqual(gt.last_error(), "")
+        self.assertEqual(gt.load().gmlake_last_error_kind(), 0)
+
+    def test_errors_keep_their_kind(self):
+        # Issue 36 item 2: a bad device, a bad setting, a missing driver were all "out of memory".
+        with self.assertRaises(gt.GMLakeArgumentError) as cm:
+            gt._raw_alloc(MiB, device=64)
+        self.assertIsInstance(cm.exception, ValueError)
+        self.assertNotIn("out of memory", str(cm.exception).lower())
+        hog = gt._raw_alloc(200 * MiB)
+        with self.assertRaises(gt.GMLakeOutOfMemoryError):
+            gt._raw_alloc(100 * MiB)
+        gt._raw_free(hog)
+        for env, cls in (("nope", gt.GMLakeConfigError), ("cuda", gt.GMLakeError)):
+            saved = os.environ.get("GMLAKE_DEVICE")
+            os.environ["GMLAKE_DEVICE"] = env
+            try:
+                p = gt._raw_alloc(MiB, device=7)  # device 7 starts now, with this setting
+            except gt.GMLakeError as e:
+                err = e
+            except gt.GMLakeConfigError as e:
+                err = e
+            else:
+                gt._raw_free(p, device=7)
+                err = None  # GMLAKE_DEVICE=cuda on a machine with a GPU
+            finally:
+                os.environ["GMLAKE_DEVICE"] = saved
+                gt._close(7)
+            if err is None and env == "cuda":
+                continue
+            self.assertIsInstance(err, cls, "GMLAKE_DEVICE=%s: %r" % (env, err))
+            self.assertNotIsInstance(err, gt.GMLakeOutOfMemoryError, "GMLAKE_DEVICE=%s" % env)
+            self.assertNotIn("out of memory", str(err).lower())
+            self.assertIn("GMLAKE_DEVICE" if env == "nope" else "CUDA device 7", str(err))
+
+    def test_pluggable_fallback_says_a_bad_setting_before_swapping_the_allocator(self):
+        # Issue 36 item 2: in the fallback, PyTorch makes every exception of the allocation a RuntimeError, and
+        # gmlake_alloc_throw used to word them all as out of memory; enable() now starts the engine first, so a
+        # bad GMLAKE_DEVICE is a GMLakeConfigError from enable(), and torch (here: a bare object) is not touched.
+        saved = os.environ.get("GMLAKE_DEVICE")
+        os.environ["GMLAKE_DEVICE"] = "nope"
+        try:
+            with self.assertRaises(gt.GMLakeConfigError) as cm:
+                gt._enable_pluggable(object(), gt.load())
+        finally:
+            os.environ["GMLAKE_DEVICE"] = saved
+        self.assertIn("GMLAKE_DEVICE", str(cm.exception))
+        self.assertIsNone(gt.mode())
+
+    def test_set_memory_fraction_refuses_what_pytorch_refuses(self):
+        # Issue 36 item 2: these did nothing, silently; torch.cuda.set_per_process_memory_fraction raises.
+        for bad in (2.0, -1, float("nan"), 0, 0.0, float("inf")):
+            with self.assertRaises(ValueError, msg=repr(bad)):
+                gt.set_memory_fraction(bad, 0)
+        for dev in (-1, 64, 1 << 20):
+            with self.assertRaises(ValueError, msg="device %d" % dev):
+                gt.set_memory_fraction(0.5, dev)
+        for bad in ("0.5", None, True):
+            with self.assertRaises(TypeError, msg=repr(bad)):
+                gt.set_memory_fraction(bad, 0)
+        self.assertEqual(gt.load().gmlake_set_memory_fraction(float("nan"), 0), -1)  # the C function too
+        self.assertEqual(gt.load().gmlake_set_memory_fraction(0.5, 0), 0)
+        self.assertEqual(gt.load().gmlake_get_memory_fraction(0), 0.5)
+        gt.set_memory_fraction(1.0, 0)
 
     def test_record_writes_the_trace_format(self):
         with tempfile.TemporaryDirectory() as d:
