@@ -86,7 +86,7 @@ var knobInfo = map[string]Setting{
 		Doc: "gmlake stitches rather than grows only when that saves more than this"},
 	"DebugOOM": {Unit: UnitBoolean, Default: "0", Doc: "1: print the engine's state on stderr on the out-of-memory path"},
 	"ReuseLimit": {Unit: UnitNumber, MinNumber: 0, ZeroOK: true, Default: "10",
-		Doc: "gmlake-paper: a cached stitched block serves a request of at least 1/this of its size"},
+		Doc: "gmlake-paper: a cached stitched block serves a request when it is at most this many times the request"},
 	"DefragLevel": {Unit: UnitInteger, MinInt: 0, MaxInt: 3, Default: "0",
 		Doc: "gmlake-paper: stitch attempts below this one are skipped"},
 	"AutoGC": {Unit: UnitBytes, MultipleOf: 1, ZeroOK: true, Default: "1000GiB",
@@ -187,10 +187,7 @@ func finish(s Setting) Setting {
 		if s.MultipleOf > 1 {
 			parts = append(parts, "a multiple of "+bytesText(s.MultipleOf))
 		}
-		if len(parts) == 0 {
-			parts = append(parts, ">= 1")
-		}
-		s.Range = strings.Join(parts, ", ") + ", < 2^64"
+		s.Range = strings.Join(append(parts, "< 2^64"), ", ")
 		if s.ZeroOK {
 			s.Range += "; 0: the default"
 		}
@@ -213,7 +210,7 @@ func finish(s Setting) Setting {
 	case UnitBoolean:
 		s.Range = "1 or 0 (true or false)"
 	case UnitChoice:
-		s.Range = strings.Join(s.Choices, " | ")
+		s.Range = "one of " + strings.Join(s.Choices, ", ")
 	case UnitList:
 		s.Range = strings.Join(s.Choices, ", ") + ", comma-separated"
 	}
@@ -244,6 +241,20 @@ func SettingsJSON() []byte {
 		return []byte(fmt.Sprintf(`{"error":%q}`, err.Error()))
 	}
 	return b
+}
+
+// SettingsMarkdown is the table as docs/pytorch.md shows it (the docs test compares the two): a Markdown
+// table of the settings a user sets (not the project's tests' nor the retired ones), one row each.
+func SettingsMarkdown() string {
+	var b strings.Builder
+	b.WriteString("| variable | unit | values | default | read by | what it does |\n|---|---|---|---|---|---|\n")
+	for _, s := range table {
+		if s.ReadBy == ReadByTests || s.Retired != "" {
+			continue
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", s.Name, s.Unit, s.Range, s.Default, s.ReadBy, s.Doc)
+	}
+	return b.String()
 }
 
 // LookupSetting returns the table's entry of the variable name (GMLAKE_...).
