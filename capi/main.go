@@ -209,7 +209,7 @@ func slotFor(device int) (*slot, error) {
 	s := &slot{device: device, eng: eng, drv: drv}
 	applyEvents(s)
 	slots[device].Store(s)
-	if getenv("GMLAKE_VERBOSE") != "" {
+	if settingOn("GMLAKE_VERBOSE") {
 		fmt.Fprintf(os.Stderr, "gmlake: device %d: engine started: driver %s, policy %s, knobs %v, memory limit %d bytes\n",
 			device, cfg.Driver, eng.Policy(), cfg.Knobs, eng.MemoryLimit())
 	}

@@ -79,6 +79,13 @@ func settingNames() []string {
 	return out
 }
 
+// settingOn reads boolean setting name as the settings parser does (1 or true; the engine's start has refused
+// any value other than those and 0, false).
+func settingOn(name string) bool {
+	on, err := clib.ParseBool(getenv(name))
+	return err == nil && on
+}
+
 //export gmlakeGoCheckSettings
 func gmlakeGoCheckSettings(env **C.char, buf *C.char, n C.size_t) (ret C.int) {
 	defer func() {

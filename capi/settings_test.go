@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gmlake/gmlake/impl/clib"
+	"github.com/gmlake/gmlake/impl/cudavmm"
 )
 
 // settingsRun compiles testdata/settings.c against the library once per test and returns a function that
@@ -110,6 +113,42 @@ func TestStricterOfMemoryLimitAndFractionWins(t *testing.T) {
 			t.Errorf("%v: stderr %q; want one line saying %s is the stricter", c.env, stderr, c.from)
 		case !c.note && stderr != "":
 			t.Errorf("%v: stderr %q; want nothing", c.env, stderr)
+		}
+	}
+}
+
+// Property: GMLAKE_VERBOSE is a boolean like every other: 0 (or false) is off, 1 (or true) prints the
+// engine's configuration once; any other value is a configuration error (it was "on" for any text, 0 too).
+func TestVerboseZeroIsOff(t *testing.T) {
+	run := settingsRun(t)
+	for v, lines := range map[string]int{"0": 0, "false": 0, "1": 1, "TRUE": 1} {
+		ok, _, errText, stderr := run("GMLAKE_VERBOSE=" + v)
+		if !ok || strings.Count(stderr, "engine started") != lines || strings.Count(stderr, "\n") != lines {
+			t.Errorf("GMLAKE_VERBOSE=%s: alloc %v (%s), stderr %q; want %d line(s) saying the engine started", v, ok,
+				errText, stderr, lines)
+		}
+	}
+	if ok, _, _, stderr := run("GMLAKE_VERBOSE=yes"); ok || !strings.Contains(stderr, "GMLAKE_VERBOSE") {
+		t.Errorf("GMLAKE_VERBOSE=yes: alloc %v, stderr %q; want a configuration error naming it", ok, stderr)
+	}
+}
+
+// Property: the settings table's handle types are the CUDA driver's (cudavmm parses GMLAKE_CUDA_HANDLES): each
+// word the table takes, the driver's parser takes, and a misspelt one both refuse.
+func TestCUDAHandlesTableIsTheDriversWords(t *testing.T) {
+	s, ok := clib.LookupSetting("GMLAKE_CUDA_HANDLES")
+	if !ok || len(s.Choices) == 0 {
+		t.Fatalf("GMLAKE_CUDA_HANDLES: %+v", s)
+	}
+	for _, w := range append(s.Choices, strings.Join(s.Choices, ",")) {
+		if err := cudavmm.CheckHandles(w); err != nil {
+			t.Errorf("the table takes %q, the driver refuses it: %v", w, err)
+		}
+	}
+	for _, bad := range []string{"rmda", "posix", "posix_fd;rdma"} {
+		_, err := clib.ParseEnv([]string{"GMLAKE_CUDA_HANDLES=" + bad}, settingChecks)
+		if cudavmm.CheckHandles(bad) == nil || err == nil || !strings.Contains(err.Error(), "GMLAKE_CUDA_HANDLES") {
+			t.Errorf("%q: the driver says %v, the settings parser %v; want both to refuse", bad, cudavmm.CheckHandles(bad), err)
 		}
 	}
 }

@@ -365,7 +365,7 @@ def enable(lib_path=None, policy=None, mode=None, verbose=None, **knob_values):
         os.environ["GMLAKE_VERBOSE"] = "1" if verbose else ""
     if mode is not None:
         os.environ["GMLAKE_MODE"] = str(mode)
-    verbose = bool(os.environ.get("GMLAKE_VERBOSE"))
+    verbose = os.environ.get("GMLAKE_VERBOSE", "").strip().lower() in ("1", "true")  # a boolean (the table's)
     lib = load(lib_path)
     names = set(knobs())
     for k, v in knob_values.items():

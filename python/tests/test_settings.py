@@ -91,6 +91,19 @@ class TestOneParser(unittest.TestCase):
         self.assertEqual(sorted("GMLAKE_" + k for k in gt.knobs()),
                          sorted(n for n, s in table.items() if s.get("knob")))
 
+    def test_a_library_that_cannot_be_loaded_is_one_clear_error(self):
+        # No second parser to fall back to: the check says why it cannot run, in one line.
+        with tempfile.TemporaryDirectory() as d:
+            bad = os.path.join(d, "libgmlake.so")
+            with open(bad, "w") as f:
+                f.write("not a shared library\n")
+            code = ("import gmlake_torch as g\ntry:\n    g.check_config({'GMLAKE_POLICY': 'gmlake'})\n"
+                    "except g.ConfigError as e:\n    print('REFUSED', e)\n")
+            r = _python(["-c", code], _env({"GMLAKE_LIB": bad}))
+            self.assertIn("REFUSED", r.stdout, r.stderr)
+            self.assertIn("cannot be loaded", r.stdout)
+            self.assertEqual(len(r.stdout.strip().splitlines()), 1, r.stdout)
+
 
 class TestEntryPoints(unittest.TestCase):
     def test_python_m_checks_the_settings_with_GMLAKE_1_exported(self):
