@@ -16,7 +16,8 @@ enable() makes gmlake PyTorch's allocator in one of two modes (mode() says which
               and out of memory raises torch.OutOfMemoryError worded as PyTorch's.
   "pluggable" the fallback where no C++ compiler or torch headers exist: torch.cuda.memory's
               CUDAPluggableAllocator around gmlake_alloc_throw / gmlake_free. PyTorch's memory statistics,
-              snapshots and CUDA graph pools do not work there, and out of memory is a RuntimeError.
+              snapshots and CUDA graph pools do not work there, and out of memory is a RuntimeError (only out
+              of memory says "CUDA out of memory"; other failures say what they are, GMLAKE_ERR_* named).
 GMLAKE_MODE=auto (default: cpp, else pluggable with a warning) | cpp | pluggable chooses.
 
 gmlake's own figures (stitches, driver calls by kind, fragmentation) are in stats(); record(path) writes the
