@@ -34,6 +34,7 @@ tla:
 verify:
 	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 3h -v -run '^(TestRapid|TestExplore|TestLinearizable|TestFindings)$$' ./harness/
 	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 1h -v -run '^TestCLibSwarm$$' ./harness/ops/
+	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 40m -run '^FuzzABI$$' -fuzz '^FuzzABI$$' -fuzztime 20m ./capi
 	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 3h ./harness/... ./fuzz/...
 	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 3h -tags gmlake_mutants -run 'Mutation' ./harness ./fuzz
 	./tla/run.sh long
