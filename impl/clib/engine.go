@@ -15,7 +15,8 @@ import (
 	"github.com/gmlake/gmlake/vmm/wrap"
 )
 
-// ErrBadKnob is wrapped by every error about a knob: unknown name, or a value that does not parse.
+// ErrBadKnob is the kind (errors.Is) of every error about a setting or a knob: an unknown name, a value that
+// does not parse or is outside its range (SettingError says which variable).
 var ErrBadKnob = errors.New("gmlake: bad knob")
 
 // Config configures one engine of the C library.
