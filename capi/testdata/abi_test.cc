@@ -215,6 +215,15 @@ int main(int argc, char **argv) {
 	CHECK(gmlake_alloc(MiB, 0, s0) == nullptr && has(last_error(), "disabled") &&
 	          gmlake_last_error_kind() == GMLAKE_ERR_DISABLED,
 	      "disabled: kind %d: %s", gmlake_last_error_kind(), last_error().c_str());
+	// Property (issue 36 item 2): the throwing entry does not call a disabled engine out of memory.
+	std::string thrown = "none";
+	try {
+		gmlake_alloc_throw(MiB, 0, s0);
+	} catch (const std::exception &e) {
+		thrown = e.what();
+	}
+	CHECK(has(thrown, "GMLAKE_ERR_DISABLED") && !has(thrown, "out of memory"), "throw on a disabled engine: %s",
+	      thrown.c_str());
 	gmlake_free(live, 4 * MiB, 0, s0); // ignored on a disabled engine
 	js = stats(0);
 	CHECK(has(js, "\"disabled\":true") && has(js, "\"panics_total\":1"), "stats of a disabled engine: %s", js.c_str());
