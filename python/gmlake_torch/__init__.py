@@ -354,27 +354,30 @@ def enable(lib_path=None, policy=None, mode=None, verbose=None, **knob_values):
       first use, else the pluggable fallback with a warning; "cpp" or "pluggable" force one (cpp raises if it
       cannot be built).
     knob_values: engine knobs, e.g. chunk_size="64MiB" (sets GMLAKE_CHUNK_SIZE); see knobs().
-    Bad settings raise GMLakeConfigError naming the variable. Returns the mode; calling it again returns it and
-    changes nothing."""
+    Bad settings raise ConfigError (GMLakeConfigError) naming the variable, and change nothing (the arguments'
+    variables are set only once the check passed). Returns the mode; calling it again returns it and changes
+    nothing."""
     global _ext, _allocator, _mode
     if _mode is not None:
         return _mode
     import torch
+    updates = {}  # the arguments as the variables they set: checked with the environment, then set
     if policy is not None:
-        os.environ["GMLAKE_POLICY"] = str(policy)
+        updates["GMLAKE_POLICY"] = str(policy)
     if verbose is not None:
-        os.environ["GMLAKE_VERBOSE"] = "1" if verbose else ""
+        updates["GMLAKE_VERBOSE"] = "1" if verbose else ""
     if mode is not None:
-        os.environ["GMLAKE_MODE"] = str(mode)
-    verbose = os.environ.get("GMLAKE_VERBOSE", "").strip().lower() in ("1", "true")  # a boolean (the table's)
+        updates["GMLAKE_MODE"] = str(mode)
     lib = load(lib_path)
     names = set(knobs())
     for k, v in knob_values.items():
         name = k.upper()
         if name not in names:
             raise GMLakeConfigError("unknown gmlake knob %r: known knobs are %s" % (k, sorted(n.lower() for n in names)))
-        os.environ["GMLAKE_" + name] = str(v)
-    check_config()
+        updates["GMLAKE_" + name] = str(v)
+    check_config(dict(os.environ, **updates))  # a refusal changes nothing
+    os.environ.update(updates)
+    verbose = os.environ.get("GMLAKE_VERBOSE", "").strip().lower() in ("1", "true")  # a boolean (the table's)
     if torch.cuda.is_initialized():
         raise RuntimeError("gmlake_torch.enable() must run before CUDA is initialised: call it at the top of "
                            "the program, before any CUDA tensor, torch.cuda.init() or model.cuda(); or use "

@@ -104,6 +104,17 @@ class TestOneParser(unittest.TestCase):
             self.assertIn("cannot be loaded", r.stdout)
             self.assertEqual(len(r.stdout.strip().splitlines()), 1, r.stdout)
 
+    def test_enable_with_a_bad_setting_changes_nothing(self):
+        # enable(policy=..., **knobs) sets the variables, checks them, and on a refusal puts them back.
+        code = ("import os, gmlake_torch as g\ntry:\n    g.enable(policy='caching', chunk_size='lots')\n"
+                "except g.ConfigError as e:\n    print('REFUSED', e)\n"
+                "print('LEFT', sorted(k for k in os.environ if k in ('GMLAKE_POLICY', 'GMLAKE_CHUNK_SIZE')), g.mode())\n")
+        with tempfile.TemporaryDirectory() as d:
+            _fake_torch(d)
+            r = _python(["-c", code], _env({}), cwd=d, path=[d])
+            self.assertIn("REFUSED GMLAKE_CHUNK_SIZE", r.stdout, r.stderr)
+            self.assertIn("LEFT [] None", r.stdout, r.stderr)
+
 
 class TestEntryPoints(unittest.TestCase):
     def test_python_m_checks_the_settings_with_GMLAKE_1_exported(self):
