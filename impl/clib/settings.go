@@ -274,7 +274,15 @@ type SettingError struct {
 	Err         error // why (its text is the rest of the line)
 }
 
-func (e *SettingError) Error() string { return fmt.Sprintf("%s=%q: %v", e.Name, e.Value, e.Err) }
+func (e *SettingError) Error() string { return fmt.Sprintf("%s=%s: %v", e.Name, quote(e.Value), e.Err) }
+
+// quote quotes a value for an error line, cut after 60 bytes (the line stays one readable line).
+func quote(v string) string {
+	if len(v) > 80 {
+		return fmt.Sprintf("%q... (%d bytes)", v[:60], len(v))
+	}
+	return strconv.Quote(v)
+}
 
 // Unwrap returns why.
 func (e *SettingError) Unwrap() error { return e.Err }
@@ -330,22 +338,22 @@ func ParseBytes(s string) (uint64, error) {
 	}
 	if n, err := strconv.ParseUint(t, 10, 64); err == nil {
 		if n > math.MaxUint64/mult {
-			return 0, refuse("%q is more than 2^64-1 bytes", s)
+			return 0, refuse("%s is more than 2^64-1 bytes", quote(s))
 		}
 		return n * mult, nil
 	}
 	f, err := strconv.ParseFloat(t, 64)
 	if err != nil && !errors.Is(err, strconv.ErrRange) || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) ||
 		strings.ContainsAny(t, "xXpP_") { // hexadecimal floats and digit separators are not byte counts
-		return 0, refuse("%q is not a byte count (examples: 1048576, 2MiB, 1.5GiB)", s)
+		return 0, refuse("%s is not a byte count (examples: 1048576, 2MiB, 1.5GiB)", quote(s))
 	}
 	// 2^64 as a float64: anything at or above it does not fit (uint64 conversion would saturate silently).
 	b := f * float64(mult)
 	if err != nil || b >= 1<<64 {
-		return 0, refuse("%q is more than 2^64-1 bytes", s)
+		return 0, refuse("%s is more than 2^64-1 bytes", quote(s))
 	}
 	if b > 0 && b < 1 {
-		return 0, refuse("%q is %g bytes, which rounds to 0", s, b)
+		return 0, refuse("%s is %g bytes, which rounds to 0", quote(s), b)
 	}
 	return uint64(b), nil
 }
@@ -355,7 +363,7 @@ func ParseBytes(s string) (uint64, error) {
 func ParseFraction(s string) (float64, error) {
 	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 	if err != nil || !(f > 0 && f <= 1) {
-		return 0, refuse("memory fraction %q: want a number in (0, 1]", s)
+		return 0, refuse("memory fraction %s: want a number in (0, 1]", quote(s))
 	}
 	return f, nil
 }
