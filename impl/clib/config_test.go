@@ -80,3 +80,18 @@ func TestMemoryFractionTooSmallIsAnError(t *testing.T) {
 		t.Errorf("fraction 1: %v, limit %d (want no cap)", err, e.MemoryLimit())
 	}
 }
+
+// Property: a byte count that is not 0 but rounds to 0 bytes is refused (GMLAKE_MEMORY_LIMIT=0.5 was a 0-byte
+// cap, which means none), a fraction of a byte above 1 rounds down, and TiB is a unit (issue 36 item 3).
+func TestParseBytesRefusesWhatRoundsToZero(t *testing.T) {
+	for _, bad := range []string{"0.5", "0.0004KiB", "1e-300", "0.0000001B"} {
+		if n, err := ParseBytes(bad); !errors.Is(err, ErrBadKnob) || !strings.Contains(err.Error(), "rounds to 0") {
+			t.Errorf("ParseBytes(%q) = %d, %v; want ErrBadKnob saying it rounds to 0", bad, n, err)
+		}
+	}
+	for in, want := range map[string]uint64{"1.5": 1, "1.3KiB": 1331, "2TiB": 2 << 40, "1t": 1 << 40, "0.0TiB": 0} {
+		if n, err := ParseBytes(in); err != nil || n != want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", in, n, err, want)
+		}
+	}
+}
