@@ -128,12 +128,12 @@ func getenv(name string) string {
 // settings (clib.ParseEnv over the settings table, which gmlake_check_settings runs too): the device kind
 // (GMLAKE_DEVICE) and the simulated device's capacity (GMLAKE_SIM_CAPACITY) are for openDriver; the rest
 // configures the engine, GMLAKE_MEMORY_FRACTION included (cfg.MemoryFraction: clib.New takes the stricter of
-// it and GMLAKE_MEMORY_LIMIT and says which won, once, on stderr), so fraction is always 0. A GMLAKE_
-// variable the table does not know is said once on stderr and ignored.
-func engineConfig(device int) (cfg clib.Config, kind string, simCapacity uint64, fraction float64, err error) {
+// it and GMLAKE_MEMORY_LIMIT and says which won, once, on stderr). A GMLAKE_ variable the table does not
+// know is said once on stderr and ignored.
+func engineConfig(device int) (cfg clib.Config, kind string, simCapacity uint64, err error) {
 	env, err := clib.ParseEnv(liveEnviron(), settingChecks)
 	if err != nil {
-		return cfg, "", 0, 0, err
+		return cfg, "", 0, err
 	}
 	cfg = env.Engine
 	cfg.Device = device
@@ -144,7 +144,7 @@ func engineConfig(device int) (cfg clib.Config, kind string, simCapacity uint64,
 				"gmlake_settings_json; knobs: %v)\n", name, clib.KnobNames())
 		}
 	})
-	return cfg, env.Device, env.SimCapacity, 0, nil
+	return cfg, env.Device, env.SimCapacity, nil
 }
 
 var warnUnknownOnce, noteOnce sync.Once
@@ -182,7 +182,7 @@ func slotFor(device int) (*slot, error) {
 	if s := slots[device].Load(); s != nil {
 		return s, nil
 	}
-	cfg, kind, simCapacity, fraction, err := engineConfig(device)
+	cfg, kind, simCapacity, err := engineConfig(device)
 	if err != nil {
 		return nil, withKind(errConfig, configError(device, err))
 	}
@@ -199,12 +199,6 @@ func slotFor(device int) (*slot, error) {
 		return nil, withKind(errConfig, configError(device, err))
 	case err != nil:
 		return nil, withKind(errNoDevice, err)
-	}
-	if fraction > 0 {
-		if err := eng.SetMemoryFraction(fraction); err != nil {
-			eng.Close()
-			return nil, withKind(errConfig, configError(device, fmt.Errorf("GMLAKE_MEMORY_FRACTION=%g: %w", fraction, err)))
-		}
 	}
 	s := &slot{device: device, eng: eng, drv: drv}
 	applyEvents(s)
