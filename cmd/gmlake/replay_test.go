@@ -22,7 +22,7 @@ import (
 func TestReplayCommandWritesTableJSONAndPlot(t *testing.T) {
 	dir := t.TempDir()
 	f := replayFlags{policies: replay.Policies, device: "sim", json: filepath.Join(dir, "r.json"),
-		plot: filepath.Join(dir, "r.svg"), points: 200, wide: true}
+		plot: filepath.Join(dir, "r.svg"), points: 200, wide: true, targets: true}
 	var out, errOut bytes.Buffer
 	if err := runReplay(context.Background(), f, []string{"../../testdata/traces/llama1b-ckpt.trace.gz"}, &out, &errOut); err != nil {
 		t.Fatal(err)

@@ -60,7 +60,10 @@ type Options struct {
 	Progress func(done, total int)
 	// SampleEvery > 0 records a timeline Sample every SampleEvery events (and after the last), for plots.
 	SampleEvery int
-	_           struct{}
+	// PlotPoints > 0 (and SampleEvery 0) records a timeline of PlotPoints to 2*PlotPoints samples evenly
+	// spaced over a trace whose length is not known before it ends (a pipe): every event at first, and each
+	// time the timeline reaches 2*PlotPoints every other sample is dropped and the spacing doubles.
+	PlotPoints int
 
 	_ struct{}
 }
@@ -101,11 +104,42 @@ type Result struct {
 	Unfreed  int      // allocations still live at the end of the trace (released by Close)
 	Timeline []Sample // every SampleEvery events, when asked
 	Stats    impl.Stats
+
+	// Input names the input the trace was read from (its path as the user gave it): results are keyed by
+	// it, since two inputs may have the same Trace name. Set by the caller; "" when it did not.
+	Input string
+	// NoFit is set when the trace does not fit the device under this policy: the replay stopped at the
+	// first request the engine could not serve. The measurements are then those up to that event.
+	NoFit *NoFit
+}
+
+// NoFit says where a trace stopped fitting the device: the event (1-based) whose allocation the engine
+// could not serve, the events of the trace (0 while unknown: the caller fills it once the input has been
+// read to its end), the live bytes at that point and the request.
+type NoFit struct {
+	Event, Of int
+	Live      uint64 // live bytes (each request rounded to LiveRounding) when the request came
+	Requested uint64
+	Err       string // the engine's error
+}
+
+// String says it in the table's words: "does not fit: event N of M, live X GiB at that point".
+func (n *NoFit) String() string {
+	of := "?"
+	if n.Of > 0 {
+		of = fmt.Sprint(n.Of)
+	}
+	return fmt.Sprintf("does not fit: event %d of %s, live %.2f GiB at that point (a request of %s)",
+		n.Event, of, float64(n.Live)/float64(vmm.GiB), vmm.FormatBytes(n.Requested))
 }
 
 // ErrReplay is wrapped by errors raised while replaying (an engine call failed); the engine's own error is
 // wrapped too, so errors.Is(err, vmm.ErrOutOfMemory) works.
 var ErrReplay = errors.New("replay failed")
+
+// ErrDoesNotFit is wrapped (beside ErrReplay and the engine's error) when a trace does not fit the device:
+// RunStream then returns the Result up to that event too, with NoFit set, so that it can be a row.
+var ErrDoesNotFit = errors.New("the trace does not fit the device")
 
 // allocator is the part of *impl.Allocator a replay drives. It is an interface so that the harness can be
 // tested on its own; newReplayAllocator builds the real engine.
@@ -141,8 +175,9 @@ func (s *eventSlice) Next() (trace.Event, bool, error) {
 }
 
 // Run drives the trace through one policy and measures it. It returns an error wrapping ErrReplay and the
-// engine's error when an engine call fails (for example out of memory), naming the trace, the policy and the
-// event; ctx cancels a long replay.
+// engine's error when an engine call fails, naming the trace, the policy and the event; when the failure is
+// an out of memory the error wraps ErrDoesNotFit too and the Result up to that event comes with it (NoFit
+// set). ctx cancels a long replay.
 func Run(ctx context.Context, t *trace.Trace, opts Options) (*Result, error) {
 	return RunStream(ctx, t.Name, len(t.Events), &eventSlice{evs: t.Events}, opts)
 }
@@ -189,8 +224,14 @@ func RunStream(ctx context.Context, name string, total int, src Source, opts Opt
 		}
 	}()
 
-	if opts.SampleEvery > 0 && total > 0 {
-		res.Timeline = make([]Sample, 0, total/opts.SampleEvery+2)
+	every := opts.SampleEvery // events between samples; 0: none
+	if every > 0 && total > 0 {
+		res.Timeline = make([]Sample, 0, total/every+2)
+	}
+	adaptive := every <= 0 && opts.PlotPoints > 0
+	if adaptive {
+		every = 1
+		res.Timeline = make([]Sample, 0, 2*opts.PlotPoints+1)
 	}
 	const tick = 1 << 14 // events between checks of ctx and progress reports
 	var liveBytes, peakLive uint64
@@ -234,6 +275,15 @@ func RunStream(ctx context.Context, name string, total int, src Source, opts Opt
 			}
 			p, err := a.Alloc(ev.Size, streams[ev.Stream])
 			if err != nil {
+				if errors.Is(err, vmm.ErrOutOfMemory) {
+					res.NoFit = &NoFit{Event: i + 1, Live: liveBytes, Requested: ev.Size, Err: err.Error()}
+					if total > 0 {
+						res.NoFit.Of = total
+					}
+					res.Events = i
+					finish(res, a, drv, before, start, peakLive, len(live))
+					return res, fmt.Errorf("%w: %w", ErrDoesNotFit, replayErr(name, total, policy, i, ev, err))
+				}
 				return nil, replayErr(name, total, policy, i, ev, err)
 			}
 			sz := vmm.AlignUp(ev.Size, LiveRounding)
@@ -255,19 +305,48 @@ func RunStream(ctx context.Context, name string, total int, src Source, opts Opt
 			liveBytes -= l.size
 			delete(live, ev.ID)
 		}
-		if opts.SampleEvery > 0 && (i+1)%opts.SampleEvery == 0 {
+		if every > 0 && (i+1)%every == 0 {
 			res.Timeline = append(res.Timeline, takeSample(a, i, liveBytes))
+			if adaptive && len(res.Timeline) >= 2*opts.PlotPoints {
+				res.Timeline, every = halve(res.Timeline), 2*every
+			}
 		}
 	}
-	res.ReplaySeconds = time.Since(start).Seconds()
 	res.Events = i
-	if opts.SampleEvery > 0 && i > 0 && i%opts.SampleEvery != 0 {
+	if every > 0 && i > 0 && i%every != 0 {
 		res.Timeline = append(res.Timeline, takeSample(a, i-1, liveBytes))
 	}
 	if opts.Progress != nil {
 		opts.Progress(i, max(total, i))
 	}
+	finish(res, a, drv, before, start, peakLive, len(live))
 
+	closed = true
+	if _, err := a.Close(); err != nil {
+		return res, fmt.Errorf("replay %s with policy %s: close: %w: %w", name, policy, ErrReplay, err)
+	}
+	for s, ok := range haveStream {
+		if ok && s != 0 {
+			_ = drv.DestroyStream(streams[s]) // best effort: the measurements are taken
+		}
+	}
+	return res, nil
+}
+
+// halve keeps every other sample of tl (the odd ones: each is the last of a doubled spacing), in place.
+func halve(tl []Sample) []Sample {
+	n := 0
+	for i := 1; i < len(tl); i += 2 {
+		tl[n] = tl[i]
+		n++
+	}
+	return tl[:n]
+}
+
+// finish takes the measurements of a replay that has stopped (at the end of its trace, or at the request
+// that did not fit): the engine's statistics, the driver calls and their time since before, the peaks.
+func finish(res *Result, a replayAllocator, drv vmm.Driver, before replayCounters, start time.Time, peakLive uint64, unfreed int) {
+	res.ReplaySeconds = time.Since(start).Seconds()
 	res.Stats = a.Stats()
 	after := readReplayCounters(drv)
 	for k := range res.DriverCalls {
@@ -287,18 +366,7 @@ func RunStream(ctx context.Context, name string, total int, src Source, opts Opt
 		res.Fragmentation = 1 - float64(res.PeakAllocatedBytes)/r
 		res.LiveFragmentation = 1 - float64(res.PeakLiveBytes)/r
 	}
-	res.Unfreed = len(live)
-
-	closed = true
-	if _, err := a.Close(); err != nil {
-		return res, fmt.Errorf("replay %s with policy %s: close: %w: %w", name, policy, ErrReplay, err)
-	}
-	for s, ok := range haveStream {
-		if ok && s != 0 {
-			_ = drv.DestroyStream(streams[s]) // best effort: the measurements are taken
-		}
-	}
-	return res, nil
+	res.Unfreed = unfreed
 }
 
 func replayErr(name string, total int, policy string, i int, ev *trace.Event, err error) error {

@@ -91,6 +91,7 @@ func (p TorchPeaks) TrainingSeconds(trace string) float64 {
 
 // ReportRow is one (trace, policy) result as written to JSON.
 type ReportRow struct {
+	Input                string             `json:"input,omitempty"` // the path the trace was read from
 	Trace                string             `json:"trace"`
 	Policy               string             `json:"policy"`
 	Device               string             `json:"device"`
@@ -114,12 +115,33 @@ type ReportRow struct {
 	TorchReservedDiff    *float64           `json:"torch_reserved_diff,omitempty"` // (ours - torch) / torch
 	TrainingSeconds      float64            `json:"training_seconds,omitempty"`
 	DriverTimeFraction   *float64           `json:"driver_time_fraction,omitempty"` // modeled driver / training
+	// DoesNotFit is set when the trace did not fit the device under this policy: the figures above are
+	// those up to that event.
+	DoesNotFit *NoFitRow `json:"does_not_fit,omitempty"`
+}
+
+// NoFitRow is NoFit as written to JSON.
+type NoFitRow struct {
+	Event          int    `json:"event"`
+	Of             int    `json:"of"`
+	LiveBytes      uint64 `json:"live_bytes"`
+	RequestedBytes uint64 `json:"requested_bytes"`
+	Message        string `json:"message"`
+	Error          string `json:"error"`
+}
+
+// key is what a result is keyed by: its input (the path), or its trace name when no input was set.
+func (r *Result) key() string {
+	if r.Input != "" {
+		return r.Input
+	}
+	return r.Trace
 }
 
 // Row builds the JSON row of a result, with PyTorch's reference when peaks knows the trace (peaks may be nil).
 func Row(r *Result, peaks TorchPeaks) ReportRow {
 	row := ReportRow{
-		Trace: r.Trace, Policy: r.Policy, Device: r.Device, Events: r.Events,
+		Input: r.Input, Trace: r.Trace, Policy: r.Policy, Device: r.Device, Events: r.Events,
 		PeakLiveBytes: r.PeakLiveBytes, PeakAllocatedBytes: r.PeakAllocatedBytes,
 		PeakReservedBytes: r.PeakReservedBytes, Fragmentation: r.Fragmentation,
 		LiveFragmentation: r.LiveFragmentation, DriverCalls: r.DriverCalls.Map(),
@@ -128,6 +150,9 @@ func Row(r *Result, peaks TorchPeaks) ReportRow {
 	}
 	if r.ReplaySeconds > 0 {
 		row.EventsPerSecond = float64(r.Events) / r.ReplaySeconds
+	}
+	if n := r.NoFit; n != nil {
+		row.DoesNotFit = &NoFitRow{Event: n.Event, Of: n.Of, LiveBytes: n.Live, RequestedBytes: n.Requested, Message: n.String(), Error: n.Err}
 	}
 	if r.MeasuredDriverTime > 0 {
 		s := r.MeasuredDriverTime.Seconds()
@@ -180,22 +205,43 @@ func WriteTable(w io.Writer, results []*Result, peaks TorchPeaks) error {
 	exp := map[[2]string]*Result{}
 	for _, r := range results {
 		measured = measured || r.MeasuredDriverTime > 0
-		if r.Policy == impl.PolicyExpandable {
-			exp[[2]string{r.Trace, r.Device}] = r
+		if r.Policy == impl.PolicyExpandable && r.NoFit == nil {
+			exp[[2]string{r.key(), r.Device}] = r
 		}
 	}
-	head := []string{"trace", "policy", "live GiB", "resv GiB", "frag", "frag/live", "vs exp", "driver ms"}
+	devices := showDevices(results)
+	head := []string{"trace", "policy"}
+	if devices {
+		head = append(head, "device")
+	}
+	head = append(head, "live GiB", "resv GiB", "frag", "frag/live", "vs exp", "driver ms")
 	if measured {
 		head = append(head, "measured ms")
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	for _, r := range results {
+		if r.NoFit != nil {
+			cells := []string{r.Trace, r.Policy}
+			if devices {
+				cells = append(cells, r.Device)
+			}
+			cells = append(cells, fmtGiB(r.NoFit.Live))
+			for len(cells) < len(head) {
+				cells = append(cells, "-")
+			}
+			fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t "+r.NoFit.String())
+			continue
+		}
 		vs := "-"
-		if e := exp[[2]string{r.Trace, r.Device}]; e != nil && e.PeakReservedBytes > 0 {
+		if e := exp[[2]string{r.key(), r.Device}]; e != nil && e.PeakReservedBytes > 0 {
 			vs = fmt.Sprintf("%.3fx", float64(r.PeakReservedBytes)/float64(e.PeakReservedBytes))
 		}
-		cells := []string{r.Trace, r.Policy, fmtGiB(r.PeakLiveBytes), fmtGiB(r.PeakReservedBytes),
-			fmtPct(r.Fragmentation), fmtPct(r.LiveFragmentation), vs, fmt.Sprintf("%.1f", msOf(r.ModeledDriverTime))}
+		cells := []string{r.Trace, r.Policy}
+		if devices {
+			cells = append(cells, r.Device)
+		}
+		cells = append(cells, fmtGiB(r.PeakLiveBytes), fmtGiB(r.PeakReservedBytes),
+			fmtPct(r.Fragmentation), fmtPct(r.LiveFragmentation), vs, fmt.Sprintf("%.1f", msOf(r.ModeledDriverTime)))
 		if measured {
 			m := "-"
 			if r.MeasuredDriverTime > 0 {
@@ -215,8 +261,12 @@ func WriteTable(w io.Writer, results []*Result, peaks TorchPeaks) error {
 // (TrainingSeconds).
 func WriteWideTable(w io.Writer, results []*Result, peaks TorchPeaks) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := []string{"trace", "policy", "events", "live GiB", "alloc GiB", "resv GiB", "frag", "frag/live",
-		"torch GiB", "Δ torch"}
+	devices := showDevices(results)
+	head := []string{"trace", "policy"}
+	if devices {
+		head = append(head, "device")
+	}
+	head = append(head, "events", "live GiB", "alloc GiB", "resv GiB", "frag", "frag/live", "torch GiB", "Δ torch")
 	for _, k := range replayTableKinds {
 		head = append(head, k.Short())
 	}
@@ -234,8 +284,20 @@ func WriteWideTable(w io.Writer, results []*Result, peaks TorchPeaks) error {
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	for _, r := range results {
 		row := Row(r, peaks)
-		cells := []string{r.Trace, r.Policy, fmt.Sprint(r.Events), fmtGiB(r.PeakLiveBytes), fmtGiB(r.PeakAllocatedBytes),
-			fmtGiB(r.PeakReservedBytes), fmtPct(r.Fragmentation), fmtPct(r.LiveFragmentation)}
+		cells := []string{r.Trace, r.Policy}
+		if devices {
+			cells = append(cells, r.Device)
+		}
+		if r.NoFit != nil {
+			cells = append(cells, fmt.Sprint(r.Events), fmtGiB(r.NoFit.Live))
+			for len(cells) < len(head) {
+				cells = append(cells, "-")
+			}
+			fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t "+r.NoFit.String())
+			continue
+		}
+		cells = append(cells, fmt.Sprint(r.Events), fmtGiB(r.PeakLiveBytes), fmtGiB(r.PeakAllocatedBytes),
+			fmtGiB(r.PeakReservedBytes), fmtPct(r.Fragmentation), fmtPct(r.LiveFragmentation))
 		if row.TorchReservedDiff != nil {
 			conf := "nat"
 			if row.TorchConf == ConfExpandable {
@@ -273,6 +335,17 @@ func WriteWideTable(w io.Writer, results []*Result, peaks TorchPeaks) error {
 	return tw.Flush()
 }
 
+// showDevices reports whether the table needs a device column: some result is not on the default
+// simulated device ("sim"), as the rows of --device-size and --device cuda are.
+func showDevices(results []*Result) bool {
+	for _, r := range results {
+		if r.Device != "sim" {
+			return true
+		}
+	}
+	return false
+}
+
 func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // replayPolicyColors gives each policy a fixed color in plots.
@@ -297,17 +370,17 @@ func WritePlot(path string, results []*Result) error {
 		if len(r.Timeline) == 0 {
 			return fmt.Errorf("plot %s: result %s/%s has no timeline (set SampleEvery)", path, r.Trace, r.Policy)
 		}
-		if _, ok := byTrace[r.Trace]; !ok {
-			order = append(order, r.Trace)
+		if _, ok := byTrace[r.key()]; !ok {
+			order = append(order, r.key())
 		}
-		byTrace[r.Trace] = append(byTrace[r.Trace], r)
+		byTrace[r.key()] = append(byTrace[r.key()], r)
 	}
 	if len(order) == 0 {
 		return fmt.Errorf("plot %s: no results to plot", path)
 	}
 	plots := make([][]*plot.Plot, len(order))
-	for i, name := range order {
-		p, err := tracePlot(name, byTrace[name])
+	for i, key := range order {
+		p, err := tracePlot(byTrace[key][0].Trace, byTrace[key])
 		if err != nil {
 			return fmt.Errorf("plot %s: %w", path, err)
 		}
@@ -399,15 +472,17 @@ func WriteTargets(w io.Writer, results []*Result, peaks TorchPeaks) error {
 	type pair struct{ ours, exp *Result }
 	var order []string
 	pairs := map[string]*pair{}
+	names := map[string]string{} // key -> trace name
 	for _, r := range results {
-		if r.Device != "sim" {
+		if r.Device != "sim" || r.NoFit != nil {
 			continue
 		}
-		p := pairs[r.Trace]
+		p := pairs[r.key()]
 		if p == nil {
 			p = &pair{}
-			pairs[r.Trace] = p
-			order = append(order, r.Trace)
+			pairs[r.key()] = p
+			order = append(order, r.key())
+			names[r.key()] = r.Trace
 		}
 		switch r.Policy {
 		case impl.PolicyGMLake:
@@ -416,9 +491,9 @@ func WriteTargets(w io.Writer, results []*Result, peaks TorchPeaks) error {
 			p.exp = r
 		}
 	}
-	for _, name := range order {
-		p := pairs[name]
-		if p.ours == nil || p.exp == nil {
+	for _, key := range order {
+		p, name := pairs[key], names[key]
+		if p.ours == nil || p.exp == nil || p.exp.PeakReservedBytes == 0 {
 			continue
 		}
 		var miss []string
