@@ -8,7 +8,7 @@ TRACES  := $(wildcard testdata/traces/*.trace.gz)
 
 ## run: replay the bundled real training traces through every policy on the simulated H200
 run:
-	$(GO) run ./cmd/gmlake replay $(TRACES)
+	$(GO) run ./cmd/gmlake replay --targets $(TRACES)
 
 ## test: everything that needs no GPU (vet, unit and model-based tests, the Quint spec)
 test: vet unit tla wheel-test
