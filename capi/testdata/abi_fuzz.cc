@@ -68,8 +68,12 @@ struct Alloc {
 	uintptr_t p;
 	size_t size;
 	int dev;
-	int pool; // index into kPools, -1: the default pool, -2: a pool released since (its own id is free again)
+	int pool; // index into kPools, -1: the default pool, orphan(i): of pool i, released since (until re-created)
 };
+
+// orphan is the pool index of an allocation whose pool i was released (a create of the same id revives the pool
+// with its allocations, as impl's CreateOrIncrefPool does).
+int orphan(int i) { return -10 - i; }
 
 struct Dev {
 	bool started = false;      // an engine may run (a call that starts one was made since the last close)
@@ -361,7 +365,7 @@ struct Harness {
 			}
 		}
 		for (auto &a : live) {
-			if (a.dev == d && a.pool == -2) {
+			if (a.dev == d && a.pool <= orphan(0)) {
 				return true;
 			}
 		}
@@ -681,11 +685,11 @@ struct Harness {
 		}
 		ok();
 		use = want;
-		if (op == 1 && use == 0) {
-			for (auto &a : live) {
-				if (a.dev == d && a.pool == pi) {
-					a.pool = -2; // of the released pool: another pool of that id is another pool
-				}
+		for (auto &a : live) {
+			if (a.dev == d && op == 1 && use == 0 && a.pool == pi) {
+				a.pool = orphan(pi); // of the released pool: not live in it until it is created again
+			} else if (a.dev == d && op == 0 && use == 1 && a.pool == orphan(pi)) {
+				a.pool = pi; // the pool lives again, with its allocations
 			}
 		}
 	}
