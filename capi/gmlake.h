@@ -19,7 +19,10 @@
  * do not change the error state of the call that fired it.
  * Buffers: a function given a buffer and its length (len, cap) writes at most that many bytes or entries, and
  * never more than the result it reports (snprintf style: the whole length is returned; call again with a
- * larger buffer); a NULL buffer with any length writes nothing and returns the length.
+ * larger buffer); a NULL buffer with any length writes nothing and returns the length. What no library can
+ * check is the caller's own promise: that a buffer holds len bytes where the result may need them, that a
+ * string is NUL-terminated, and, on the real GPU, that a cudaStream_t is a stream of the device (the CUDA
+ * driver judges it); the simulated device maps any stream value to a stream of its own.
  * A Go panic never crosses into C: it is reported on stderr and in gmlake_last_error (GMLAKE_ERR_INTERNAL),
  * the call fails, and the engine of that device is disabled (later calls on it fail with GMLAKE_ERR_DISABLED;
  * gmlake_close then fails, saying how many allocations it abandons). No argument a caller passes makes one.
