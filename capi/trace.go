@@ -5,7 +5,9 @@ package main
 // (trace.DefaultFlushEvents events or trace.DefaultFlushInterval), flushing on SIGTERM and SIGINT, the lock
 // that refuses a path another process is writing, {pid} and {rank}, and the rule that a trace belongs to the
 // process that opened it. What this file adds is C: the exit hook, which closes the trace only in the process
-// that owns it, so that a forked child's exit never enters Go to write its parent's buffer.
+// that owns it, so that a forked child's exit never enters Go to write its parent's buffer; and a fork handler
+// that gives a child the host's SIGTERM and SIGINT handling back (a child's signals are its own: a forked
+// child's own trace, with {pid}, is written by its blocks' bounds and at its exit, not on its signals).
 //
 // Lines: `a ID SIZE STREAM` (SIZE as requested; STREAM numbered 0, 1, 2 in order of first use of a (device,
 // stream)) and `f ID`. A free is written when PyTorch frees the block, which is when the block becomes
@@ -19,6 +21,8 @@ package main
 // order.
 
 /*
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -46,6 +50,28 @@ static void gmlake_trace_own(void) {
 }
 
 static int gmlake_trace_is_exiting(void) { return gmlake_trace_exiting; }
+
+// The host's SIGTERM and SIGINT handling before the recorder watched them (trace.RecordOptions.FlushOnSignals),
+// given back to every forked child: the watcher is a goroutine of the parent's Go runtime, whose threads a
+// child does not have, so a child keeping it would swallow its SIGTERM and live on.
+static struct sigaction gmlake_saved_term, gmlake_saved_int;
+
+static void gmlake_trace_child_signals(void) {
+	sigaction(SIGTERM, &gmlake_saved_term, NULL);
+	sigaction(SIGINT, &gmlake_saved_int, NULL);
+}
+
+// gmlake_trace_save_signals saves them, once, before the first trace starts watching.
+static void gmlake_trace_save_signals(void) {
+	static int saved;
+	if (saved) {
+		return;
+	}
+	saved = 1;
+	sigaction(SIGTERM, NULL, &gmlake_saved_term);
+	sigaction(SIGINT, NULL, &gmlake_saved_int);
+	pthread_atfork(NULL, NULL, gmlake_trace_child_signals);
+}
 */
 import "C"
 
@@ -89,6 +115,7 @@ func startTrace(path string) error {
 	if path == "" {
 		return errors.New("gmlake: trace path is empty")
 	}
+	C.gmlake_trace_save_signals()
 	if _, err := tracing.a.Start(path, traceOptions()); err != nil {
 		if errors.Is(err, trace.ErrActive) {
 			return errTraceActive

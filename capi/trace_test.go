@@ -161,6 +161,21 @@ func TestTraceForkedChildWritesNothingOfItsParents(t *testing.T) {
 	}
 }
 
+// Property: a forked child's signals are its own, as before the library watched them: SIGTERM kills it (the
+// parent's flush-on-signal handler, inherited by fork, would hand the signal to a Go runtime whose threads the
+// child does not have, and the child would live on), and the parent's trace stays whole.
+func TestTraceForkedChildDiesBySIGTERM(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fork.trace.gz")
+	out, err := hostCmd(t, path, "fork", "100", "30", "term").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "killed by signal 15") {
+		t.Fatalf("trace_host: %v; want the child killed by signal 15 (SIGTERM)\n%s", err, out)
+	}
+	n, ended, err := readTrace(t, path)
+	if err != nil || n != 400 || ended != "exit" {
+		t.Errorf("%d events, ended %q, error %v; want the parent's 400 events, ended at exit", n, ended, err)
+	}
+}
+
 // Property: with {pid} in the path a forked child that allocates opens a trace of its own, holding its
 // events alone; the parent's holds the parent's.
 func TestTraceForkedChildWithPidWritesItsOwn(t *testing.T) {

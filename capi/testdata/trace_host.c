@@ -1,7 +1,8 @@
 /* trace_host: a host process of libgmlake writing GMLAKE_TRACE, for capi/trace_test.go. Modes:
  *   signal N [handler]  N allocations and frees, "ready", then wait to be killed; with "handler" a SIGINT
  *                       handler of the host's own (as Python has) that says so and then dies by SIGINT
- *   fork N M            N pairs, fork; the child makes M pairs and exits; the parent waits, makes N more, exits
+ *   fork N M [term]     N pairs, fork; the child makes M pairs and exits (with "term": kills itself by
+ *                       SIGTERM); the parent waits, says how the child ended, makes N more, exits
  *   hold N              N pairs, "ready", then wait for stdin to close and exit
  * The simulated device (GMLAKE_DEVICE=sim) serves the allocations. */
 #include <signal.h>
@@ -58,11 +59,20 @@ int main(int argc, char **argv) {
 		pid_t child = fork();
 		if (child == 0) {
 			pairs(m);
+			if (argc > 4 && strcmp(argv[4], "term") == 0) {
+				kill(getpid(), SIGTERM); /* the child's SIGTERM is its own: it dies by it */
+				sleep(10);
+				exit(3);
+			}
 			exit(0);
 		}
 		int status = 0;
 		waitpid(child, &status, 0);
-		printf("child %d exited %d\n", (int)child, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		if (WIFSIGNALED(status)) {
+			printf("child %d killed by signal %d\n", (int)child, WTERMSIG(status));
+		} else {
+			printf("child %d exited %d\n", (int)child, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		}
 		pairs(n);
 		return 0;
 	}
