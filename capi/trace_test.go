@@ -229,3 +229,49 @@ func TestTraceTwoProcessesOnOnePathRefusedLoudly(t *testing.T) {
 		t.Errorf("%d events, ended %q, error %v; want the first process's 200, ended at exit", n, ended, err)
 	}
 }
+
+// pySIGINT is a Python host of libgmlake: it traces N allocations and frees through ctypes, says "ready",
+// sleeps until Ctrl-C (Python's own SIGINT handler raises KeyboardInterrupt), then makes one more pair and
+// exits normally.
+const pySIGINT = `
+import ctypes, sys, time
+lib = ctypes.CDLL(sys.argv[1])
+lib.gmlake_alloc.restype = ctypes.c_void_p
+lib.gmlake_alloc.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+lib.gmlake_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+def pair(n):
+    for i in range(n):
+        lib.gmlake_free(lib.gmlake_alloc(4096 + i, 0, None), 0, 0, None)
+pair(int(sys.argv[2]))
+print("ready", flush=True)
+try:
+    time.sleep(60)
+    print("no KeyboardInterrupt", flush=True)
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", flush=True)
+pair(1)
+`
+
+// Property: in a Python process, Ctrl-C writes the trace out and still reaches Python's own handler: the
+// program gets its KeyboardInterrupt, goes on (its later events are traced), and at its exit the trace is
+// complete.
+func TestTraceSIGINTInPythonRaisesKeyboardInterrupt(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on this machine")
+	}
+	path := filepath.Join(t.TempDir(), "py.trace.gz")
+	cmd := exec.Command(py, "-c", pySIGINT, filepath.Join(buildLib(t), "libgmlake.so"), "2000")
+	cmd.Env = append(simEnv(), "GMLAKE_TRACE="+path)
+	stdin, stderr, stdout := startHost(t, cmd)
+	defer stdin.Close()
+	cmd.Process.Signal(syscall.SIGINT)
+	said, _ := io.ReadAll(stdout)
+	if err := cmd.Wait(); err != nil || string(said) != "KeyboardInterrupt\n" {
+		t.Fatalf("python: %v, said %q; want KeyboardInterrupt and a normal exit\n%s", err, said, stderr)
+	}
+	n, ended, err := readTrace(t, path)
+	if err != nil || n != 4002 || ended != "exit" {
+		t.Errorf("%d events, ended %q, error %v; want 4002 events, ended at exit", n, ended, err)
+	}
+}
