@@ -216,7 +216,7 @@ func TestTraceTwoProcessesOnOnePathRefusedLoudly(t *testing.T) {
 		t.Fatalf("second: %v\n%s", err, bErr)
 	}
 	lines := strings.Split(strings.TrimSpace(bErr.String()), "\n")
-	if len(lines) != 1 || !strings.Contains(lines[0], "GMLAKE_TRACE") || !strings.Contains(lines[0], "{rank}") ||
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "gmlake: GMLAKE_TRACE: ") || strings.Count(lines[0], "gmlake:") != 1 || !strings.Contains(lines[0], "{rank}") ||
 		!strings.Contains(lines[0], "process "+strconv.Itoa(a.Process.Pid)) {
 		t.Errorf("the second process said %q; want one line naming GMLAKE_TRACE, pid %d and {rank}", bErr.String(), a.Process.Pid)
 	}

@@ -121,7 +121,9 @@ func Record(template string, opts RecordOptions) (*Recorder, error) {
 		}
 		return nil, &BusyError{Path: path, Pid: writerPid(path), Template: template}
 	}
-	if err := f.Truncate(0); err != nil {
+	if st, err := f.Stat(); err == nil && !st.Mode().IsRegular() {
+		// a pipe or a terminal (GMLAKE_TRACE=/dev/stderr): nothing to truncate
+	} else if err := f.Truncate(0); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("truncating the trace %s: %w", path, err)
 	}
