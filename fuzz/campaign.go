@@ -219,6 +219,8 @@ func (s devSync) Synchronize(st vmm.Stream) error {
 
 // The ranges of a campaign's configuration (Validate), stated once.
 const (
+	// DefaultSimCapacity is the simulated device's size when Capacity is 0.
+	DefaultSimCapacity = 16 * vmm.GiB
 	// MinCapacity is the smallest CampaignConfig.Capacity and MemoryLimit: one 2 MiB chunk (below it no
 	// request fits).
 	MinCapacity = 2 * vmm.MiB
@@ -289,8 +291,12 @@ func (cfg CampaignConfig) Validate() error {
 	if cfg.MaxSize != 0 && cfg.MaxSize < vmm.KiB {
 		return bad("--max-size", vmm.FormatBytes(cfg.MaxSize), "want at least 1KiB")
 	}
-	if cfg.Capacity != 0 && cfg.MaxSize > cfg.Capacity {
-		return bad("--max-size", vmm.FormatBytes(cfg.MaxSize), "want at most --capacity (%s): no larger request can succeed", vmm.FormatBytes(cfg.Capacity))
+	capacity := cfg.Capacity
+	if capacity == 0 && cfg.Device != "cuda" {
+		capacity = DefaultSimCapacity
+	}
+	if capacity != 0 && cfg.MaxSize > capacity {
+		return bad("--max-size", vmm.FormatBytes(cfg.MaxSize), "want at most --capacity (%s): no larger request can succeed", vmm.FormatBytes(capacity))
 	}
 	return nil
 }
@@ -340,7 +346,7 @@ func RunCampaign(ctx context.Context, cfg CampaignConfig) (*Summary, error) {
 	switch cfg.Device {
 	case "sim":
 		if cfg.Capacity == 0 {
-			cfg.Capacity = 16 * vmm.GiB
+			cfg.Capacity = DefaultSimCapacity
 		}
 		c.sim = sim.NewDevice(sim.DeviceConfig{Capacity: cfg.Capacity, Seed: cfg.Seed})
 		c.dev, c.drv, c.limit = c.sim, c.sim, cfg.MemoryLimit

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"slices"
@@ -80,6 +81,14 @@ Examples:
 			}
 			if minimize || fl.Changed("minimize") {
 				return badFlag("--minimize: shrinks the failure of a saved program: give it with --replay FILE (a campaign minimizes its failures within --minimize-time)")
+			}
+			for _, sz := range []struct{ flag, v string }{{"capacity", capacity}, {"max-size", maxSize}, {"memory-limit", memoryLimit}} {
+				if fl.Changed(sz.flag) && strings.TrimSpace(sz.v) == "" {
+					return badFlag("--%s: no size given (want e.g. 512MiB, 30GiB)", sz.flag)
+				}
+			}
+			if device != "sim" && device != "cuda" {
+				return badFlag("--device %q: want sim or cuda", device)
 			}
 			capBytes, err := parseBytes(capacity)
 			if err != nil {
@@ -191,7 +200,10 @@ Examples:
 func runReplayProgram(cmd *cobra.Command, path, policy string, minimize bool, minimizeFor time.Duration) error {
 	p, err := fuzz.ReadProgramFile(path)
 	if err != nil {
-		return err
+		return badFlag("--replay %v", err)
+	}
+	if len(p.Ops) == 0 {
+		return badFlag("--replay %s: no operations in it: want a program, history, trace or corpus file", path)
 	}
 	var policies []string
 	switch {
@@ -267,7 +279,7 @@ func parseBytes(s string) (uint64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v < 0 {
+	if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) || v*float64(mult) >= 1<<64 {
 		return 0, fmt.Errorf("bad size %q (want e.g. 1073741824, 512MiB, 30GiB)", s)
 	}
 	return uint64(v * float64(mult)), nil

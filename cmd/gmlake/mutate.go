@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -16,6 +17,19 @@ import (
 
 	"github.com/gmlake/gmlake/harness/mutate"
 )
+
+// jsonWhere says where a JSON document went wrong, without the decoder's Go type names.
+func jsonWhere(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("not JSON at byte %d", se.Offset)
+	case errors.As(err, &te):
+		return fmt.Sprintf("a JSON %s where it wants another kind, at byte %d", te.Value, te.Offset)
+	}
+	return "it does not decode"
+}
 
 func init() {
 	var (
@@ -51,7 +65,60 @@ Survivors named in the judgement list (--judgements, harness/mutate/testdata/equ
 denominator and print apart, and a judged mutant that some checker kills prints as misjudged.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Every value is checked before a mutant is generated.
+			switch {
+			case sample < 0:
+				return badFlag("--sample %d: want a count of mutants, 0 (all) or more", sample)
+			case workers < 1 || workers > 256:
+				return badFlag("--workers %d: want 1 to 256", workers)
+			case timeout < 0:
+				return badFlag("--timeout %v: want a positive duration, like 5m (0: 3x the checker's unmutated time + 20s)", timeout)
+			case strings.TrimSpace(dir) == "":
+				return badFlag("--dir: no folder given: want package folders like impl,impl/serve")
+			}
+			for _, in := range []struct{ flag, path string }{{"--keys", keysFile}, {"--judgements", judgeFile}, {"--from-json", fromJSON}} {
+				if in.path != "" {
+					if err := checkInputFile(in.flag, in.path); err != nil {
+						return err
+					}
+				}
+			}
+			for _, out := range []struct{ flag, path string }{{"--save-keys", saveKeys}, {"--json", jsonOut}} {
+				if out.path != "" {
+					if st, err := os.Stat(out.path); err == nil && st.IsDir() {
+						return badFlag("%s %s: a folder, want a file name", out.flag, out.path)
+					}
+					if err := checkWritable(out.flag, out.path); err != nil {
+						return err
+					}
+				}
+			}
+			for _, name := range strings.Split(only, ",") {
+				if only != "" && !slices.ContainsFunc(mutate.Checkers, func(c mutate.Checker) bool { return c.Name == name }) {
+					var names []string
+					for _, c := range mutate.Checkers {
+						names = append(names, c.Name)
+					}
+					return badFlag("--checkers %q: no such checker (the checkers: %s)", name, strings.Join(names, ","))
+				}
+			}
+			var saved *mutate.Report // --from-json, decoded before any work
+			if fromJSON != "" {
+				b, err := os.ReadFile(fromJSON)
+				if err != nil {
+					return badFlag("--from-json %s: %v", fromJSON, errors.Unwrap(err))
+				}
+				saved = &mutate.Report{}
+				if err := json.Unmarshal(b, saved); err != nil {
+					return badFlag("--from-json %s: not the JSON of gmlake mutate --json (%v)", fromJSON, jsonWhere(err))
+				}
+			}
 			dirs := strings.Split(dir, ",")
+			for _, d := range dirs {
+				if st, err := os.Stat(path.Clean(strings.TrimSpace(d))); err != nil || !st.IsDir() {
+					return badFlag("--dir %s: no such folder here (gmlake mutate runs from the module root; folders like impl,impl/serve)", d)
+				}
+			}
 			for i := range dirs {
 				dirs[i] = path.Clean(strings.TrimSpace(dirs[i]))
 			}
@@ -77,15 +144,8 @@ denominator and print apart, and a judged mutant that some checker kills prints 
 					fmt.Fprintf(os.Stderr, "stale judgement (the code it named changed; judge again): %s\n", j.Key)
 				}
 			}
-			if fromJSON != "" {
-				b, err := os.ReadFile(fromJSON)
-				if err != nil {
-					return err
-				}
-				var rep mutate.Report
-				if err := json.Unmarshal(b, &rep); err != nil {
-					return fmt.Errorf("%s: %w", fromJSON, err)
-				}
+			if saved != nil {
+				rep := *saved
 				for i := range rep.Outcomes {
 					rep.Outcomes[i].Judged = nil
 				}

@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -9,6 +12,12 @@ import (
 	"github.com/gmlake/gmlake/impl/cudavmm"
 	"github.com/gmlake/gmlake/vmm"
 )
+
+// maxProbeReps bounds the probe's repetition counts; probeHandleTypes are the shareable handle types
+// cuMemCreate can ask for (impl/cudavmm).
+const maxProbeReps = 1_000_000
+
+var probeHandleTypes = []string{"posix_fd", "fabric", "rdma"}
 
 func init() {
 	var device, reps, stitchReps, eventReps int
@@ -25,6 +34,26 @@ microseconds in the shape of the table in docs/cuda-vmm.md, then the measurement
 marking each cell that differs by more than the tolerance. Needs a GPU with about 1.1 GiB free.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Every value is checked before the GPU is opened.
+			for _, c := range []struct {
+				flag string
+				v    int
+			}{{"--reps", reps}, {"--stitch-reps", stitchReps}, {"--event-reps", eventReps}} {
+				if c.v < 1 || c.v > maxProbeReps {
+					return badFlag("%s %d: want 1 to %d", c.flag, c.v, maxProbeReps)
+				}
+			}
+			if device < 0 {
+				return badFlag("--device %d: want a CUDA device ordinal, 0 or more", device)
+			}
+			if math.IsNaN(tol) || tol < 0 || math.IsInf(tol, 0) {
+				return badFlag("--tolerance %v: want a relative difference of 0 or more, like 0.25", tol)
+			}
+			for _, h := range strings.Split(handles, ",") {
+				if h = strings.TrimSpace(h); h != "" && !slices.Contains(probeHandleTypes, h) {
+					return badFlag("--handles %q: want some of %s, comma-separated", h, strings.Join(probeHandleTypes, ", "))
+				}
+			}
 			d, err := cudavmm.New(device)
 			if err != nil {
 				return err

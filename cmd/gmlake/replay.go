@@ -115,9 +115,6 @@ func (l *listFlag) Set(v string) error {
 	for _, s := range strings.Split(v, ",") {
 		*l.p = append(*l.p, strings.TrimSpace(s))
 	}
-	if v == "" {
-		*l.p = (*l.p)[:len(*l.p)-1] // --policy "": an empty list, refused as such
-	}
 	return nil
 }
 func (l *listFlag) Type() string   { return "strings" }
@@ -236,8 +233,13 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 	}
 	var peaks replay.TorchPeaks
 	if peaksPath != "" {
+		if f.peaks != "" {
+			if err := checkInputFile("--peaks", f.peaks); err != nil {
+				return err
+			}
+		}
 		if peaks, err = replay.LoadTorchPeaks(peaksPath); err != nil {
-			return err
+			return badFlag("--peaks %v", err)
 		}
 	}
 
@@ -379,6 +381,9 @@ func replayRuns(f replayFlags) ([]replayRun, error) {
 		return nil, badFlag("--policy: no policy given: want some of %s", strings.Join(impl.Policies, ", "))
 	}
 	for i, p := range f.policies {
+		if p == "" {
+			return nil, badFlag("--policy: an empty policy name: want some of %s, comma-separated", strings.Join(impl.Policies, ", "))
+		}
 		if !slices.Contains(impl.Policies, p) {
 			return nil, badFlag("--policy %q: unknown policy: want some of %s", p, strings.Join(impl.Policies, ", "))
 		}

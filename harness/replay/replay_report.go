@@ -5,6 +5,7 @@ package replay
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image/color"
 	"io"
@@ -53,7 +54,21 @@ func LoadTorchPeaks(path string) (TorchPeaks, error) {
 	}
 	var runs []TorchRun
 	if err := json.Unmarshal(b, &runs); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		// The decoder's message names Go types ([]replay.TorchRun); say what the file should hold.
+		at := ""
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			at = fmt.Sprintf(": not JSON at byte %d", se.Offset)
+		case errors.As(err, &te) && te.Field != "":
+			at = fmt.Sprintf(": %q is a JSON %s at byte %d", te.Field, te.Value, te.Offset)
+		case errors.As(err, &te):
+			at = fmt.Sprintf(": a JSON %s at byte %d", te.Value, te.Offset)
+		}
+		return nil, fmt.Errorf("%s%s: want PyTorch's measured peaks, a JSON list of "+
+			`{"workload": NAME, "conf": "native" or "expandable_segments:True", "steps": N, "seconds": S, "peak_allocated": BYTES, "peak_reserved": BYTES}`+
+			" (testdata/traces/peaks.json; --peaks FILE)", path, at)
 	}
 	p := TorchPeaks{}
 	for _, r := range runs {

@@ -255,6 +255,36 @@ func snapErr(file string, dev, entry int, format string, args ...any) error {
 	return &Error{File: file, Offset: -1, Device: dev, Entry: entry, Msg: fmt.Sprintf(format, args...)}
 }
 
+// pyKind names the Python kind of a decoded value, for errors in the user's words (never a Go type name).
+func pyKind(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "None"
+	case string:
+		return "a string"
+	case bool:
+		return "a bool"
+	case int, int32, int64:
+		return "an integer"
+	case *big.Int:
+		if x.IsInt64() || x.IsUint64() {
+			return "an integer"
+		}
+		return "an integer wider than 64 bits"
+	case float32, float64:
+		return "a float"
+	case *types.Dict, *types.OrderedDict, map[any]any:
+		return "a dict"
+	case *types.List, []any:
+		return "a list"
+	case *types.Tuple:
+		return "a tuple"
+	case []byte:
+		return "bytes"
+	}
+	return "an object of a kind a snapshot does not hold"
+}
+
 // pyDictGet looks a string key up in a decoded dict.
 func pyDictGet(v any, key string) (any, bool) {
 	switch d := v.(type) {
@@ -337,7 +367,7 @@ func snapshotToTrace(root any, file string, device int) (*trace.Trace, error) {
 	}
 	devs, ok := pyListItems(dts)
 	if !ok {
-		return nil, snapErr(file, -1, -1, "\"device_traces\" is a %T, want a list per device", dts)
+		return nil, snapErr(file, -1, -1, "\"device_traces\" is %s, want a list per device", pyKind(dts))
 	}
 	if len(devs) == 0 {
 		return nil, snapErr(file, -1, -1, "\"device_traces\" is empty")
@@ -362,7 +392,7 @@ func snapshotToTrace(root any, file string, device int) (*trace.Trace, error) {
 	}
 	entries, ok := pyListItems(devs[device])
 	if !ok {
-		return nil, snapErr(file, device, -1, "device_traces[%d] is a %T, want a list of entries", device, devs[device])
+		return nil, snapErr(file, device, -1, "device_traces[%d] is %s, want a list of entries", device, pyKind(devs[device]))
 	}
 
 	type liveBlock struct {
@@ -381,18 +411,18 @@ func snapshotToTrace(root any, file string, device int) (*trace.Trace, error) {
 		}
 		n, ok := pyInt(v)
 		if !ok {
-			return 0, snapErr(file, device, j, "%q is a %T, want an integer", key, v)
+			return 0, snapErr(file, device, j, "%q is %s, want an integer", key, pyKind(v))
 		}
 		return n, nil
 	}
 	for j, e := range entries {
 		av, ok := pyDictGet(e, "action")
 		if !ok {
-			return nil, snapErr(file, device, j, "entry is a %T without an \"action\"", e)
+			return nil, snapErr(file, device, j, "entry is %s without an \"action\"", pyKind(e))
 		}
 		action, ok := av.(string)
 		if !ok {
-			return nil, snapErr(file, device, j, "\"action\" is a %T, want a string", av)
+			return nil, snapErr(file, device, j, "\"action\" is %s, want a string", pyKind(av))
 		}
 		if action != "alloc" && action != "free_requested" && action != "free_completed" && action != "free" {
 			continue
