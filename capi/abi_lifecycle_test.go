@@ -1,7 +1,10 @@
 package main
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -42,4 +45,44 @@ func TestEventCallbackCannotCloseItsEngine(t *testing.T) {
 // event before gmlake_free returns (it reached the callback only at some later call).
 func TestReleasedPoolUnmapDeliveredByTheFree(t *testing.T) {
 	runLifecycle(t, buildLib(t), "pool-unmap")
+}
+
+// Property (issue 36 item 1): the library's dynamic symbols named gmlake_ are exactly the functions gmlake.h
+// declares, so a caller reaches the engine only through functions that validate their arguments (the C
+// helpers are GMLAKE_HIDDEN, abi_internal.h). The Go exports gmlakeGo* cannot be hidden (cgo exports them);
+// they check their pointer arguments themselves.
+func TestLibraryExportsOnlyGmlakeH(t *testing.T) {
+	nm, err := exec.LookPath("nm")
+	if err != nil {
+		t.Skip("no nm on this machine")
+	}
+	dir := buildLib(t)
+	out, err := exec.Command(nm, "-D", "--defined-only", filepath.Join(dir, "libgmlake.so")).Output()
+	if err != nil {
+		t.Fatalf("nm: %v", err)
+	}
+	exported := map[string]bool{}
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && strings.HasPrefix(f[2], "gmlake_") {
+			exported[f[2]] = true
+		}
+	}
+	h, err := os.ReadFile("gmlake.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	declared := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^[a-z_ ]+[ *](gmlake_[a-z_]+)\(`).FindAllStringSubmatch(string(h), -1) {
+		declared[m[1]] = true
+	}
+	for n := range exported {
+		if !declared[n] {
+			t.Errorf("libgmlake.so exports %s, which gmlake.h does not declare (mark it GMLAKE_HIDDEN)", n)
+		}
+	}
+	for n := range declared {
+		if !exported[n] {
+			t.Errorf("gmlake.h declares %s, which libgmlake.so does not export", n)
+		}
+	}
 }

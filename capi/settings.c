@@ -9,7 +9,7 @@
 extern char **environ;
 
 // gmlake_environ_at returns the i-th "NAME=VALUE" of the process's live environment, NULL past its end.
-const char *gmlake_environ_at(size_t i) { return environ == NULL ? NULL : environ[i]; }
+GMLAKE_HIDDEN const char *gmlake_environ_at(size_t i) { return environ == NULL ? NULL : environ[i]; }
 
 int gmlake_check_settings(const char *const *env, char *buf, size_t len) {
 	gmlake_clear_thread_error(); // gmlake.h's per-call rule (abi.c)

@@ -343,6 +343,10 @@ func gmlakeGoTCacheInfo(device C.int, out *C.uint64_t) (ret C.int) {
 func gmlakeGoTBaseAllocation(ptr C.uintptr_t, base, size *C.uint64_t) (ret C.int) {
 	var s *slot
 	defer guard(&s, "gmlake_base_allocation", &ret)
+	if base == nil || size == nil { // torch.c passes its own; a direct caller of this export may not
+		fail(nil, invalidf("gmlake_base_allocation: NULL output"))
+		return -1
+	}
 	var err error = invalidf("no engine has started")
 	for d := range slots {
 		if s = slots[d].Load(); s == nil || s.usable() != nil {
