@@ -9,15 +9,16 @@
 // to open the device (driver.go); never an oracle or test machinery.
 //
 // Failure rules: every export validates its arguments and fails with a documented error (gmlake.h) before
-// it touches an engine; the library writes at most the count a caller gives and never makes a Go slice of
-// a caller's count (counts.go). Every call sets the calling thread's last error and its kind
-// (gmlake_last_error, gmlake_last_error_kind: GMLAKE_ERR_*) when it fails and clears them when it succeeds,
-// so no error changes its kind across the boundary: an out of memory is GMLAKE_ERR_OOM and nothing else is.
-// A Go panic never crosses into C (every export recovers, reports on stderr and in the last error, kind
-// GMLAKE_ERR_INTERNAL, and fails the call); after a panic inside an engine, that engine is disabled (its
-// locks may be held), so later allocations on the device fail (GMLAKE_ERR_DISABLED) and frees are ignored,
-// and gmlake_close fails and says how many allocations it abandons (it never reports them released).
-// Test hooks (GMLAKE_TEST_PANIC_SIZE) exist only in a library built with -tags gmlake_testhooks.
+// it touches an engine; the library writes at most the count a caller gives and never makes a Go slice of a
+// caller's count (abi.c's gmlake_copy_out, torch.go's copyPtrs); it exports only gmlake.h's functions (the
+// C helpers are hidden: abi_internal.h). Every call sets the calling thread's last error and its kind
+// (gmlake_last_error, gmlake_last_error_kind: GMLAKE_ERR_*, abi_errors.go) when it fails and clears them when
+// it succeeds, so no error changes its kind across the boundary: an out of memory is GMLAKE_ERR_OOM and
+// nothing else is. A Go panic never crosses into C (every export recovers, reports on stderr and in the last
+// error, kind GMLAKE_ERR_INTERNAL, and fails the call); after a panic inside an engine, that engine is
+// disabled (its locks may be held), so later allocations on the device fail (GMLAKE_ERR_DISABLED) and frees
+// are ignored, and gmlake_close fails and says how many allocations it abandons (it never reports them
+// released). Test hooks (GMLAKE_TEST_PANIC_SIZE) exist only in a library built with -tags gmlake_testhooks.
 package main
 
 /*
@@ -209,7 +210,7 @@ func slotFor(device int) (*slot, error) {
 	}
 	if p := getenv("GMLAKE_TRACE"); p != "" {
 		if err := startTrace(p); err != nil && err != errTraceActive {
-			fmt.Fprintf(os.Stderr, "gmlake: GMLAKE_TRACE: %v\n", err)
+			fmt.Fprintf(os.Stderr, "gmlake: GMLAKE_TRACE: %s\n", strings.TrimPrefix(err.Error(), "gmlake: "))
 		}
 	}
 	return s, nil
