@@ -10,9 +10,10 @@
  * (stitches, driver calls by kind) are in gmlake_stats_json.
  *
  * Errors. Every function is thread-safe, validates every argument, and fails with an error rather than crash
- * or disable an engine: a device outside [0, 64) or whose engine cannot start, a NULL output pointer, a
- * pointer, pool or stream the engine does not know, a fraction outside (0, 1], a capture end without its
- * begin are each refused with GMLAKE_ERR_INVALID (or the kind below) and change nothing. Each function but
+ * or disable an engine: a device outside [0, 64), a NULL output pointer, a pointer, pool or stream the engine
+ * does not know, a fraction outside (0, 1], a capture end without its begin are each refused with
+ * GMLAKE_ERR_INVALID and change nothing (a device whose engine cannot start: GMLAKE_ERR_CONFIG or
+ * GMLAKE_ERR_NO_DEVICE, see the kinds below). Each function but
  * gmlake_last_error, gmlake_last_error_kind and gmlake_last_failure sets the calling thread's last error when
  * it fails (NULL / negative / for the void ones: a bad free, ...) and clears it when it succeeds, so after any
  * call gmlake_last_error_kind() == GMLAKE_ERR_NONE means that call succeeded. Calls made by an event callback
@@ -94,9 +95,9 @@ void gmlake_free(void *ptr, size_t size, int device, cudaStream_t stream);
 
 /* Like gmlake_alloc, but a failed allocation of nonzero size throws a C++ exception (Python sees a RuntimeError,
  * not a crash on a NULL pointer): for out of memory (GMLAKE_ERR_OOM) a std::runtime_error whose text starts
- * with "CUDA out of memory (gmlake):", as PyTorch's; for any other kind one whose text is the library's,
- * "gmlake: ..." with the kind's name (never "out of memory": batch-size finders would shrink the batch for a
- * missing driver). For PyTorch when the torch-header shim of python/gmlake_torch cannot be built. */
+ * with "CUDA out of memory (gmlake):", as PyTorch's; for any other kind one whose text is the library's
+ * followed by the kind's name, e.g. "... [GMLAKE_ERR_NO_DEVICE]" (std::invalid_argument for
+ * GMLAKE_ERR_INVALID), never "out of memory": batch-size finders would shrink the batch for a missing driver. For PyTorch when the torch-header shim of python/gmlake_torch cannot be built. */
 void *gmlake_alloc_throw(size_t size, int device, cudaStream_t stream);
 
 /* Optional hooks of CUDAPluggableAllocator (PyTorch calls them as void functions; the int result is for
