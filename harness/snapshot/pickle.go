@@ -35,7 +35,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/nlpodyssey/gopickle/pickle"
 	"github.com/nlpodyssey/gopickle/types"
 
 	"github.com/gmlake/gmlake/trace"
@@ -113,30 +112,12 @@ func Name(path string) string {
 	return n
 }
 
-// snapCountingReader counts the bytes the unpickler consumed, for error offsets.
-type snapCountingReader struct {
-	r *bufio.Reader
-	n int64
-}
-
-func (c *snapCountingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
-func (c *snapCountingReader) ReadByte() (byte, error) {
-	b, err := c.r.ReadByte()
-	if err == nil {
-		c.n++
-	}
-	return b, err
-}
-
 // Read decodes a PyTorch memory snapshot pickle from r and converts one device's trace (device < 0:
 // the device with the most allocations) to a trace.Trace. file names the input in errors and the trace.
 // The input is read whole and its opcodes checked (scanPickle) before it is decoded, so a truncated or
-// corrupt file is an error at the offset where it goes wrong, never a huge allocation.
+// corrupt file is an error at the offset where it goes wrong, never a huge allocation. It is decoded by
+// loadPruned (prune.go), which keeps only what the conversion reads: the memory is that of the input and
+// of the events, not of the stack frames a snapshot records with every entry.
 func Read(r io.Reader, file string, device int) (t *trace.Trace, err error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -145,28 +126,25 @@ func Read(r io.Reader, file string, device int) (t *trace.Trace, err error) {
 	if off, msg := scanPickle(data); msg != "" {
 		return nil, &Error{File: file, Offset: int64(off), Device: -1, Entry: -1, Msg: msg}
 	}
-	cr := &snapCountingReader{r: bufio.NewReader(bytes.NewReader(data))}
-	u := pickle.NewUnpickler(cr)
 	var root any
+	at := 0
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
-				err = &Error{File: file, Offset: cr.n, Device: -1, Entry: -1, Msg: "pickle does not decode",
+				err = &Error{File: file, Offset: int64(at), Device: -1, Entry: -1, Msg: "pickle does not decode",
 					Err: fmt.Errorf("%v", p)}
 			}
 		}()
-		root, err = u.Load()
+		root, at, err = loadPruned(data)
 	}()
 	if err != nil {
 		if _, ok := err.(*Error); ok {
 			return nil, err
 		}
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, &Error{File: file, Offset: cr.n, Device: -1, Entry: -1,
+		return nil, &Error{File: file, Offset: int64(at), Device: -1, Entry: -1,
 			Msg: "pickle does not decode (truncated or not a snapshot?)", Err: err}
 	}
+	data = nil // the decoded values hold no part of it but bytes, which a snapshot does not have
 	return snapshotToTrace(root, file, device)
 }
 
