@@ -26,5 +26,8 @@
 // harness/gpu.Device, against a ledger of the driver calls that succeeded, harness/gpu.Ledger), checking
 // for leaks at the end, and logging its ops as ops.Ops. On failure it prints the seed, the last ops and the
 // replay command, saves the log as a program, re-runs it single-threaded in ops.Env and shrinks it
-// (ops.Shrink); `gmlake fuzz --replay FILE --minimize` does the same by hand.
+// (ops.Shrink); `gmlake fuzz --replay FILE --minimize` does the same by hand. CampaignConfig.Validate is
+// the one statement of a campaign's ranges (its errors name the `gmlake fuzz` flag), and a campaign that
+// ran its course with no allocation succeeding fails (Summary.Vacuous): it tested nothing. A program file's
+// setup line is range-checked where it is parsed, by ops.ParseHeader.
 package fuzz
