@@ -245,14 +245,9 @@ func GrowthRule(k impl.Config, capacity, gran uint64) spec.GrowthRule {
 
 // NewEnv makes a device, creates the streams, and opens the engine on it.
 func NewEnv(cfg Config) (*Env, error) {
-	if cfg.Capacity == 0 {
-		cfg.Capacity = 8 * vmm.GiB
-	}
-	if cfg.Granularity == 0 {
-		cfg.Granularity = 2 * vmm.MiB
-	}
-	if cfg.Streams <= 0 {
-		cfg.Streams = 2
+	cfg = cfg.withSetupDefaults()
+	if err := ValidateSetup(cfg); err != nil {
+		return nil, err // a value the device or the engine cannot take (granularity=3 panicked in the device)
 	}
 	if cfg.Policy == "" {
 		cfg.Policy, cfg.DefaultName = impl.PolicyGMLake, true

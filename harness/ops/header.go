@@ -72,6 +72,21 @@ func checkPolicy(c Config) string {
 	return "want one of " + strings.Join(impl.Policies, ", ")
 }
 
+// withSetupDefaults fills the zero values Config documents as defaults: capacity 8 GiB, granularity 2 MiB,
+// 2 streams. NewEnv runs under them, and Header prints them, so a saved program names what it ran under.
+func (cfg Config) withSetupDefaults() Config {
+	if cfg.Capacity == 0 {
+		cfg.Capacity = 8 << 30
+	}
+	if cfg.Granularity == 0 {
+		cfg.Granularity = 2 << 20
+	}
+	if cfg.Streams == 0 {
+		cfg.Streams = 2
+	}
+	return cfg
+}
+
 // granularityOf is the granularity a Config runs under: Granularity, or the default 2 MiB for 0.
 func granularityOf(c Config) uint64 {
 	if c.Granularity == 0 {
@@ -216,6 +231,7 @@ func parseField(p any, text string) error {
 // sync=BOOL`, then the seed, the mutations, the pattern check, the serving layer and its cap, and the knobs
 // that are not the defaults (setupKeys, knobKeys). ParseHeader reads it back.
 func (cfg Config) Header() string {
+	cfg = cfg.withSetupDefaults() // the line says what runs: capacity=0 is no setup ParseHeader takes
 	f := make([]string, 0, len(setupKeys)+1)
 	for _, k := range setupKeys {
 		text, zero := formatField(k.field(&cfg))
