@@ -4,14 +4,14 @@ GO      ?= go
 BIN     ?= bin
 TRACES  := $(wildcard testdata/traces/*.trace.gz)
 
-.PHONY: run test vet unit tla verify gpu capi wheel wheel-test fuzz bench clean
+.PHONY: run test vet unit race tla verify gpu capi wheel wheel-test fuzz bench clean
 
 ## run: replay the bundled real training traces through every policy on the simulated H200
 run:
 	$(GO) run ./cmd/gmlake replay --targets $(TRACES)
 
-## test: everything that needs no GPU (vet, unit and model-based tests, the Quint spec)
-test: vet unit tla wheel-test
+## test: everything that needs no GPU (vet, unit and model-based tests, the race detector, the Quint spec)
+test: vet unit race tla wheel-test
 
 vet:
 	$(GO) mod download
@@ -21,6 +21,16 @@ vet:
 unit:
 	$(GO) test -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -timeout 10m -tags gmlake_mutants -run 'Mutation|Campaign|BestFit|SpuriousOOM' ./impl ./harness ./fuzz
+
+## race: the concurrent checkers under the race detector (a data race fails CI): the engine's and the serving
+## layer's threads, porcupine's concurrent histories, the simulated device, the trace recorder's writers, and
+## the C ABI's threaded C and C++ programs compiled into capi's test binary (a libgmlake.so built with -race
+## cannot be loaded by a C program: capi/racehost_testhooks.go). GORACE halts at the first race.
+RACEPKGS = ./impl ./impl/serve ./harness ./model/sim ./trace
+RACERUN  = ^(TestConcurrentStreams|TestEmptyCacheNeverRacesPendingWrites|TestServeConcurrentThreadsKeepEveryRule|TestLinearizable|TestLinearServeRecordsTheSynchronisations|TestDeviceConcurrentUse|TestRecorderConcurrent.*)$$
+race:
+	GORACE=halt_on_error=1 $(GO) test -race -count=1 -timeout 10m -run '$(RACERUN)' $(RACEPKGS)
+	GORACE=halt_on_error=1 $(GO) test -race -count=1 -timeout 10m -tags gmlake_testhooks -run '^TestHostProgramsUnderRace$$' ./capi
 
 ## tla: typecheck, test and simulate the Quint spec; check ITF conformance
 tla:

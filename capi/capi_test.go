@@ -24,7 +24,17 @@ type builtLib struct {
 	err  error
 }
 
+// hostProgram, when set (racehost_testhooks_test.go, under the test-hooks tag), runs the C program a
+// re-executed test binary was asked for and returns its exit status, or false when none was asked for. It runs
+// from TestMain, not from an init function: a C thread's call into Go waits until every package's init is done.
+var hostProgram func() (int, bool)
+
 func TestMain(m *testing.M) {
+	if hostProgram != nil {
+		if code, ok := hostProgram(); ok {
+			os.Exit(code)
+		}
+	}
 	code := m.Run()
 	if tmpRoot != "" {
 		os.RemoveAll(tmpRoot)
