@@ -73,7 +73,8 @@ func checkPolicy(c Config) string {
 }
 
 // withSetupDefaults fills the zero values Config documents as defaults: capacity 8 GiB, granularity 2 MiB,
-// 2 streams. NewEnv runs under them, and Header prints them, so a saved program names what it ran under.
+// 2 streams (a setup line's 0 means the same: a program without a setup line, a trace, has them). NewEnv
+// runs under them.
 func (cfg Config) withSetupDefaults() Config {
 	if cfg.Capacity == 0 {
 		cfg.Capacity = 8 << 30
@@ -107,15 +108,15 @@ func checkCapacity(c Config) string {
 	if checkGranularity(c) != "" {
 		return "" // the granularity is refused: its error says so
 	}
-	if g := granularityOf(c); c.Capacity < g || c.Capacity > MaxCapacity {
-		return fmt.Sprintf("want from one granule (granularity=%d) to %d bytes", g, uint64(MaxCapacity))
+	if g := granularityOf(c); c.Capacity != 0 && (c.Capacity < g || c.Capacity > MaxCapacity) {
+		return fmt.Sprintf("want from one granule (granularity=%d) to %d bytes (0: the default 8 GiB)", g, uint64(MaxCapacity))
 	}
 	return ""
 }
 
 func checkStreams(c Config) string {
-	if c.Streams < 1 || c.Streams > MaxSetupStreams {
-		return fmt.Sprintf("want 1 to %d (the default stream counts as one)", MaxSetupStreams)
+	if c.Streams < 0 || c.Streams > MaxSetupStreams {
+		return fmt.Sprintf("want 1 to %d, the default stream counted (0: the default 2)", MaxSetupStreams)
 	}
 	return ""
 }
@@ -231,7 +232,6 @@ func parseField(p any, text string) error {
 // sync=BOOL`, then the seed, the mutations, the pattern check, the serving layer and its cap, and the knobs
 // that are not the defaults (setupKeys, knobKeys). ParseHeader reads it back.
 func (cfg Config) Header() string {
-	cfg = cfg.withSetupDefaults() // the line says what runs: capacity=0 is no setup ParseHeader takes
 	f := make([]string, 0, len(setupKeys)+1)
 	for _, k := range setupKeys {
 		text, zero := formatField(k.field(&cfg))
@@ -260,8 +260,8 @@ func KnobString(k impl.Config) string {
 }
 
 // ParseHeader reads a setup line (Config.Header) into cfg; unknown keys, values that do not parse and
-// values out of their key's range (setupKeys.check: a granularity that is not a power of two, capacity=0,
-// streams=0) are an ErrBadSetup error naming the key and what it wants, so a typo does not silently run
+// values out of their key's range (setupKeys.check: a granularity that is not a power of two, a capacity
+// below one granule, negative streams; 0 is each one's documented default) are an ErrBadSetup error naming the key and what it wants, so a typo does not silently run
 // another setup, nor panic in the device it would build.
 func ParseHeader(line string, cfg *Config) error {
 	if !strings.HasPrefix(line, headerPrefix) {
