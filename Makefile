@@ -17,6 +17,7 @@ vet:
 	$(GO) mod download
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	$(GO) vet -tags gmlake_testhooks ./capi
 
 unit:
 	$(GO) test -count=1 -timeout 20m ./...

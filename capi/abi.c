@@ -164,7 +164,3 @@ int gmlake_last_error_kind(void) {
 	const gmlake_thread_error *e = thread_error(0);
 	return e == NULL ? 0 : e->kind;
 }
-
-static void gmlake_exit_hook(void) { gmlakeGoAtExit(); }
-
-void gmlake_register_exit_hook(void) { atexit(gmlake_exit_hook); }

@@ -23,7 +23,6 @@ GMLAKE_HIDDEN void gmlake_clear_thread_error(void);
 GMLAKE_HIDDEN void gmlake_save_thread_error(gmlake_thread_error *into);
 GMLAKE_HIDDEN void gmlake_restore_thread_error(const gmlake_thread_error *from);
 GMLAKE_HIDDEN int gmlake_copy_out(const char *s, size_t n, char *buf, size_t len);
-GMLAKE_HIDDEN void gmlake_register_exit_hook(void);
 GMLAKE_HIDDEN void gmlake_fire_event(int device, int action, uint64_t addr, uint64_t size, uintptr_t stream);
 GMLAKE_HIDDEN void gmlake_set_thread_failure(int kind, uint64_t requested, uint64_t device_total, uint64_t device_free,
                                            uint64_t allocated, uint64_t reserved, uint64_t cached, uint64_t limit);

@@ -248,7 +248,8 @@ int gmlake_cache_info(int device, size_t *largest_free_block);
 int gmlake_base_allocation(void *ptr, void **base, size_t *size);
 
 /* The memory fraction in force on device (1.0 without a cap; a cap set as GMLAKE_MEMORY_LIMIT is reported as
- * limit / total); negative on a bad device. */
+ * limit / total); negative on a bad device or a bad GMLAKE_MEMORY_FRACTION. Before the device's engine
+ * starts, the fraction GMLAKE_MEMORY_FRACTION gives (1.0 without it): a limit in bytes applies from the start. */
 double gmlake_get_memory_fraction(int device);
 
 /* ---- Settings (issue 36): the one parser of the GMLAKE_ environment variables, for callers that check them

@@ -28,7 +28,6 @@ package main
 #include "gmlake.h"
 
 int gmlake_copy_out(const char *s, size_t n, char *buf, size_t len);
-void gmlake_register_exit_hook(void);
 */
 import "C"
 
@@ -47,9 +46,6 @@ import (
 )
 
 func main() {}
-
-// registerExitHook makes the process flush and close an active trace when it exits.
-func registerExitHook() { C.gmlake_register_exit_hook() }
 
 // maxDevices bounds the device ordinals the library serves (CUDA machines have at most a few dozen).
 const maxDevices = 64

@@ -18,7 +18,6 @@ import "C"
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"sync/atomic"
 	"unsafe"
 
@@ -383,10 +382,19 @@ func gmlakeGoTMemoryFraction(device C.int) (ret C.double) {
 	if s != nil {
 		return C.double(s.eng.MemoryFraction())
 	}
-	if v, err := strconv.ParseFloat(getenv("GMLAKE_MEMORY_FRACTION"), 64); err == nil && v > 0 && v <= 1 {
-		return C.double(v)
+	// Before the engine starts the device's total is unknown, so a GMLAKE_MEMORY_LIMIT in bytes cannot be
+	// said as a fraction yet: the fraction GMLAKE_MEMORY_FRACTION gives, read by the settings parser (a bad
+	// value is the error the engine's start would give, not a silent 1).
+	v := getenv("GMLAKE_MEMORY_FRACTION")
+	if v == "" {
+		return 1
 	}
-	return 1
+	f, err := clib.ParseFraction(v)
+	if err != nil {
+		fail(s, fmt.Errorf("GMLAKE_MEMORY_FRACTION=%q: %w", v, err))
+		return -1
+	}
+	return C.double(f)
 }
 
 // eventsOn says whether a C event callback is set: engines started later get the hook too.

@@ -11,7 +11,6 @@ import "C"
 
 import (
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -95,7 +94,7 @@ func New(device int) (*Driver, error) {
 	// The default request: POSIX-fd-exportable memory where the device supports it (what NCCL's intra-node
 	// user-buffer registration needs; clean over 12,000 conformance calls and no slower than plain memory on
 	// the H200), or what GMLAKE_CUDA_HANDLES names.
-	spec, set := os.LookupEnv("GMLAKE_CUDA_HANDLES")
+	spec, set := liveEnv("GMLAKE_CUDA_HANDLES")
 	if !set {
 		d.handles.Store(d.caps & handlePosixFD)
 	} else if err := d.RequestHandles(spec); err != nil {
@@ -465,4 +464,16 @@ func (d *Driver) MemFree(p vmm.DevicePtr) error {
 		return fmt.Errorf("cuMemFree(%v): %w", p, result(r))
 	}
 	return nil
+}
+
+// liveEnv reads the process's live C environment: a host such as Python sets variables with setenv after the
+// library loaded, and Go's copy (os.LookupEnv) is taken at load time, so it would not see them.
+func liveEnv(name string) (string, bool) {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	v := C.getenv(cs)
+	if v == nil {
+		return "", false
+	}
+	return C.GoString(v), true
 }
