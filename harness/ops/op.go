@@ -349,6 +349,11 @@ func read(r io.Reader, file string) (*Program, error) {
 		}
 		if o.Kind == OpAlloc || o.Kind == OpRecord || o.Kind == OpLaunch || o.Kind == OpComplete || o.Kind == OpForget {
 			maxStream = max(maxStream, o.Stream)
+			if !header && maxStream >= MaxSetupStreams {
+				// Without a setup line the streams are the ops' (streams=maxStream+1): within its range.
+				return nil, bad(fmt.Errorf("%w: stream %d: a program without a setup line has as many streams as its ops use, at most %d",
+					ErrBadSetup, o.Stream, MaxSetupStreams))
+			}
 		}
 		p.Ops = append(p.Ops, o)
 	}
