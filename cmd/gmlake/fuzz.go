@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -148,6 +149,9 @@ Examples:
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "fuzz: policy %s on %s for %v, %d streams, seed %d\n", p, device, duration, streams, seed)
 				sum, err := fuzz.RunCampaign(ctx, cfg)
+				if errors.Is(err, vmm.ErrDriverNotLoaded) {
+					return deviceError("--device cuda", "use the simulated GPU (--device sim)", err)
+				}
 				if err != nil {
 					return err
 				}

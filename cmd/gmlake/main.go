@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gmlake/gmlake/vmm"
 )
 
 var rootCmd = &cobra.Command{
@@ -71,6 +73,16 @@ func flagParseError(cmd *cobra.Command, err error) error {
 		}
 	}
 	return badFlag("%s %q: want %s", m[2], m[1], want)
+}
+
+// deviceError says why a GPU could not be opened in the CLI's words, with what to do instead: the driver's
+// own message names the Go constructor of the simulated device, where the user types a flag.
+func deviceError(flag, instead string, err error) error {
+	if errors.Is(err, vmm.ErrDriverNotLoaded) {
+		return fmt.Errorf("%s: no CUDA driver on this machine (libcuda.so.1 does not load): run on a machine with an NVIDIA driver, "+
+			"or %s: %w", flag, instead, vmm.ErrDriverNotLoaded)
+	}
+	return fmt.Errorf("%s: %w", flag, err)
 }
 
 // checkInputFile fails unless path names something this process can read as one input: a file, a pipe or

@@ -110,6 +110,9 @@ func TestReplayCommandCUDAWithoutDriver(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "--device cuda: ") {
 		t.Errorf("err = %v, want the reason the CUDA driver could not be opened", err)
 	}
+	if err != nil && (goName.MatchString(err.Error()) || !strings.Contains(err.Error(), "--device sim")) {
+		t.Errorf("err = %v: names Go (%q) where the user types --device sim", err, goName.FindString(err.Error()))
+	}
 	t.Log(err)
 }
 
