@@ -150,7 +150,7 @@ Examples:
 				fmt.Fprintf(cmd.ErrOrStderr(), "fuzz: policy %s on %s for %v, %d streams, seed %d\n", p, device, duration, streams, seed)
 				sum, err := fuzz.RunCampaign(ctx, cfg)
 				if errors.Is(err, vmm.ErrDriverNotLoaded) {
-					return deviceError("--device cuda", "use the simulated GPU (--device sim)", err)
+					return deviceError("--device cuda", ", or use the simulated GPU (--device sim)", err)
 				}
 				if err != nil {
 					return err

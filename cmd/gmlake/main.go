@@ -79,8 +79,8 @@ func flagParseError(cmd *cobra.Command, err error) error {
 // own message names the Go constructor of the simulated device, where the user types a flag.
 func deviceError(flag, instead string, err error) error {
 	if errors.Is(err, vmm.ErrDriverNotLoaded) {
-		return fmt.Errorf("%s: no CUDA driver on this machine (libcuda.so.1 does not load): run on a machine with an NVIDIA driver, "+
-			"or %s: %w", flag, instead, vmm.ErrDriverNotLoaded)
+		return fmt.Errorf("%s: no CUDA driver on this machine (libcuda.so.1 does not load): run on a machine with an NVIDIA driver%s: %w",
+			flag, instead, vmm.ErrDriverNotLoaded)
 	}
 	return fmt.Errorf("%s: %w", flag, err)
 }

@@ -56,7 +56,7 @@ marking each cell that differs by more than the tolerance. Needs a GPU with abou
 			}
 			d, err := cudavmm.New(device)
 			if err != nil {
-				return deviceError("gmlake probe", "nothing else: the probe times a real GPU's driver calls", err)
+				return deviceError("gmlake probe", " (the probe times a real GPU's driver calls)", err)
 			}
 			defer d.Close()
 			if err := d.RequestHandles(handles); err != nil {

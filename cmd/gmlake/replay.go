@@ -247,7 +247,7 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 	if f.device == "cuda" {
 		d, closeGPU, err := openCUDA()
 		if err != nil {
-			return deviceError("--device cuda", "use the simulated GPU (--device sim)", err)
+			return deviceError("--device cuda", ", or use the simulated GPU (--device sim)", err)
 		}
 		defer closeGPU()
 		gpu = wrap.NewTimer(d)
