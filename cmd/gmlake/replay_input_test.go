@@ -143,7 +143,8 @@ func TestReplayDoesNotFitIsARowAndTheOtherPoliciesGoOn(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s%s", err, out, errOut)
 	}
-	if strings.Contains(out+errOut, "batch size") {
+	b, _ := os.ReadFile(js)
+	if strings.Contains(out+errOut+string(b), "batch size") {
 		t.Errorf("training advice in a replay:\n%s%s", out, errOut)
 	}
 	rows := readRows(t, js)

@@ -120,7 +120,7 @@ type NoFit struct {
 	Event, Of int
 	Live      uint64 // live bytes (each request rounded to LiveRounding) when the request came
 	Requested uint64
-	Err       string // the engine's error
+	Err       string // what the engine held then (its out-of-memory error, without advice for training)
 }
 
 // String says it in the table's words: "does not fit: event N of M, live X GiB at that point".
@@ -276,7 +276,7 @@ func RunStream(ctx context.Context, name string, total int, src Source, opts Opt
 			p, err := a.Alloc(ev.Size, streams[ev.Stream])
 			if err != nil {
 				if errors.Is(err, vmm.ErrOutOfMemory) {
-					res.NoFit = &NoFit{Event: i + 1, Live: liveBytes, Requested: ev.Size, Err: err.Error()}
+					res.NoFit = &NoFit{Event: i + 1, Live: liveBytes, Requested: ev.Size, Err: oomText(err)}
 					if total > 0 {
 						res.NoFit.Of = total
 					}
@@ -367,6 +367,18 @@ func finish(res *Result, a replayAllocator, drv vmm.Driver, before replayCounter
 		res.LiveFragmentation = 1 - float64(res.PeakLiveBytes)/r
 	}
 	res.Unfreed = unfreed
+}
+
+// oomText says what the engine held when a replayed request did not fit, without the engine's advice to a
+// training job (free tensors, lower the batch size), which means nothing to a replay.
+func oomText(err error) string {
+	var oom *impl.OOMError
+	if !errors.As(err, &oom) {
+		return err.Error()
+	}
+	return fmt.Sprintf("out of memory: requested %s (rounded %s); the allocator held %s (%s live, %s cached); the device had %s free",
+		vmm.FormatBytes(oom.Requested), vmm.FormatBytes(oom.Rounded), vmm.FormatBytes(oom.Reserved),
+		vmm.FormatBytes(oom.Live), vmm.FormatBytes(oom.Cached), vmm.FormatBytes(oom.DeviceFree))
 }
 
 func replayErr(name string, total int, policy string, i int, ev *trace.Event, err error) error {
