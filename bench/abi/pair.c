@@ -1,7 +1,7 @@
 // The C side of the per-pair breakdown (issue 38 item 1), on any device libgmlake opens (GMLAKE_DEVICE):
 // ns per gmlake_alloc+gmlake_free pair through the C ABI, and per two no-op crossings into Go (gmlake_init),
 // from the main thread and from a thread the program creates; CPU ns of the calling thread, best of 5 (neither was created by Go: what PyTorch's
-// threads are to libgmlake). Warm cache, stream 0. Build and run: bench/abi/run.sh.
+// threads are to libgmlake). Warm cache, stream 0. `pair N SIZE` times only SIZE's pairs, for a profiler. Build and run: bench/abi/run.sh.
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -64,6 +64,11 @@ static void *in_thread(void *arg) {
 
 int main(int argc, char **argv) {
 	if (argc > 1) pairs = atol(argv[1]);
+	if (argc > 2) { // pair N SIZE: only SIZE's pairs (what `perf record` of one size profiles)
+		size_t size = (size_t)atol(argv[2]);
+		printf("abi %zuB %.1f ns per pair\n", size, pair_ns(size));
+		return 0;
+	}
 	size_t sizes[] = {512, 1 << 20, 8 << 20, 256 << 20};
 	const char *names[] = {"512B", "1MiB", "8MiB", "256MiB"};
 	printf("cross main-thread %.1f ns per two crossings\n", cross_ns());
