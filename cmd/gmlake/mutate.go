@@ -58,6 +58,7 @@ Examples:
   gmlake mutate                                     # every mutant of impl/
   gmlake mutate --dir impl,impl/serve               # every mutant of the engine and the serving layer (make verify)
   gmlake mutate --dir impl/serve --checkers unit,rapid --sample 40 --seed 11
+  gmlake mutate --dir impl/clib,capi,trace --sample 30 --seed 18  # the perimeter: settings, the C ABI, traces
   gmlake mutate --from-json bin/mutants.json         # the figures of a saved run, judged again
 
 Survivors named in the judgement list (--judgements, harness/mutate/testdata/equivalent.txt: one
@@ -230,7 +231,7 @@ denominator and print apart, and a judged mutant that some checker kills prints 
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&dir, "dir", mutate.DefaultDir, "the package folders to mutate, comma-separated (relative to the module root: impl, impl/serve, impl/clib); keys outside impl/ name their folder")
+	f.StringVar(&dir, "dir", mutate.DefaultDir, "the package folders to mutate, comma-separated (relative to the module root: impl, impl/serve, impl/clib, capi, trace, harness/replay); keys outside impl/ name their folder")
 	f.IntVar(&sample, "sample", 0, "run a seeded random sample of this many mutants (0: all)")
 	f.Uint64Var(&seed, "seed", 1, "the sample's seed")
 	f.StringVar(&keysFile, "keys", "", "run the mutants named in this sample file (one key a line)")

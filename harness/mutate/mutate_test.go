@@ -3,9 +3,12 @@ package mutate
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -262,7 +265,8 @@ func TestScoreLeavesOutJudgedEquivalents(t *testing.T) {
 // Property: every committed sample (testdata/*.txt but the judgement list) still reads as it was saved: a
 // bare file name is a file of impl/ (the keys saved before other folders were mutated keep their meaning),
 // a key with a folder names a folder that has mutants, and most of each file's keys still name a mutant
-// (a before/after sample whose code moved on: some sites are gone, which the tool reports as gone).
+// (a before/after sample whose code moved on: some sites are gone, which the tool reports as gone; one whose
+// code was rewritten is marked retired in its header).
 func TestKeyFilesNameLiveMutants(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txt")
 	if err != nil || len(files) == 0 {
@@ -286,6 +290,14 @@ func TestKeyFilesNameLiveMutants(t *testing.T) {
 			t.Fatalf("%s: %v", f, err)
 		}
 		found, gone := Select(all, keys)
+		// A sample of code since rewritten says so in its header ("retired: why"): a record of its session,
+		// no longer a sample to run again.
+		if hdr, _ := ReadKeyHeader(f); strings.Contains(hdr, "\nretired: ") || strings.HasPrefix(hdr, "retired: ") {
+			if len(found) == len(keys) {
+				t.Errorf("%s: retired, but every key still names a mutant: drop the retired line", f)
+			}
+			continue
+		}
 		if len(keys) == 0 || 4*len(found) < 3*len(keys) {
 			t.Errorf("%s: %d of %d keys name a mutant (gone: %v)", f, len(found), len(keys), gone)
 		}
@@ -336,14 +348,18 @@ func TestCheckersForFolder(t *testing.T) {
 		unit        string
 		runs, skips []string
 	}{
-		{"impl", "./impl", []string{"rapid", "itf", "replay", "integrity", "facade"}, []string{"capi"}},
+		{"impl", "./impl", []string{"rapid", "itf", "replay", "integrity", "facade"}, []string{"capi", "abi", "recorder", "cli"}},
 		{"impl/serve", "./impl/serve", []string{"rapid", "porcupine", "explore", "findings", "fuzz", "campaign", "clib"}, []string{"itf", "integrity", "replay", "capi"}},
-		{"impl/clib", "./impl/clib", []string{"capi", "facade", "clib"}, []string{"rapid", "fuzz", "itf"}},
+		{"impl/clib", "./impl/clib", []string{"capi", "abi", "python", "settings", "facade", "clib"}, []string{"rapid", "fuzz", "itf", "recorder"}},
+		{"trace", "./trace", []string{"replay", "recorder", "tracelines", "cli"}, []string{"rapid", "capi", "abi", "ops", "clib"}},
+		{"harness/replay", "./harness/replay", []string{"cli"}, []string{"replay", "rapid", "capi"}},
+		// capi has no unit checker: its tests are the abi, python and capi checkers, which run apart.
+		{"capi", "", []string{"abi", "python", "capi"}, []string{"unit", "recorder", "rapid", "facade"}},
 	} {
 		for _, ch := range Checkers {
 			rc, ok := ch.For(c.dir)
 			switch {
-			case ch.Name == "unit" && (!ok || rc.Pkg != c.unit):
+			case ch.Name == "unit" && c.unit != "" && (!ok || rc.Pkg != c.unit):
 				t.Errorf("unit on %s: %v %+v, want package %s", c.dir, ok, rc, c.unit)
 			case slices.Contains(c.runs, ch.Name) && !ok, slices.Contains(c.skips, ch.Name) && ok:
 				t.Errorf("%s on %s: reaches=%v", ch.Name, c.dir, ok)
@@ -490,4 +506,68 @@ func writeTemp(t *testing.T, s string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// Property: two checkers of one package that reach the same folder run disjoint tests (their -run and -skip
+// patterns split the package), so a kill by both is two independent verdicts, not one test counted twice.
+func TestCheckersOfOnePackageAreDisjoint(t *testing.T) {
+	dirs := []string{"impl", "impl/serve", "impl/clib", "capi", "trace", "harness/replay"}
+	tests, err := testNames("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		runs := map[string][]string{} // test -> checkers
+		for _, ch := range Checkers {
+			rc, ok := ch.For(d)
+			if !ok {
+				continue
+			}
+			run, skip := regexp.MustCompile(rc.Run), regexp.MustCompile("$^")
+			if rc.Skip != "" {
+				skip = regexp.MustCompile(rc.Skip)
+			}
+			for _, name := range tests[path.Clean(rc.Pkg)] {
+				if run.MatchString(name) && !skip.MatchString(name) {
+					runs[path.Clean(rc.Pkg)+"."+name] = append(runs[path.Clean(rc.Pkg)+"."+name], rc.Name)
+				}
+			}
+		}
+		if len(runs) == 0 {
+			t.Errorf("no checker runs a test on %s", d)
+		}
+		for test, cs := range runs {
+			if len(cs) > 1 {
+				t.Errorf("on %s, %s is run by %v: one test counted as several checkers", d, test, cs)
+			}
+		}
+	}
+}
+
+// testNames lists the top-level Test and Fuzz functions of every package folder's _test.go files under
+// root, keyed by "./folder" as Checker.Pkg names it ("." for the root).
+func testNames(root string) (map[string][]string, error) {
+	out := map[string][]string{}
+	re := regexp.MustCompile(`(?m)^func ((Test|Fuzz)[A-Za-z0-9_]*)\(`)
+	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && e.IsDir() && (e.Name() == ".git" || e.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if err != nil || e.IsDir() || !strings.HasSuffix(p, "_test.go") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(p))
+		pkg := path.Clean("./" + filepath.ToSlash(rel))
+		for _, m := range re.FindAllSubmatch(b, -1) {
+			if name := string(m[1]); name != "TestMain" {
+				out[pkg] = append(out[pkg], name)
+			}
+		}
+		return nil
+	})
+	return out, err
 }

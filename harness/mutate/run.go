@@ -18,14 +18,16 @@ import (
 	"time"
 )
 
-// Checker is one independent checker's test set: the tests of one package selected by a -run pattern.
+// Checker is one independent checker's test set: the tests of one package selected by a -run pattern (less
+// those its -skip pattern names).
 type Checker struct {
 	Name string
 	// Pkg is the package path relative to the module root ("./harness"); "" is the mutated folder's own
 	// package (the "unit" checker: impl's tests for impl/, serve's for impl/serve).
-	Pkg string
-	Run string // -test.run pattern
-	Env []string
+	Pkg  string
+	Run  string // -test.run pattern
+	Skip string // -test.skip pattern ("": none): tests another checker of the same package runs instead
+	Env  []string
 	// Dirs are the mutated folders whose code the checker's tests call (nil: every folder). A checker is not
 	// run on a mutant of another folder: it cannot kill it, and the figures say so (Outcome.Unreached).
 	Dirs []string
@@ -48,27 +50,36 @@ func (c Checker) For(dir string) (Checker, bool) {
 // universe, the fuzz decoder's serve bit, the campaign, the golden F10); the ITF traces, the integrity
 // check and the trace replays drive the engine alone; the Go facade's tests (package gmlake) drive the engine
 // and impl/clib's knob parsing; the C library (impl/clib) is reached by its own tests, the facade's, capi's
-// (the C library built from the mutant) and the clib checker's (harness/ops: the op language through
-// impl/clib, which drives the layer and the engine too).
+// (the C library built from the mutant: the ABI fuzz target, capi's other tests, the Python package's) and
+// the clib checker's (harness/ops: the op language through impl/clib, which drives the layer and the engine
+// too). capi (libgmlake.so's Go code) is reached only by capi's tests, split in three independent sets; the
+// trace format and recorder (trace) by its own tests, the replays (harness/replay reads traces), the op
+// language's trace lines, capi's recorder tests (real processes: signals, forks) and the CLI's tests;
+// replay's figures (harness/replay) by its own tests and the CLI's.
 var (
 	engineOnly = []string{"impl"}
 	harnessed  = []string{"impl", "impl/serve"}
-	clibOnly   = []string{"impl/clib"}
 	allLayers  = []string{"impl", "impl/serve", "impl/clib"}
+	// unitDirs are the folders whose own package's tests are one checker (capi's are split in three).
+	unitDirs = []string{"impl", "impl/serve", "impl/clib", "trace", "harness/replay"}
+	library  = []string{"impl/clib", "capi"} // what libgmlake.so is built from
 )
 
 // Checkers is every checker the project has, each run alone against each mutant of a folder it reaches.
 // GMLAKE_PROFILE=mutation asks the time-bound ones (exploration) for a shorter budget; the others run
 // exactly as in make test.
 var Checkers = []Checker{
-	{Name: "unit", Run: "."},
+	// A folder's own tests, less impl/clib's settings fuzz target (the settings checker, below).
+	{Name: "unit", Run: ".", Skip: "^FuzzParseEnv$", Dirs: unitDirs},
 	{Name: "rapid", Pkg: "./harness", Run: "^TestRapid$", Dirs: harnessed},
 	{Name: "porcupine", Pkg: "./harness", Run: "^TestLinearizable$", Dirs: harnessed},
 	{Name: "explore", Pkg: "./harness", Run: "^(TestExplore|TestExploreDeep)$", Dirs: harnessed},
 	{Name: "itf", Pkg: "./harness", Run: "^TestITFConformance$", Dirs: engineOnly},
 	{Name: "findings", Pkg: "./harness", Run: "^(TestFindings|TestScenarioHistories)$", Dirs: harnessed}, // the golden histories
 	{Name: "integrity", Pkg: "./harness/conformance", Run: "^TestEngineIntegritySelf$", Dirs: engineOnly},
-	{Name: "replay", Pkg: "./harness/replay", Run: "^(TestBaselinesMatchTorchPeakReserved|TestBundledTracesLivePeakMatchesTorch|TestReplayEveryPolicyMultiStream|TestReplayCachingPeaksByHand|TestGMLakeTargetsOnBundledTraces)$", Dirs: engineOnly},
+	// The replays read the bundled traces (trace's reader) and replay them on the engine; not run on
+	// harness/replay itself, where they are part of its unit tests.
+	{Name: "replay", Pkg: "./harness/replay", Run: "^(TestBaselinesMatchTorchPeakReserved|TestBundledTracesLivePeakMatchesTorch|TestReplayEveryPolicyMultiStream|TestReplayCachingPeaksByHand|TestGMLakeTargetsOnBundledTraces)$", Dirs: []string{"impl", "trace"}},
 	{Name: "fuzz", Pkg: "./fuzz", Run: "^(FuzzOps|TestRandomPrograms)$", Dirs: harnessed},
 	{Name: "campaign", Pkg: "./fuzz", Run: "^TestCampaignClean$", Dirs: harnessed},
 	// The decision goldens: generated programs whose every placement, byte count and driver call is pinned
@@ -77,14 +88,29 @@ var Checkers = []Checker{
 	// The Go facade (package gmlake) runs the engine under its knob parsing: what a Go program calls.
 	{Name: "facade", Pkg: ".", Run: ".", Dirs: []string{"impl", "impl/clib"}},
 	// capi's tests build libgmlake.so with go build; the mutant's overlay reaches that build through
-	// GOFLAGS (runChecker), so the library under test is the mutant's.
-	{Name: "capi", Pkg: "./capi", Run: ".", Dirs: clibOnly},
+	// GOFLAGS (runChecker), so the library under test is the mutant's. Three independent sets: the ABI fuzz
+	// target (its committed corpus and generated sequences of every exported function, judged after each
+	// call), the Python package's tests over the library, and the rest (C/C++ hosts, settings, lifecycle,
+	// the recorder in real processes).
+	{Name: "abi", Pkg: "./capi", Run: "^(FuzzABI|TestABIFuzzCallsEveryFunction)$", Dirs: library},
+	{Name: "python", Pkg: "./capi", Run: "^TestPython$", Dirs: library},
+	{Name: "capi", Pkg: "./capi", Run: ".", Skip: "^(FuzzABI|TestABIFuzzCallsEveryFunction|TestPython)$", Dirs: library},
+	// capi's recorder tests on the trace package: GMLAKE_TRACE in real processes (SIGTERM, SIGINT, forks,
+	// two processes on one path). On capi's own mutants they are part of the capi checker.
+	{Name: "recorder", Pkg: "./capi", Run: "^TestTrace", Dirs: []string{"trace"}},
+	// The settings table's fuzz target: any two settings with hostile values, parsed, refused in one line
+	// naming the setting, or accepted only inside the table's range.
+	{Name: "settings", Pkg: "./impl/clib", Run: "^FuzzParseEnv$", Dirs: []string{"impl/clib"}},
 	// The op language itself: its text (ops, headers with the seeded bugs by name, trace lines) parses back,
 	// and the Env runs and judges short sequences on the engine.
 	{Name: "ops", Pkg: "./harness/ops", Run: "^(TestOpsRoundTrip|TestParse.*|TestTraceLinesAreOps|TestHeader.*|TestEnv.*)$", Dirs: engineOnly},
+	// The op language's reading of trace lines (trace's events as ops) on the trace package.
+	{Name: "tracelines", Pkg: "./harness/ops", Run: "^TestTraceLinesAreOps$", Dirs: []string{"trace"}},
 	// The op language through the C library's plain-integer surface (swarm sequences with the layers' own
 	// ops, and its scenarios), judged by the contract, the spec and INV-SERVE.
 	{Name: "clib", Pkg: "./harness/ops", Run: "^(TestCLib.*|TestKnobTextParsesBack)$", Dirs: allLayers},
+	// The CLI's tests (cmd/gmlake): replay's inputs (pipes, cut traces, folders), its tables and JSON.
+	{Name: "cli", Pkg: "./cmd/gmlake", Run: ".", Dirs: []string{"trace", "harness/replay"}},
 }
 
 // Options configure a run.
@@ -437,7 +463,11 @@ func staleFailFiles(root string, cs []Checker) []string {
 func runChecker(ctx context.Context, root string, bins binaries, c Checker, timeout time.Duration) (failed, timedOut bool) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bins.bin[c.Pkg], "-test.run", c.Run, "-test.count=1", "-test.failfast")
+	args := []string{"-test.run", c.Run, "-test.count=1", "-test.failfast"}
+	if c.Skip != "" {
+		args = append(args, "-test.skip", c.Skip)
+	}
+	cmd := exec.CommandContext(ctx, bins.bin[c.Pkg], args...)
 	cmd.Dir = filepath.Join(root, c.Pkg)
 	// RAPID_NOFAILFILE: a failure under this mutant leaves no fail file for the next mutant's run to replay.
 	cmd.Env = append(append(os.Environ(), "GMLAKE_PROFILE=mutation", "RAPID_NOFAILFILE=true"), c.Env...)
