@@ -303,6 +303,10 @@ func runReplay(ctx context.Context, f replayFlags, paths []string, stdout, stder
 			failErrs = append(failErrs, err)
 			continue
 		}
+		if len(res) > 0 && res[0].Cut != "" {
+			notes = append(notes, fmt.Sprintf("%s was cut (its writer stopped mid-trace: killed, say): %s; every complete event before the cut was replayed",
+				in.path, res[0].Cut))
+		}
 		for _, r := range res {
 			if inputsOf[r.Trace] == nil {
 				inputsOf[r.Trace] = map[string]bool{}
@@ -523,11 +527,21 @@ func replayOne(ctx context.Context, in replayInput, runs []replayRun, f replayFl
 			return nil, "", err
 		}
 		defer rd.Close()
-		src, name = rd, trace.Name(in.path)
+		src, name = &cutSource{src: rd}, trace.Name(in.path)
 	}
 	results, events, err := fanOut(ctx, name, total, src, runs, f, gpu, prog)
 	if err != nil {
 		return nil, "", err
+	}
+	if cs, ok := src.(*cutSource); ok && cs.cut != nil {
+		say := cs.cut.Error()
+		var ce *trace.CutError
+		if errors.As(cs.cut, &ce) { // the same, without the file's name (the note and the row name it)
+			say = fmt.Sprintf("cut after event %d (line %d, byte %d of the text): %s", ce.Events, ce.Line, ce.Offset, ce.Reason)
+		}
+		for _, r := range results {
+			r.Cut = say
+		}
 	}
 	if events == 0 {
 		return nil, "", fmt.Errorf("%s: %w: nothing to replay", in.path, trace.ErrEmpty)
@@ -539,6 +553,23 @@ func replayOne(ctx context.Context, in replayInput, runs []replayRun, f replayFl
 		}
 	}
 	return results, "", nil
+}
+
+// cutSource is a trace reader's events up to a cut (trace.ErrCut: the process writing it was killed, and
+// what survived is a prefix of complete records) as a whole trace: every complete event is replayed, and cut
+// keeps the reader's account of where and why it stopped. Any other read error stays an error.
+type cutSource struct {
+	src replay.Source
+	cut error
+}
+
+func (c *cutSource) Next() (trace.Event, bool, error) {
+	ev, ok, err := c.src.Next()
+	if err != nil && errors.Is(err, trace.ErrCut) {
+		c.cut = err
+		return trace.Event{}, false, nil
+	}
+	return ev, ok, err
 }
 
 type sniffKind int

@@ -108,6 +108,9 @@ type Result struct {
 	// Input names the input the trace was read from (its path as the user gave it): results are keyed by
 	// it, since two inputs may have the same Trace name. Set by the caller; "" when it did not.
 	Input string
+	// Cut is the trace reader's account of a cut input (trace.ErrCut: its writer stopped mid-trace), when the
+	// replay covered the complete events before the cut; "" for a whole trace. Set by the caller.
+	Cut string
 	// NoFit is set when the trace does not fit the device under this policy: the replay stopped at the
 	// first request the engine could not serve. The measurements are then those up to that event.
 	NoFit *NoFit

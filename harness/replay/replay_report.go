@@ -133,6 +133,9 @@ type ReportRow struct {
 	// DoesNotFit is set when the trace did not fit the device under this policy: the figures above are
 	// those up to that event.
 	DoesNotFit *NoFitRow `json:"does_not_fit,omitempty"`
+	// Cut says where a cut input ended (its writer stopped mid-trace): the figures are those of the
+	// complete events before the cut.
+	Cut string `json:"cut,omitempty"`
 }
 
 // NoFitRow is NoFit as written to JSON.
@@ -161,7 +164,7 @@ func Row(r *Result, peaks TorchPeaks) ReportRow {
 		PeakReservedBytes: r.PeakReservedBytes, Fragmentation: r.Fragmentation,
 		LiveFragmentation: r.LiveFragmentation, DriverCalls: r.DriverCalls.Map(),
 		ModeledDriverSeconds: r.ModeledDriverTime.Seconds(), ReplaySeconds: r.ReplaySeconds,
-		Unfreed: r.Unfreed, Stitches: r.Stats.NumStitches,
+		Unfreed: r.Unfreed, Stitches: r.Stats.NumStitches, Cut: r.Cut,
 	}
 	if r.ReplaySeconds > 0 {
 		row.EventsPerSecond = float64(r.Events) / r.ReplaySeconds
