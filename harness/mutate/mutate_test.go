@@ -3,6 +3,9 @@ package mutate
 import (
 	"context"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -570,4 +573,71 @@ func testNames(root string) (map[string][]string, error) {
 		return nil
 	})
 	return out, err
+}
+
+// Property: a mutant of a cgo file keeps every //export comment immediately before its func (cgo exports a
+// function only so; one moved away would make the mutant a build error or a library without the symbol, not
+// the behaviour change it stands for), and the mutated file still parses.
+func TestCgoExportCommentsStayOnTheirFunc(t *testing.T) {
+	ms, err := Generate("../..", "capi", Skip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := map[string][]byte{}
+	exports := 0
+	for _, m := range ms {
+		if src[m.File] == nil {
+			if src[m.File], err = os.ReadFile(filepath.Join("../..", m.File)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, m.File, m.Apply(src[m.File]), parser.ParseComments)
+		if err != nil {
+			t.Fatalf("%v: the mutated file does not parse: %v", m, err)
+		}
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Doc == nil {
+				continue
+			}
+			last := fd.Doc.List[len(fd.Doc.List)-1]
+			if !strings.HasPrefix(last.Text, "//export ") {
+				continue
+			}
+			exports++
+			if name := strings.TrimSpace(strings.TrimPrefix(last.Text, "//export ")); name != fd.Name.Name ||
+				fset.Position(last.End()).Line+1 != fset.Position(fd.Pos()).Line {
+				t.Errorf("%v: //export %s is not immediately before func %s", m, name, fd.Name.Name)
+			}
+		}
+	}
+	if len(ms) == 0 || exports == 0 {
+		t.Fatalf("%d mutants of capi, %d //export comments seen: nothing judged", len(ms), exports)
+	}
+}
+
+// Property: the packages one build compiles are split so that no group holds two packages of one name
+// (go test -c -o DIR/ names each binary after its package: package gmlake and cmd/gmlake would collide),
+// every package is in exactly one group, and the order within a group is the order given.
+func TestBuildGroupsHoldDistinctNames(t *testing.T) {
+	list := []string{".", "./capi", "./cmd/gmlake", "./impl/clib", "./x/gmlake", "./y/clib"}
+	names := []string{"gmlake", "capi", "gmlake", "clib", "gmlake", "clib"}
+	groups := groupByName(list, names)
+	if len(groups) != 3 {
+		t.Fatalf("%d groups %v, want 3 (three packages named gmlake)", len(groups), groups)
+	}
+	seen := map[int]bool{}
+	for _, g := range groups {
+		in := map[string]bool{}
+		for k, i := range g {
+			if in[names[i]] || seen[i] || k > 0 && g[k-1] >= i {
+				t.Fatalf("groups %v: %s repeated, or out of order", groups, list[i])
+			}
+			in[names[i]], seen[i] = true, true
+		}
+	}
+	if len(seen) != len(list) {
+		t.Fatalf("groups %v leave out a package of %v", groups, list)
+	}
 }

@@ -395,7 +395,7 @@ func build(ctx context.Context, root, tmp string, m *Mutant, cs []Checker) (bina
 		}
 		args = append(args, "-overlay", out.overlay)
 	}
-	var list []string
+	var list, names []string
 	for _, c := range cs {
 		if _, ok := out.bin[c.Pkg]; !ok {
 			// go test -c -o DIR/ names each binary after the last element of the package's import path.
@@ -403,16 +403,50 @@ func build(ctx context.Context, root, tmp string, m *Mutant, cs []Checker) (bina
 			if err != nil {
 				return binaries{}, err
 			}
-			out.bin[c.Pkg] = filepath.Join(dir, name+".test")
-			list = append(list, c.Pkg)
+			out.bin[c.Pkg] = ""
+			list, names = append(list, c.Pkg), append(names, name)
 		}
 	}
-	cmd := exec.CommandContext(ctx, "go", append(args, list...)...)
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return binaries{}, fmt.Errorf("%s(%v)", b, err)
+	// Packages of one name (the module's own package gmlake and cmd/gmlake) cannot share one -o folder: one
+	// go test -c per group of distinct names, each into its own folder.
+	for g, group := range groupByName(list, names) {
+		gdir := filepath.Join(dir, fmt.Sprintf("g%d", g))
+		if err := os.Mkdir(gdir, 0o755); err != nil {
+			return binaries{}, err
+		}
+		a := slices.Clone(args)
+		a[3] = gdir + string(filepath.Separator) // the -o folder
+		var pkgs []string
+		for _, i := range group {
+			out.bin[list[i]] = filepath.Join(gdir, names[i]+".test")
+			pkgs = append(pkgs, list[i])
+		}
+		cmd := exec.CommandContext(ctx, "go", append(a, pkgs...)...)
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return binaries{}, fmt.Errorf("%s(%v)", b, err)
+		}
 	}
 	return out, nil
+}
+
+// groupByName splits the indices of names into groups in which no name is repeated, in order: each index
+// goes to the first group that does not hold its name yet.
+func groupByName(list, names []string) [][]int {
+	var groups [][]int
+	var taken []map[string]bool
+	for i := range list {
+		g := 0
+		for g < len(groups) && taken[g][names[i]] {
+			g++
+		}
+		if g == len(groups) {
+			groups, taken = append(groups, nil), append(taken, map[string]bool{})
+		}
+		groups[g] = append(groups[g], i)
+		taken[g][names[i]] = true
+	}
+	return groups
 }
 
 // importBase is the last element of the import path of package folder pkg ("./impl/serve": serve; ".":
