@@ -50,6 +50,7 @@ package trace
 import (
 	"bufio"
 	"bytes"
+	"compress/flate"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -230,7 +231,7 @@ func (rd *Reader) Next() (ev Event, ok bool, err error) {
 			return ev, false, &ParseError{File: rd.file, Line: rd.line + 1, Text: string(text[:64]) + "...", Msg: "line longer than 64 KiB"}
 		}
 		if rerr != nil && rerr != io.EOF {
-			return ev, false, fmt.Errorf("%s:%d: %w (truncated or corrupt input)", rd.file, rd.line+1, rerr)
+			return ev, false, readErr(rd.file, rd.line+1, rerr)
 		}
 		if len(text) > 0 {
 			rd.line++
@@ -523,4 +524,14 @@ func WriteFile(path string, events []Event) error {
 		err = cerr
 	}
 	return err
+}
+
+// readErr is a read error at line: the data ended early or does not decompress (truncated or corrupt input),
+// or the file itself could not be read (a folder, an I/O error), which says nothing about its contents.
+func readErr(file string, line int, err error) error {
+	var corrupt flate.CorruptInputError
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.As(err, &corrupt) {
+		return fmt.Errorf("%s:%d: %w (truncated or corrupt input)", file, line, err)
+	}
+	return fmt.Errorf("%s:%d: cannot read it: %w", file, line, err)
 }

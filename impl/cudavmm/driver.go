@@ -53,7 +53,7 @@ func Load() error {
 		var buf [512]C.char
 		if C.gm_load(&buf[0], C.int(len(buf))) != 0 {
 			loadOnce.err = fmt.Errorf("cudavmm: no CUDA driver was found (%s): run on a machine with an NVIDIA "+
-				"driver, or use the simulated device (sim.NewDevice): %w", C.GoString(&buf[0]), vmm.ErrDriverNotLoaded)
+				"driver, or use the simulated GPU (GMLAKE_DEVICE=sim for libgmlake, --device sim for the gmlake command, gmlake.NewSimulated in Go): %w", C.GoString(&buf[0]), vmm.ErrDriverNotLoaded)
 		}
 	})
 	return loadOnce.err
