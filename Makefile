@@ -46,6 +46,8 @@ verify:
 	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 3h -v -run '^(TestRapid|TestExplore|TestLinearizable|TestFindings)$$' ./harness/
 	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 1h -v -run '^TestCLibSwarm$$' ./harness/ops/
 	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 40m -run '^FuzzABI$$' -fuzz '^FuzzABI$$' -fuzztime 20m ./capi
+	$(GO) test -count=1 -timeout 20m -run '^$$' -fuzz '^FuzzParseEnv$$' -fuzztime 10m ./impl/clib
+	$(GO) test -count=1 -timeout 20m -run '^$$' -fuzz '^FuzzReader$$' -fuzztime 10m ./trace
 	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 3h ./harness/... ./fuzz/...
 	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 3h -tags gmlake_mutants -run 'Mutation' ./harness ./fuzz
 	./tla/run.sh long
