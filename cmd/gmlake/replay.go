@@ -51,11 +51,12 @@ func init() {
 		Short: "Replay training allocation traces through allocator policies and compare their memory use",
 		Long: `replay drives each trace (the text format of testdata/traces/README.md, gzip or plain, or a PyTorch
 memory snapshot pickle from torch.cuda.memory._dump_snapshot) through each policy, on the simulated H200 or a
-real GPU, and prints one table: per trace and policy the peak live bytes (each request rounded up to 512 B),
-peak allocated and reserved bytes, fragmentation (1 - allocated/reserved, and 1 - live/reserved), driver calls
-by kind and the modeled driver time, beside PyTorch's own measured peak reserved from peaks.json
-(caching against the native allocator, every other policy against expandable_segments) and the modeled
-driver time as a share of the recorded training time.
+real GPU, and prints one table: per trace and policy the peak live and reserved GiB (live: each request
+rounded up to 512 B), fragmentation (1 - allocated/reserved, and 1 - live/reserved), the peak reserved over
+expandable's on the same trace ("vs exp") and the modeled driver time. --wide adds the events, peak
+allocated bytes, PyTorch's own measured peak reserved from peaks.json (caching against the native allocator,
+every other policy against expandable_segments), the driver calls by kind, the modeled driver time as a
+share of the recorded training time and the replay's speed; --json writes every figure.
 
 Each input is read once, as it comes: a file, a pipe, /dev/stdin or - (standard input), <(zcat ...); every
 policy replays it at the same time. A folder replays the traces in it; a file that is not a trace (a README,
