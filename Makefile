@@ -4,7 +4,7 @@ GO      ?= go
 BIN     ?= bin
 TRACES  := $(wildcard testdata/traces/*.trace.gz)
 
-.PHONY: run test vet unit race tla verify gpu capi wheel wheel-test fuzz bench clean
+.PHONY: run test vet unit race tla verify cli gpu capi wheel wheel-test fuzz bench clean
 
 ## run: replay the bundled real training traces through every policy on the simulated H200
 run:
@@ -53,6 +53,11 @@ verify:
 	./tla/run.sh long
 	mkdir -p $(BIN)
 	$(GO) run ./cmd/gmlake mutate --dir impl,impl/serve,impl/clib --json $(BIN)/mutants.json
+
+## cli: the gmlake command (replay, fuzz, probe, mutate) into $(BIN)/gmlake; `go run ./cmd/gmlake ARGS` runs it unbuilt
+cli:
+	mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/gmlake ./cmd/gmlake
 
 ## gpu: build the GPU test and benchmark binaries into $(BIN)/ for a machine with a GPU and no Go (stripped:
 ## the device tool carries 64 MiB at most); harness/gpu/battery.sh runs the GPU checkers there
