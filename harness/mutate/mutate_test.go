@@ -512,7 +512,8 @@ func writeTemp(t *testing.T, s string) string {
 }
 
 // Property: two checkers of one package that reach the same folder run disjoint tests (their -run and -skip
-// patterns split the package), so a kill by both is two independent verdicts, not one test counted twice.
+// patterns split the package), so a kill by both is two independent verdicts, not one test counted twice;
+// and every checker's patterns select at least one test of its package (one that selects none passes all).
 func TestCheckersOfOnePackageAreDisjoint(t *testing.T) {
 	dirs := []string{"impl", "impl/serve", "impl/clib", "capi", "trace", "harness/replay"}
 	tests, err := testNames("../..")
@@ -530,10 +531,15 @@ func TestCheckersOfOnePackageAreDisjoint(t *testing.T) {
 			if rc.Skip != "" {
 				skip = regexp.MustCompile(rc.Skip)
 			}
+			n := 0
 			for _, name := range tests[path.Clean(rc.Pkg)] {
 				if run.MatchString(name) && !skip.MatchString(name) {
 					runs[path.Clean(rc.Pkg)+"."+name] = append(runs[path.Clean(rc.Pkg)+"."+name], rc.Name)
+					n++
 				}
+			}
+			if n == 0 {
+				t.Errorf("%s on %s runs no test of %s (-run %q -skip %q): it would pass every mutant", rc.Name, d, rc.Pkg, rc.Run, rc.Skip)
 			}
 		}
 		if len(runs) == 0 {
