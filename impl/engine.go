@@ -30,6 +30,10 @@ type streamState struct {
 	// Fences: events recorded on s to learn when the work submitted before a set of frees finished, oldest
 	// first, each with the free counter when it was recorded.
 	// Invariant: every block freed on s with freeSeq <= safeSeq has no outstanding work on s.
+	// stuck, stuckRec (in the default pool's state of s): the poll (opMutex.poll) in which an event recorded
+	// on s answered incomplete, and the earliest such record (Allocator.recs): in that poll no event recorded
+	// on s at or after it is asked (its stream's work completes in order).
+	stuck, stuckRec uint64
 	// A fence is recorded at a free that leaves a releasable unit (a whole free segment or chunk) unless the
 	// newest outstanding fence already covers it or maxFences are outstanding, so memory freed while s was
 	// idle is known safe even if s gets busy later; otherwise safe() records one when it needs to know.
@@ -50,6 +54,8 @@ type streamState struct {
 	// retired). Invariant: !gone implies lastEv == 0; a gone stream is never Allocator.last.
 	gone   bool
 	lastEv vmm.Event
+	// lastNotDone: the poll (opMutex.poll) in which lastEv answered incomplete; not asked again in it.
+	lastNotDone uint64
 	// recheck: a driver call on s answered that s does not exist (destroyed without ForgetStream): the next
 	// Alloc or RecordStream on s asks StreamQuery again. Invariant: a recheck stream is never Allocator.last.
 	recheck bool
@@ -63,16 +69,34 @@ type pendingEv struct {
 	st   *streamState // ev == 0: the stream whose fence (or, with last, whose last event) is waited for
 	seq  uint64       // ev == 0 && !last: the free stamp st's fences must cover
 	last bool
+	on   vmm.Stream // ev != 0: the stream ev was recorded on, and its place among the engine's records
+	rec  uint64
 	// blocks wait on this entry, each counting it in its events. ev != 0 or last: the one block freed
 	// (pBlock or sBlock); ev == 0 && !last: the parts (pBlocks, xwait == st, xseq == seq) of one freed
 	// sBlock, except parts taken back or recycled since (processEventsOnceLocked skips those).
 	blocks []*block
 }
 
+// opMutex is Allocator.mu. Each acquisition is one op and starts one poll of the device's events (poll,
+// read under the lock; a wait for a stream on the out-of-memory path starts another): within a poll an event
+// that answered incomplete is not asked again, nor an event recorded after it on its stream, since nothing
+// can have completed that a second cuEventQuery would learn (PyTorch's process_events asks each stream's
+// events once, oldest first, and stops at the first incomplete one). INV-BUDGET judges it.
+type opMutex struct {
+	sync.Mutex
+	poll uint64
+}
+
+// Lock takes the lock and starts a poll.
+func (m *opMutex) Lock() {
+	m.Mutex.Lock()
+	m.poll++
+}
+
 // Allocator is the engine. Every exported method takes mu; the core below it is single-threaded and its
 // decisions depend only on the requests, the driver's answers and event completion.
 type Allocator struct {
-	mu sync.Mutex
+	mu opMutex
 
 	// Everything below is guarded by mu.
 	d meteredDriver // the driver, counting every call the engine makes (Stats.DriverCalls); safe without mu
@@ -136,7 +160,10 @@ type Allocator struct {
 	clock   uint64    // LRU clock for sBlocks. Invariant: no sBlock's lastUse is later.
 	fused   vmm.Bytes // gmlake-paper: bytes stitched and not collected since (GMLake's total_fuse_size, autoGC)
 	evSeq   uint64    // gmlake-paper: block events recorded so far (GMLake's event_id); no ev.id is later
-	st      Stats
+	// recs counts the fences and RecordStream events recorded (their place: fence.rec, pendingEv.rec).
+	// Invariant: no fence or pending event carries a later place.
+	recs uint64
+	st   Stats
 
 	// Undo steps that failed even after retries: kept so that a later release of the cache and Close try
 	// again, and so that Snapshot and the statistics tell the truth.
@@ -406,8 +433,12 @@ func (a *Allocator) lastDoneLocked(st *streamState) bool {
 	if st.lastEv == 0 {
 		return true
 	}
+	if st.lastNotDone == a.mu.poll {
+		return false // it answered incomplete in this poll already
+	}
 	done, err := a.d.QueryEvent(st.lastEv)
 	if err != nil || !done {
+		st.lastNotDone = a.mu.poll
 		return false
 	}
 	a.evFree = append(a.evFree, st.lastEv)
@@ -586,8 +617,12 @@ func (a *Allocator) safeLocked(st *streamState, seq uint64) bool {
 func (a *Allocator) retireFencesLocked(st *streamState, seq uint64) {
 	for len(st.fences) > 0 && seq > st.safeSeq {
 		f := st.fences[0]
+		if a.stuckLocked(st.s, f.rec) {
+			return // it, or an event recorded on st.s before it, answered incomplete in this poll already
+		}
 		done, err := a.d.QueryEvent(f.ev)
 		if err != nil || !done {
+			a.markStuckLocked(st.s, f.rec)
 			return
 		}
 		st.safeSeq = max(st.safeSeq, f.seq)
@@ -623,12 +658,22 @@ func (a *Allocator) processEventsOnceLocked() bool {
 		var done bool
 		switch {
 		case pe.ev != 0:
+			// pend holds each stream's events in record order: past the first incomplete one of a stream,
+			// the later ones cannot have completed.
+			if a.stuckLocked(pe.on, pe.rec) {
+				break
+			}
 			d, err := a.d.QueryEvent(pe.ev)
 			done = err == nil && d
+			if !done {
+				a.markStuckLocked(pe.on, pe.rec)
+			}
 		case pe.last:
 			done = a.lastDoneLocked(pe.st)
 		default:
-			done = a.safeLocked(pe.st, pe.seq)
+			// Parts taken back by their own stream, or recycled, wait no more: an entry no part waits on is
+			// dropped without asking the device (INV-BUDGET: nothing waits for the answer).
+			done = !slices.ContainsFunc(pe.blocks, func(b *block) bool { return waitsOn(b.p, pe) }) || a.safeLocked(pe.st, pe.seq)
 		}
 		if !done {
 			a.pend[j] = pe
@@ -641,7 +686,7 @@ func (a *Allocator) processEventsOnceLocked() bool {
 		for _, b := range pe.blocks {
 			if pe.ev == 0 && !pe.last {
 				pb := b.p // a part of another stream's sBlock
-				if pb.xwait != pe.st || pb.xseq != pe.seq || pb.state != Pending {
+				if !waitsOn(pb, pe) {
 					continue // taken back by its own stream meanwhile (holdPartsLocked), or recycled since
 				}
 				// Never used on its own stream, so safe there at once.
@@ -662,6 +707,25 @@ func (a *Allocator) processEventsOnceLocked() bool {
 	}
 	a.ready = ready[:0]
 	return len(a.pend) > j
+}
+
+// stuckLocked reports whether an event recorded on stream s at place rec (Allocator.recs) cannot have
+// completed: in this poll an event recorded on s no later answered incomplete.
+func (a *Allocator) stuckLocked(s vmm.Stream, rec uint64) bool {
+	d := a.streams[s]
+	return d != nil && d.stuck == a.mu.poll && rec >= d.stuckRec
+}
+
+// markStuckLocked notes that the event recorded on s at place rec answered incomplete in this poll.
+func (a *Allocator) markStuckLocked(s vmm.Stream, rec uint64) {
+	if d := a.streams[s]; d != nil && (d.stuck != a.mu.poll || rec < d.stuckRec) {
+		d.stuck, d.stuckRec = a.mu.poll, rec
+	}
+}
+
+// waitsOn reports whether pBlock pb, a part of another stream's freed sBlock, still waits on the fence entry pe.
+func waitsOn(pb *pBlock, pe pendingEv) bool {
+	return pb.xwait == pe.st && pb.xseq == pe.seq && pb.state == Pending
 }
 
 // freeLocked frees live block b (the caller checked it).
@@ -713,6 +777,8 @@ func (a *Allocator) recordUsesLocked(b *block) error {
 		if err == nil {
 			if err = a.d.RecordEvent(e, s); err != nil {
 				a.evFree = append(a.evFree, e)
+			} else {
+				a.recs++
 			}
 		}
 		if err != nil && errors.Is(err, vmm.ErrInvalidHandle) && a.confirmDestroyedLocked(st) {
@@ -728,7 +794,7 @@ func (a *Allocator) recordUsesLocked(b *block) error {
 			a.pend = a.pend[:start]
 			return fmt.Errorf("gmlake: free %v: recording an event on stream %d: %w", b.ptr, s, err)
 		}
-		a.pend = append(a.pend, pendingEv{ev: e, blocks: []*block{b}})
+		a.pend = append(a.pend, pendingEv{ev: e, on: s, rec: a.recs, blocks: []*block{b}})
 	}
 	if n := len(a.pend) - start; n > 0 {
 		b.events = n
@@ -878,6 +944,7 @@ const maxFences = 8
 type fence struct {
 	ev  vmm.Event
 	seq uint64
+	rec uint64 // its place among the engine's records (Allocator.recs)
 }
 
 // noteFreeLocked records a fence on ss after a free that left a releasable unit, if no outstanding fence covers it.
@@ -927,6 +994,7 @@ func (a *Allocator) syncCappedLocked() bool {
 			continue // a failed wait proves nothing: its frees stay as they were
 		}
 		synced = true
+		a.mu.poll++ // the wait made the streams progress: their events may be asked again
 		a.st.NumSyncs++
 		settle := func(ss *streamState) {
 			if ss == nil {
@@ -963,7 +1031,8 @@ func (a *Allocator) recordFenceLocked(ss *streamState) bool {
 		a.evFree = append(a.evFree, e)
 		return false
 	}
-	ss.fences = append(ss.fences, fence{ev: e, seq: a.freeSeq})
+	a.recs++
+	ss.fences = append(ss.fences, fence{ev: e, seq: a.freeSeq, rec: a.recs})
 	return true
 }
 

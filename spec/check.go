@@ -51,6 +51,7 @@ const (
 	InvPaperEvents   = "INV-PAPEREVENTS" // judged by harness/ops (judge_paper.go: gmlake-paper's event churn)
 	InvFence         = "INV-FENCE"       // judged by harness/ops (judge_fence.go: the fences a Free records)
 	InvCounters      = "INV-COUNTERS"    // judged by harness/ops (judge_counters.go: the engine's operation counters)
+	InvBudget        = "INV-BUDGET"      // judged by harness/ops (judge_budget.go: the event queries, records and waits an op may cost)
 )
 
 // StateInvariants lists the invariants Check evaluates on a single View, with their predicates.

@@ -15,6 +15,7 @@ type failLog struct {
 	syncs  []streamCall      // the event and stream calls since the last reset (INV-CAPTURESAFE, judge_capture.go)
 	access []vmm.Range       // every SetAccess since the last reset, in call order, failed or not (INV-ACCESS)
 	unmaps []unmapCall       // every Unmap since the last reset, in call order, failed or not (INV-EMPTIED)
+	events []eventCall       // every event record and query and every wait for a stream since the last reset, in call order (INV-BUDGET)
 }
 
 // unmapCall is one cuMemUnmap the engine made: the range and the driver's answer.

@@ -42,6 +42,9 @@ func (c clockSync) Synchronize(s vmm.Stream) error {
 		c.e.Device.Complete(s)
 	}
 	c.e.synced = append(c.e.synced, s)
+	if c.e.calls != nil { // the layer's waits and the engine's, in call order with the event calls (INV-BUDGET)
+		c.e.calls.events = append(c.e.calls.events, eventCall{kind: callSynchronize, stream: s, done: !c.e.syncTellsOnly})
+	}
 	if c.e.calls != nil && c.e.S == nil { // the bare engine's own wait (F6), in call order with its event calls
 		c.e.calls.syncs = append(c.e.calls.syncs, streamCall{callSynchronize, s})
 	}

@@ -137,6 +137,8 @@ type Env struct {
 	torch torchStatsJudge
 	// retries judges INV-RETRIES (judge_retries.go): num_alloc_retries and num_ooms after the last step.
 	retries retriesJudge
+	// budget: what the engine was told of each event it recorded (INV-BUDGET, judge_budget.go).
+	budget budgetJudge
 	// counters: the engine's Stats after the last step (INV-COUNTERS, judge_counters.go).
 	counters impl.Stats
 	// segev judges INV-SEGEVENTS (judge_segevents.go): the segment events replay to the snapshot's memory.
@@ -691,6 +693,7 @@ func (e *Env) step(op Op) StepResult {
 	e.Ops = append(e.Ops, op)
 	if e.calls != nil {
 		e.calls.failed, e.calls.syncs, e.calls.access, e.calls.unmaps = e.calls.failed[:0], e.calls.syncs[:0], e.calls.access[:0], e.calls.unmaps[:0]
+		e.calls.events = e.calls.events[:0]
 	}
 	switch op.Kind {
 	case OpFail, OpClearFaults, OpLaunch, OpComplete, OpCompleteAll, OpClose: // no engine call before Close
@@ -924,6 +927,8 @@ func (e *Env) step(op Op) StepResult {
 		e.Hist.SetCapturing(len(e.capturing) > 0)
 		e.flushHist()
 	}
+	// The op's own event calls and driver calls end here: the judges below ask the engine too (INV-BUDGET).
+	opEvents, opCounts := e.opCalls()
 	// What the serving layer promises (INV-SERVE), judged while e.synced still holds its synchronisations.
 	res.Violations = append(res.Violations, e.judgeServe(op, res, refused)...)
 	// The serving layer's synchronisations happened before its answer: tell the judges first. A wait that
@@ -1057,6 +1062,8 @@ func (e *Env) step(op Op) StepResult {
 		if op.Kind == OpAlloc && haveBefore {
 			res.Violations = append(res.Violations, judgeFenceAfterWait(e.Cfg.Policy, op, before, e.calls.syncs)...) // INV-FENCE
 		}
+		res.Violations = append(res.Violations, e.budget.judge(e.Cfg.Policy, e.Steps, op, res, before, after, haveBefore, e.pooled, len(e.calls.failed) > 0, freedPtr,
+			callsBefore, opCounts, op.Kind == OpAlloc && e.Dev != nil, opEvents)...) // INV-BUDGET
 	}
 	if op.Kind == OpEmptyCache {
 		res.Violations = append(res.Violations, judgeEmptyCacheReports(e.Cfg.Policy, res.Err, e.unmapCalls())...)

@@ -24,6 +24,7 @@ func (l *failLog) RecordEvent(e vmm.Event, s vmm.Stream) error {
 	l.syncs = append(l.syncs, streamCall{vmm.CallRecordEvent, s})
 	err := l.Device.RecordEvent(e, s)
 	l.noteEvent(vmm.CallRecordEvent, err)
+	l.events = append(l.events, eventCall{kind: vmm.CallRecordEvent, ev: e, stream: s, err: err})
 	return err
 }
 
@@ -31,6 +32,7 @@ func (l *failLog) QueryEvent(e vmm.Event) (bool, error) {
 	l.syncs = append(l.syncs, streamCall{vmm.CallQueryEvent, 0})
 	done, err := l.Device.QueryEvent(e)
 	l.noteEvent(vmm.CallQueryEvent, err)
+	l.events = append(l.events, eventCall{kind: vmm.CallQueryEvent, ev: e, done: done, err: err})
 	return done, err
 }
 
