@@ -189,8 +189,13 @@ type Reader struct {
 // NewReader returns a Reader of r (gzip or plain, detected by content); file names the input in errors.
 func NewReader(r io.Reader, file string) (*Reader, error) {
 	br, ok := r.(*bufio.Reader)
+	if ok && br.Size() > 1<<16 {
+		// The 64 KiB line limit is the format's, whatever buffer the caller has: a larger *bufio.Reader is
+		// read through one of 64 KiB (hidden from bufio.NewReaderSize, which would hand it back as it is).
+		ok = false
+	}
 	if !ok || br.Size() < 1<<16 {
-		br = bufio.NewReaderSize(r, 1<<16)
+		br = bufio.NewReaderSize(struct{ io.Reader }{r}, 1<<16)
 	}
 	rd := &Reader{file: file, br: br, live: make(map[uint64]byte)}
 	magic, _ := br.Peek(2)
