@@ -44,7 +44,8 @@
 // they use the small pool, above it the large pool (PyTorch's kSmallSize). Each stream has its own pools. Free is stream-ordered: the block is reusable at once on its
 // allocation stream. A block used on other streams (RecordStream) goes Pending with one pooled event per
 // recorded stream; Alloc polls pending events (only while there are any) and frees the block when all
-// completed. Memory is released (unmapped, cuMemRelease) or stitched across streams only when the work that
+// completed. A poll asks each stream's events once per op, oldest first, and stops at a stream's first
+// incomplete one (opMutex: each hold of the lock is one poll; a wait for a stream starts another; INV-BUDGET). Memory is released (unmapped, cuMemRelease) or stitched across streams only when the work that
 // used it completed: the engine learns that from fences, events recorded on the freeing stream (streamState):
 // one at a free that leaves a whole segment or chunk free when no outstanding fence covers it, or lazily when
 // needed. The steady-state hot path makes no driver call. The price: at most maxFences fences per stream
