@@ -18,7 +18,9 @@ import (
 // answered incomplete, an Alloc that grew, a Free of a block recorded on another stream, gmlake-paper.
 func TestBudgetJudgeBites(t *testing.T) {
 	const s1, s2 = vmm.Stream(11), vmm.Stream(12)
-	rec := func(e vmm.Event, s vmm.Stream) eventCall { return eventCall{kind: vmm.CallRecordEvent, ev: e, stream: s} }
+	rec := func(e vmm.Event, s vmm.Stream) eventCall {
+		return eventCall{kind: vmm.CallRecordEvent, ev: e, stream: s}
+	}
 	query := func(e vmm.Event, done bool) eventCall { return eventCall{kind: vmm.CallQueryEvent, ev: e, done: done} }
 	wait := func(s vmm.Stream) eventCall { return eventCall{kind: callSynchronize, stream: s, done: true} }
 	p := vmm.DevicePtr(0x7f00_0000_0000)
