@@ -34,6 +34,9 @@ type streamState struct {
 	// on s answered incomplete, and the earliest such record (Allocator.recs): in that poll no event recorded
 	// on s at or after it is asked (its stream's work completes in order).
 	stuck, stuckRec uint64
+	// doneRec (in the default pool's state of s): the latest record (Allocator.recs) on s known complete (a
+	// query answered so, or a wait for s): every event recorded on s no later has completed, unasked.
+	doneRec uint64
 	// A fence is recorded at a free that leaves a releasable unit (a whole free segment or chunk) unless the
 	// newest outstanding fence already covers it or maxFences are outstanding, so memory freed while s was
 	// idle is known safe even if s gets busy later; otherwise safe() records one when it needs to know.
@@ -54,8 +57,8 @@ type streamState struct {
 	// retired). Invariant: !gone implies lastEv == 0; a gone stream is never Allocator.last.
 	gone   bool
 	lastEv vmm.Event
-	// lastNotDone: the poll (opMutex.poll) in which lastEv answered incomplete; not asked again in it.
-	lastNotDone uint64
+	// lastRec: lastEv's place among the engine's records (Allocator.recs).
+	lastRec uint64
 	// recheck: a driver call on s answered that s does not exist (destroyed without ForgetStream): the next
 	// Alloc or RecordStream on s asks StreamQuery again. Invariant: a recheck stream is never Allocator.last.
 	recheck bool
@@ -160,7 +163,8 @@ type Allocator struct {
 	clock   uint64    // LRU clock for sBlocks. Invariant: no sBlock's lastUse is later.
 	fused   vmm.Bytes // gmlake-paper: bytes stitched and not collected since (GMLake's total_fuse_size, autoGC)
 	evSeq   uint64    // gmlake-paper: block events recorded so far (GMLake's event_id); no ev.id is later
-	// recs counts the fences and RecordStream events recorded (their place: fence.rec, pendingEv.rec).
+	// recs counts the fences, RecordStream and last events recorded (their place: fence.rec, pendingEv.rec,
+	// streamState.lastRec).
 	// Invariant: no fence or pending event carries a later place.
 	recs uint64
 	st   Stats
@@ -407,6 +411,10 @@ func (a *Allocator) ForgetStream(s vmm.Stream) error {
 		}
 		e = 0 // destroyed already: nothing left to wait on
 	}
+	if e != 0 {
+		a.recs++
+		ss.lastRec = a.recs
+	}
 	ss.gone, ss.lastEv, ss.recheck = true, e, false
 	if a.last == ss {
 		a.last = nil
@@ -433,13 +441,16 @@ func (a *Allocator) lastDoneLocked(st *streamState) bool {
 	if st.lastEv == 0 {
 		return true
 	}
-	if st.lastNotDone == a.mu.poll {
-		return false // it answered incomplete in this poll already
+	if a.stuckLocked(st.s, st.lastRec) {
+		return false // it, or an event recorded on st.s before it, answered incomplete in this poll already
 	}
-	done, err := a.d.QueryEvent(st.lastEv)
-	if err != nil || !done {
-		st.lastNotDone = a.mu.poll
-		return false
+	if !a.knownDoneLocked(st.s, st.lastRec) {
+		done, err := a.d.QueryEvent(st.lastEv)
+		if err != nil || !done {
+			a.markStuckLocked(st.s, st.lastRec)
+			return false
+		}
+		a.markDoneLocked(st.s, st.lastRec)
 	}
 	a.evFree = append(a.evFree, st.lastEv)
 	st.lastEv = 0
@@ -620,10 +631,13 @@ func (a *Allocator) retireFencesLocked(st *streamState, seq uint64) {
 		if a.stuckLocked(st.s, f.rec) {
 			return // it, or an event recorded on st.s before it, answered incomplete in this poll already
 		}
-		done, err := a.d.QueryEvent(f.ev)
-		if err != nil || !done {
-			a.markStuckLocked(st.s, f.rec)
-			return
+		if !a.knownDoneLocked(st.s, f.rec) {
+			done, err := a.d.QueryEvent(f.ev)
+			if err != nil || !done {
+				a.markStuckLocked(st.s, f.rec)
+				return
+			}
+			a.markDoneLocked(st.s, f.rec)
 		}
 		st.safeSeq = max(st.safeSeq, f.seq)
 		a.evFree = append(a.evFree, f.ev)
@@ -663,10 +677,16 @@ func (a *Allocator) processEventsOnceLocked() bool {
 			if a.stuckLocked(pe.on, pe.rec) {
 				break
 			}
+			if a.knownDoneLocked(pe.on, pe.rec) {
+				done = true
+				break
+			}
 			d, err := a.d.QueryEvent(pe.ev)
 			done = err == nil && d
 			if !done {
 				a.markStuckLocked(pe.on, pe.rec)
+			} else {
+				a.markDoneLocked(pe.on, pe.rec)
 			}
 		case pe.last:
 			done = a.lastDoneLocked(pe.st)
@@ -720,6 +740,20 @@ func (a *Allocator) stuckLocked(s vmm.Stream, rec uint64) bool {
 func (a *Allocator) markStuckLocked(s vmm.Stream, rec uint64) {
 	if d := a.streams[s]; d != nil && (d.stuck != a.mu.poll || rec < d.stuckRec) {
 		d.stuck, d.stuckRec = a.mu.poll, rec
+	}
+}
+
+// knownDoneLocked reports whether the event recorded on s at place rec is known complete: an event recorded
+// on s no earlier answered complete, or a wait for s came after it.
+func (a *Allocator) knownDoneLocked(s vmm.Stream, rec uint64) bool {
+	d := a.streams[s]
+	return d != nil && rec <= d.doneRec
+}
+
+// markDoneLocked notes that the event recorded on s at place rec completed.
+func (a *Allocator) markDoneLocked(s vmm.Stream, rec uint64) {
+	if d := a.streams[s]; d != nil && rec > d.doneRec {
+		d.doneRec = rec
 	}
 }
 
@@ -995,6 +1029,7 @@ func (a *Allocator) syncCappedLocked() bool {
 		}
 		synced = true
 		a.mu.poll++ // the wait made the streams progress: their events may be asked again
+		a.markDoneLocked(s, a.recs)
 		a.st.NumSyncs++
 		settle := func(ss *streamState) {
 			if ss == nil {
