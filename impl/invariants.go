@@ -244,6 +244,9 @@ func (a *Allocator) checkInvariantsLocked() error {
 	}
 	waits := map[*block]int{}
 	for _, pe := range a.pend {
+		if pe.ev != 0 && (pe.rec == 0 || pe.rec > a.recs) {
+			return fail("a pending event's place among the records is %d of %d", pe.rec, a.recs)
+		}
 		for _, b := range pe.blocks {
 			if pe.ev == 0 && !pe.last {
 				if b.p == nil {
@@ -323,6 +326,12 @@ func (a *Allocator) checkInvariantsLocked() error {
 			if f.seq > a.freeSeq || (i > 0 && f.seq <= ss.fences[i-1].seq) {
 				return fail("stream %d: fence stamps out of order or ahead of the frees", ss.s)
 			}
+			if f.rec == 0 || f.rec > a.recs || (i > 0 && f.rec <= ss.fences[i-1].rec) {
+				return fail("stream %d: fence places among the records out of order or ahead of them (%d of %d)", ss.s, f.rec, a.recs)
+			}
+		}
+		if ss.lastRec > a.recs || ss.doneRec > a.recs || ss.stuckRec > a.recs {
+			return fail("stream %d: a record place ahead of the records (last %d, done %d, stuck %d of %d)", ss.s, ss.lastRec, ss.doneRec, ss.stuckRec, a.recs)
 		}
 		for pool, as := range ss.arenas {
 			for _, seg := range as {
