@@ -38,10 +38,11 @@ tla:
 	./tla/run.sh ci
 
 ## verify: the long verification profile, for nightly use: every checker long (figures: sequences, steps,
-## states, depth, histories), the seeded bugs, the Quint spec, then every mutant of impl/ and of the layers
-## libgmlake runs over it, impl/serve and impl/clib (gmlake mutate; hours: it prints one line per mutant,
-## then the score per folder and per checker and the survivors; clib's mutants run only its own, the facade's
-## and capi's tests and the clib checker's, the checkers that call it, so its 242 cost a small share of impl's 2564)
+## states, depth, histories), the fuzz targets of the perimeter (the C ABI, the settings parser, the trace
+## reader), the seeded bugs, the Quint spec, then every mutant of impl/, of the layers libgmlake runs over it
+## (impl/serve, impl/clib), of the C ABI (capi), of the trace format and recorder (trace) and of replay's
+## figures (harness/replay) (gmlake mutate; hours: it prints one line per mutant, then the score per folder and
+## per checker and the survivors; each folder's mutants run only the checkers that call it)
 verify:
 	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 3h -v -run '^(TestRapid|TestExplore|TestLinearizable|TestFindings)$$' ./harness/
 	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 1h -v -run '^TestCLibSwarm$$' ./harness/ops/
@@ -52,7 +53,7 @@ verify:
 	GMLAKE_PROFILE=long $(GO) test -count=1 -timeout 3h -tags gmlake_mutants -run 'Mutation' ./harness ./fuzz
 	./tla/run.sh long
 	mkdir -p $(BIN)
-	$(GO) run ./cmd/gmlake mutate --dir impl,impl/serve,impl/clib --json $(BIN)/mutants.json
+	$(GO) run ./cmd/gmlake mutate --dir impl,impl/serve,impl/clib,capi,trace,harness/replay --json $(BIN)/mutants.json
 
 ## cli: the gmlake command (replay, fuzz, probe, mutate) into $(BIN)/gmlake; `go run ./cmd/gmlake ARGS` runs it unbuilt
 cli:
