@@ -952,7 +952,13 @@ func (e *Env) step(op Op) StepResult {
 		}
 	}
 	if e.Cfg.NoChecks {
-		// Light mode (replays of explored prefixes): keep the history, skip the predicates.
+		// Light mode (replays of explored prefixes): keep the history, skip the predicates. INV-BUDGET's
+		// record of events is history too: a step judged after a light prefix must know the fences the
+		// prefix recorded (its verdicts here are dropped: they passed when the prefix first ran).
+		if e.calls != nil {
+			_ = e.budget.judge(e.Cfg.Policy, e.Steps, op, res, spec.View{}, spec.View{}, false, e.pooled, len(e.calls.failed) > 0, 0,
+				vmm.CallCounts{}, vmm.CallCounts{}, false, opEvents)
+		}
 		if op.Kind == OpAlloc && res.Err == nil {
 			e.Hist.OnAlloc(e.View(), res.Ptr, in.Stream)
 		}

@@ -58,7 +58,8 @@ type doneMark struct {
 //     or the serving layer's) made s progress (PyTorch's process_events keeps one queue per stream and
 //     breaks at cudaErrorNotReady); and no event recorded on s before one that answered complete is queried
 //     (a stream's work completes in order).
-//   - An Alloc served from what the engine holds while no block waits for an event makes no driver call.
+//   - An Alloc served from what the engine holds while no block waits for an event and no recorded event is
+//     outstanding (not known complete: a fence may stamp the memory it takes) makes no driver call.
 //   - A Free of a block no other stream used (no RecordStream), not stitched, that gives no memory back,
 //     with no private pool in play, queries no event and waits for no stream (its fence is INV-FENCE's).
 //
@@ -71,6 +72,7 @@ func (j *budgetJudge) judge(policy string, step int, op Op, res StepResult, befo
 	if j.evs == nil {
 		j.evs, j.done = map[vmm.Event]*evRecord{}, map[vmm.Stream]doneMark{}
 	}
+	fenced := j.outstanding() // before this step's calls: an event recorded and not known complete
 	var out []spec.Violation
 	bad := func(format string, args ...any) {
 		if len(out) == 0 { // the first of the op's excess calls says it
@@ -134,7 +136,7 @@ func (j *budgetJudge) judge(policy string, step int, op Op, res StepResult, befo
 	}
 	switch op.Kind {
 	case OpAlloc:
-		if !hit || !countsOK || pendingIn(before) {
+		if !hit || !countsOK || pendingIn(before) || fenced {
 			return out
 		}
 		var n uint64
@@ -190,6 +192,24 @@ func liveAt(v spec.View, p vmm.DevicePtr) (spec.Alloc, bool) {
 }
 
 // pendingIn reports whether some block of v waits for an event (or for a capture's end to record one).
+// outstanding reports whether an event the engine recorded (a fence at a free, a RecordStream's event) is
+// not known to have completed: no query answered complete since its record, and no later record of its
+// stream did. A cached Alloc may have to ask such an event whether the memory it stamps may be reused on
+// another stream (gmlake/deep: memory freed on s0 taken by s1 asks s0's fences), so the no-call rule holds
+// only when none is outstanding.
+func (j *budgetJudge) outstanding() bool {
+	for _, r := range j.evs {
+		if r.done {
+			continue
+		}
+		if d, ok := j.done[r.stream]; ok && d.rec >= r.rec {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
 func pendingIn(v spec.View) bool {
 	for _, b := range v.Blocks {
 		if b.State == spec.BlockPending {
