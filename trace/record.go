@@ -205,16 +205,26 @@ func (r *Recorder) Path() string { return r.path }
 // Owned reports whether the calling process is the one that opened the trace (false in a forked child).
 func (r *Recorder) Owned() bool { return os.Getpid() == r.pid }
 
-// Alloc records an allocation of size bytes at ptr on (device, stream).
-func (r *Recorder) Alloc(device int, stream uint64, size uint64, ptr uint64) {
+// lockOpen takes r's lock when the calling process owns the trace and the trace is still open (not closed,
+// no write failed), and says whether it did: the entry of every event a process records.
+func (r *Recorder) lockOpen() bool {
 	if !r.Owned() {
-		return
+		return false
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.mu.closed || r.mu.err != nil {
+		r.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// Alloc records an allocation of size bytes at ptr on (device, stream).
+func (r *Recorder) Alloc(device int, stream uint64, size uint64, ptr uint64) {
+	if !r.lockOpen() {
 		return
 	}
+	defer r.mu.Unlock()
 	sk := streamKey{device, stream}
 	sn, ok := r.mu.streams[sk]
 	if !ok {
@@ -229,14 +239,10 @@ func (r *Recorder) Alloc(device int, stream uint64, size uint64, ptr uint64) {
 
 // Free records the free of ptr on device, if it was allocated while recording.
 func (r *Recorder) Free(device int, ptr uint64) {
-	if !r.Owned() {
+	if !r.lockOpen() {
 		return
 	}
-	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.mu.closed || r.mu.err != nil {
-		return
-	}
 	k := ptrKey{device, ptr}
 	id, ok := r.mu.ids[k]
 	if !ok {
