@@ -313,14 +313,14 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
   void emptyCache(MempoolId_t /*mempool_id*/) override {
     // gmlake releases the free memory of every pool that is not held by a live private pool (a CUDA graph's
     // memory stays mapped until its pool is released), on every device.
-    gmlake_empty_cache();
+    TORCH_CHECK(gmlake_empty_cache() == 0, "gmlake: empty_cache(): ", lastError());
   }
 
   void recordStream(const c10::DataPtr& ptr, c10::cuda::CUDAStream stream) override {
     if (ptr.get() == nullptr || ptr.get_deleter() != &rawDeleter) {
       return;  // not ours (e.g. a tensor over memory gmlake did not hand out): nothing to record, as native
     }
-    gmlake_record_stream(ptr.get(), stream.stream());
+    TORCH_CHECK(gmlake_record_stream(ptr.get(), stream.stream()) == 0, "gmlake: record_stream(): ", lastError());
   }
 
   CDA::DeviceStats getDeviceStats(DeviceIndex device) override {
@@ -402,7 +402,8 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
   void setMemoryFraction(double fraction, DeviceIndex device) override {
     TORCH_CHECK(fraction > 0 && fraction <= 1, "gmlake: invalid memory fraction ", fraction,
                 " (must be in (0, 1])");
-    gmlake_set_memory_fraction(fraction, device);
+    TORCH_CHECK(gmlake_set_memory_fraction(fraction, device) == 0, "gmlake: set_per_process_memory_fraction(",
+                fraction, ", ", static_cast<int>(device), "): ", lastError());
   }
 
   std::vector<CCA::StreamSegmentSize> getExpandableSegmentSizes(DeviceIndex /*device*/) override {
