@@ -4,7 +4,7 @@ GO      ?= go
 BIN     ?= bin
 TRACES  := $(wildcard testdata/traces/*.trace.gz)
 
-.PHONY: run test vet unit race tla verify cli gpu capi wheel wheel-test fuzz bench clean
+.PHONY: run test vet unit race tla verify cli gpu perf-bins capi wheel wheel-test fuzz bench clean
 
 ## run: replay the bundled real training traces through every policy on the simulated H200
 run:
@@ -73,6 +73,14 @@ gpu:
 	$(GO) test -c $(GPUFLAGS) -o $(BIN)/gpu.test ./harness/gpu
 	$(GO) test -c $(GPUFLAGS) -o $(BIN)/fuzz.test ./fuzz
 	$(GO) test -c $(GPUFLAGS) -tags gmlake_mutants -o $(BIN)/gpu-mutants.test ./harness/gpu
+
+## perf-bins: the Go layers' hot-path benchmarks as stripped test binaries in $(BIN)/perf, for
+## bench/torch/breakdown.sh on the GPU machine (no Go there: carry dist and $(BIN)/perf)
+perf-bins:
+	mkdir -p $(BIN)/perf
+	$(GO) test -c $(GPUFLAGS) -o $(BIN)/perf/impl.test ./impl
+	$(GO) test -c $(GPUFLAGS) -o $(BIN)/perf/serve.test ./impl/serve
+	$(GO) test -c $(GPUFLAGS) -o $(BIN)/perf/clib.test ./impl/clib
 
 ## capi: the PyTorch pluggable allocator library
 capi:
