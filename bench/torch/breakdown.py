@@ -53,7 +53,7 @@ double raw(int64_t size, int64_t n) {
   auto* A = c10::cuda::CUDACachingAllocator::get();
   return per([&] { A->raw_delete(A->raw_alloc(size)); }, n);
 }
-double abi(int64_t a, int64_t f, int64_t size, int64_t n) {
+double abi_pair(int64_t a, int64_t f, int64_t size, int64_t n) {
   auto af = reinterpret_cast<gm_alloc_t>(a);
   auto ff = reinterpret_cast<gm_free_t>(f);
   int dev = c10::cuda::getCurrentCUDAStream().device_index();
@@ -69,7 +69,7 @@ double cross(int64_t i, int64_t n) {
   return per([&] { fi(1); fi(1); }, n);
 }
 '''
-FUNCS = ["cpp_empty", "dataptr", "raw", "abi", "cross"]
+FUNCS = ["cpp_empty", "dataptr", "raw", "abi_pair", "cross"]  # not "abi": the C++ ABI namespace (cxxabi.h) has that name
 SIZES = (512, 1 << 20, 8 << 20, 256 << 20)
 
 
@@ -103,6 +103,7 @@ def main():
         print("breakdown: built in %.0f s" % (time.time() - t0), file=sys.stderr, flush=True)
         torch.empty(1, device="cuda")
         res["backend"] = torch.cuda.get_allocator_backend()
+        res["gpu"] = torch.cuda.get_device_name()
         lib = None
         if alloc == "gmlake":
             import gmlake_torch
@@ -119,7 +120,7 @@ def main():
             res["dataptr." + k] = best(lambda: m.dataptr(s, a.pairs))
             res["raw." + k] = best(lambda: m.raw(s, a.pairs))
             if lib is not None:
-                res["abi." + k] = best(lambda: m.abi(af, ff, s, a.pairs))
+                res["abi." + k] = best(lambda: m.abi_pair(af, ff, s, a.pairs))
             print("breakdown %s %s: %s" % (alloc, k, {x: res.get(x + "." + k) for x in ("py", "cpp", "dataptr", "raw", "abi")}),
                   file=sys.stderr, flush=True)
         if lib is not None:

@@ -34,7 +34,8 @@ def main():
             v = float(m.group(4))
             go[(layer, size)] = min(go.get((layer, size), v), v)
     g = lambda a, k: best.get((a, k))  # noqa: E731
-    print("## ns per allocation+free pair (best of runs), H200 host, torch %s\n" % (rows[0].get("torch") if rows else "?"))
+    gpu = rows[0].get("gpu", "the GPU machine") if rows else "?"
+    print("## ns per allocation+free pair (best of runs), %s host, torch %s\n" % (gpu, rows[0].get("torch") if rows else "?"))
     print("| size | layer | native | expandable | gmlake | gmlake / native |")
     print("|---|---|---|---|---|---|")
     for s in SIZES:
