@@ -24,6 +24,8 @@ import os
 import sys
 import time
 
+from hotloop import SIZES, name, py_pair  # noqa: E402,F401  (bench/torch/hotloop.py)
+
 SRC = r'''
 #include <torch/extension.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -70,19 +72,8 @@ double cross(int64_t i, int64_t n) {
 }
 '''
 FUNCS = ["cpp_empty", "dataptr", "raw", "abi_pair", "cross"]  # not "abi": the C++ ABI namespace (cxxabi.h) has that name
-SIZES = (512, 1 << 20, 8 << 20, 256 << 20)
 
 
-def py_pair(torch, size, n):
-    d = torch.device("cuda")
-    u8 = torch.uint8
-    empty = torch.empty
-    for _ in range(1000):
-        empty(size, dtype=u8, device=d)
-    t0 = time.perf_counter_ns()
-    for _ in range(n):
-        empty(size, dtype=u8, device=d)
-    return (time.perf_counter_ns() - t0) / n
 
 
 def main():

@@ -16,9 +16,10 @@ import os
 import sys
 import time
 
+from hotloop import SIZES, name, py_pair  # noqa: E402,F401  (bench/torch/hotloop.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRACE = os.path.join(HERE, "..", "..", "testdata", "traces", "llama1b-ckpt.trace.gz")
-SIZES = (512, 1 << 20, 8 << 20, 256 << 20)
 
 SRC = r'''
 #include <torch/extension.h>
@@ -97,14 +98,6 @@ def trace_sizes(first=1000, count=4096):
     return out
 
 
-def py_pair(torch, size, n):
-    d, u8, empty = torch.device("cuda"), torch.uint8, torch.empty
-    for _ in range(1000):
-        empty(size, dtype=u8, device=d)
-    t0 = time.perf_counter_ns()
-    for _ in range(n):
-        empty(size, dtype=u8, device=d)
-    return (time.perf_counter_ns() - t0) / n
 
 
 def main():

@@ -5,12 +5,11 @@ to native, and each thread count's throughput relative to one thread (scaling)."
 import json
 import sys
 
-SIZES = (512, 1 << 20, 8 << 20, 256 << 20)
+from hotloop import SIZES, name, py_pair  # noqa: E402,F401  (bench/torch/hotloop.py)
+
 ALLOCS = ("native", "expandable", "gmlake")
 
 
-def name(s):
-    return "%d MiB" % (s >> 20) if s >= 1 << 20 else "%d B" % s
 
 
 def main():

@@ -14,15 +14,9 @@ import os
 import sys
 import time
 
+from hotloop import SIZES, name, py_pair  # noqa: E402,F401  (bench/torch/hotloop.py)
 
-def pair(torch, size, n):
-    d, u8, empty = torch.device("cuda"), torch.uint8, torch.empty
-    for _ in range(1000):
-        empty(size, dtype=u8, device=d)
-    t0 = time.perf_counter_ns()
-    for _ in range(n):
-        empty(size, dtype=u8, device=d)
-    return (time.perf_counter_ns() - t0) / n
+
 
 
 def main():
@@ -40,7 +34,7 @@ def main():
     torch.empty(1, device="cuda")
     res = {"conf": a.conf, "backend": torch.cuda.get_allocator_backend(), "gpu": torch.cuda.get_device_name()}
     for s in (512, 1 << 20, 8 << 20, 256 << 20):
-        res[str(s)] = round(min(pair(torch, s, a.pairs) for _ in range(a.repeat)), 1)
+        res[str(s)] = round(min(py_pair(torch, s, a.pairs) for _ in range(a.repeat)), 1)
     print(json.dumps(res), flush=True)
 
 
