@@ -17,7 +17,7 @@ func (a *Allocator) allocLocked(size vmm.Bytes, ss *streamState) (*block, error)
 	rs := a.p.round(size)
 	pool := poolOf(rs)
 	if len(a.pend) > 0 || len(a.deferred) > 0 {
-		a.processEventsLocked() // PyTorch's malloc: process_events when no capture is underway
+		a.processEventsLocked(ss) // PyTorch's malloc: process_events when no capture is underway
 	}
 	if a.p.paper {
 		a.evTempLocked(1) // GMLake's search key is a Block, and every Block creates a CUDA event

@@ -195,6 +195,11 @@ type BlockInfo struct {
 	HeldBy  uint64   // for a pBlock: the ID of the live sBlock that holds its chunk, 0 if none
 	// SmallPool: the block lies in the small-request pool (requests of at most 1 MiB, rounded to 512 B).
 	SmallPool bool
+	// WaitsOnStream: a Pending pBlock that is a part of an sBlock freed on another stream, waiting only for
+	// WaitStream (that sBlock's stream) to finish the work submitted before the free. WaitStream may take it
+	// back at once (stream order); other streams wait. Both are zero for every other block.
+	WaitsOnStream bool
+	WaitStream    vmm.Stream
 }
 
 // ChunkInfo describes one physical handle the allocator holds.

@@ -650,7 +650,13 @@ func (a *Allocator) retireFencesLocked(st *streamState, seq uint64) {
 // PyTorch's process_events it first records the events of the frees deferred during a capture whose
 // recording failed when the capture ended (insert_events_deferred_until_no_capture); a failure leaves them
 // deferred for the next call.
-func (a *Allocator) processEventsLocked() {
+//
+// An Allocation on stream ss passes ss as by: the parts of the sBlocks freed on ss's stream (in any pool),
+// which wait only for that stream's work, are left waiting. ss may take them back at once (stream order: reuseSBlockLocked, stitchableLocked), and
+// resolving them would record and query a fence on ss in every Alloc of a stream that reuses an sBlock over
+// another stream's memory (INV-BUDGET rule 3); another stream's Alloc, or a release, resolves them. nil
+// resolves every wait.
+func (a *Allocator) processEventsLocked(by *streamState) {
 	if a.nCapturing > 0 {
 		return // no event may be recorded or queried while a stream captures
 	}
@@ -658,14 +664,15 @@ func (a *Allocator) processEventsLocked() {
 		_ = a.flushDeferredLocked() // what failed stays deferred: the next Alloc, SetCapturing or EmptyCache tries again
 	}
 	for pass := 0; pass < 4 && len(a.pend) > 0; pass++ {
-		if !a.processEventsOnceLocked() {
+		if !a.processEventsOnceLocked(by) {
 			return
 		}
 	}
 }
 
-// processEventsOnceLocked is one pass over the pending events; it reports whether it queued new waits.
-func (a *Allocator) processEventsOnceLocked() bool {
+// processEventsOnceLocked is one pass over the pending events, leaving by's own parts' waits (processEventsLocked);
+// it reports whether it queued new waits.
+func (a *Allocator) processEventsOnceLocked(by *streamState) bool {
 	ready := a.ready[:0]
 	j := 0
 	for _, pe := range a.pend {
@@ -690,6 +697,9 @@ func (a *Allocator) processEventsOnceLocked() bool {
 			}
 		case pe.last:
 			done = a.lastDoneLocked(pe.st)
+		case by != nil && pe.st.s == by.s:
+			// by's stream may take these parts back at once (a private pool's state of the same stream cannot
+			// use them at all): no fence is owed for them now.
 		default:
 			// Parts taken back by their own stream, or recycled, wait no more: an entry no part waits on is
 			// dropped without asking the device (INV-BUDGET: nothing waits for the answer).
@@ -1047,7 +1057,7 @@ func (a *Allocator) syncCappedLocked() bool {
 		}
 	}
 	if synced {
-		a.processEventsLocked()
+		a.processEventsLocked(nil)
 	}
 	return synced
 }

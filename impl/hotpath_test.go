@@ -88,3 +88,60 @@ func warmPair(t *testing.T, a *Allocator, pol string, size uint64) func() {
 	}
 	return pair
 }
+
+// Property (INV-BUDGET rule 3, on the engine): reusing, on stream s1, an sBlock stitched over memory stream s0
+// freed makes no driver call per pair once warm (beyond the frees' capped fences), under every policy: the sBlock's parts wait only for s1's own
+// work, which s1 may take back at once (stream order). The engine before the fix recorded and queried a fence
+// on s1 in every Alloc (found by bench/torch/hotpath_bench.sh on the H100: 256 MiB on a second stream).
+func TestReuseOverAnotherStreamsMemoryAsksNothing(t *testing.T) {
+	const size = 256 << 20
+	for _, pol := range Policies {
+		t.Run(pol, func(t *testing.T) {
+			dev := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
+			a, err := New(dev, Config{Policy: pol})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			s1, err := dev.CreateStream()
+			if err != nil {
+				t.Fatal(err)
+			}
+			pair := func(s vmm.Stream) {
+				t.Helper()
+				p, err := a.Alloc(size, s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := a.Free(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pair(0)
+			pair(s1) // the first pair on s1 may stitch, grow or fence
+			pair(s1)
+			before := dev.Counts()
+			const n = 100
+			for range n {
+				pair(s1)
+			}
+			after := dev.Counts()
+			calls := map[string]uint64{}
+			for k, v := range after.Map() {
+				if d := v - before.Map()[k]; d > 0 {
+					calls[k] = d
+				}
+			}
+			// The frees' fences (INV-FENCE: at most maxFences outstanding per stream, each a new event) are
+			// the only calls allowed; no query, and nothing per pair.
+			fences := calls["record_event"]
+			delete(calls, "record_event")
+			delete(calls, "create_event")
+			if pol != PolicyGMLakePaper && (len(calls) > 0 || fences > maxFences) { // gmlake-paper: GLake's event per Block
+				t.Errorf("%d warm Alloc+Free pairs of %d MiB on s1 after s0 freed the memory recorded %d fences and made driver calls %v, want at most %d fences and nothing else",
+					n, size>>20, fences, calls, maxFences)
+			}
+			checkState(t, a, dev)
+		})
+	}
+}

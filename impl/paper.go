@@ -318,7 +318,7 @@ func (a *Allocator) paperGarbageLocked(ss *streamState) vmm.Bytes {
 // until the next capture, and its segment could never be released.
 func (a *Allocator) paperReleaseCachedLocked() error {
 	first := a.flushDeferredLocked()
-	a.processEventsLocked()
+	a.processEventsLocked(nil)
 	first = cmp.Or(first, a.releaseHeldOrphansLocked())
 	for _, seg := range slices.Clone(a.segs) {
 		h := seg.head

@@ -22,7 +22,7 @@ func (a *Allocator) releaseCachedLocked() error {
 		}
 	}
 	note(a.flushDeferredLocked())
-	a.processEventsLocked()
+	a.processEventsLocked(nil)
 	note(a.releaseHeldOrphansLocked())
 	for i := 0; i < len(a.sblocks); {
 		sb := a.sblocks[i]

@@ -34,6 +34,9 @@ func (a *Allocator) Snapshot() Snapshot {
 			if b.heldBy != nil {
 				bi.HeldBy = b.heldBy.id
 			}
+			if b.state == Pending && b.xwait != nil && b.events == 1 {
+				bi.WaitsOnStream, bi.WaitStream = true, b.xwait.s
+			}
 			lo, hi := b.segOff(), b.segOff()+b.size
 			for _, c := range seg.chunksOver(lo, hi) {
 				bi.Backing = append(bi.Backing, Mapping{VA: vmm.Range{Base: at(seg.base, c.off), Size: uint64(c.size)}, Handle: c.h})

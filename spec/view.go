@@ -60,6 +60,10 @@ type Block struct {
 	HeldBy   uint64 // for a pBlock: the sBlock whose view holds its chunks (it is then live too), 0 if none
 	// SmallPool: the engine says the block lies in its small-request pool (INV-POOL judges it).
 	SmallPool bool
+	// WaitsOnStream: a Pending part of an sBlock freed on another stream, waiting only for WaitStream's work
+	// (impl.BlockInfo): an Alloc on WaitStream may take it back without asking the device (INV-BUDGET rule 3).
+	WaitsOnStream bool
+	WaitStream    vmm.Stream
 }
 
 // Chunk is one physical handle the allocator holds, with the number of mappings it counts for it.

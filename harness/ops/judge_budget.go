@@ -59,7 +59,10 @@ type doneMark struct {
 //     breaks at cudaErrorNotReady); and no event recorded on s before one that answered complete is queried
 //     (a stream's work completes in order).
 //   - An Alloc served from what the engine holds while no block waits for an event and no recorded event is
-//     outstanding (not known complete: a fence may stamp the memory it takes) makes no driver call.
+//     outstanding (not known complete: a fence may stamp the memory it takes) makes no driver call. The
+//     parts of the Alloc's stream's own freed sBlocks, waiting only for that stream's work, do not count as
+//     waiting: the stream may take them back at once, so reusing an sBlock stitched over another stream's
+//     memory costs nothing either.
 //   - A Free of a block no other stream used (no RecordStream), not stitched, that gives no memory back,
 //     with no private pool in play, queries no event and waits for no stream (its fence is INV-FENCE's).
 //
@@ -72,7 +75,8 @@ func (j *budgetJudge) judge(policy string, step int, op Op, res StepResult, befo
 	if j.evs == nil {
 		j.evs, j.done = map[vmm.Event]*evRecord{}, map[vmm.Stream]doneMark{}
 	}
-	fenced := j.outstanding() // before this step's calls: an event recorded and not known complete
+	// Before this step's calls: the streams with an event recorded and not known complete.
+	fenced := j.outstanding()
 	var out []spec.Violation
 	bad := func(format string, args ...any) {
 		if len(out) == 0 { // the first of the op's excess calls says it
@@ -136,7 +140,14 @@ func (j *budgetJudge) judge(policy string, step int, op Op, res StepResult, befo
 	}
 	switch op.Kind {
 	case OpAlloc:
-		if !hit || !countsOK || pendingIn(before) || fenced {
+		// A fence of the Alloc's own stream stamps nothing it must ask about (stream order); one of another
+		// stream may stamp memory it takes.
+		pend, other := pendingIn(before), len(fenced) > 0
+		if l, ok := liveAt(after, res.Ptr); ok {
+			pend = pendingFor(before, l.Stream)
+			other = len(fenced) > 1 || len(fenced) == 1 && !fenced[l.Stream]
+		}
+		if !hit || !countsOK || pend || other {
 			return out
 		}
 		var n uint64
@@ -151,7 +162,7 @@ func (j *budgetJudge) judge(policy string, step int, op Op, res StepResult, befo
 			}
 		}
 		if n > 0 {
-			bad("served from the memory the engine holds while no block waits for an event, yet made %d driver call(s) (%s): a cached allocation makes none",
+			bad("served from the memory the engine holds while no block waits for an event it must ask about, yet made %d driver call(s) (%s): a cached allocation makes none",
 				n, strings.Join(kinds, ", "))
 		}
 	case OpFree:
@@ -191,13 +202,13 @@ func liveAt(v spec.View, p vmm.DevicePtr) (spec.Alloc, bool) {
 	return spec.Alloc{}, false
 }
 
-// pendingIn reports whether some block of v waits for an event (or for a capture's end to record one).
-// outstanding reports whether an event the engine recorded (a fence at a free, a RecordStream's event) is
-// not known to have completed: no query answered complete since its record, and no later record of its
+// outstanding returns the streams with an event the engine recorded (a fence at a free, a RecordStream's
+// event) not known to have completed: no query answered complete since its record, and no later record of its
 // stream did. A cached Alloc may have to ask such an event whether the memory it stamps may be reused on
 // another stream (gmlake/deep: memory freed on s0 taken by s1 asks s0's fences), so the no-call rule holds
-// only when none is outstanding.
-func (j *budgetJudge) outstanding() bool {
+// only when none is outstanding on a stream other than the Alloc's.
+func (j *budgetJudge) outstanding() map[vmm.Stream]bool {
+	var out map[vmm.Stream]bool
 	for _, r := range j.evs {
 		if r.done {
 			continue
@@ -205,14 +216,30 @@ func (j *budgetJudge) outstanding() bool {
 		if d, ok := j.done[r.stream]; ok && d.rec >= r.rec {
 			continue
 		}
-		return true
+		if out == nil {
+			out = map[vmm.Stream]bool{}
+		}
+		out[r.stream] = true
+	}
+	return out
+}
+
+// pendingIn reports whether some block of v waits for an event (or for a capture's end to record one).
+func pendingIn(v spec.View) bool {
+	for _, b := range v.Blocks {
+		if b.State == spec.BlockPending {
+			return true
+		}
 	}
 	return false
 }
 
-func pendingIn(v spec.View) bool {
+// pendingFor reports whether some block of v waits for an event (or for a capture's end to record one) that an
+// Alloc on stream s would have to ask about: the parts of s's own freed sBlocks, which wait only for s's work
+// (WaitsOnStream), do not count, for s may take them back at once (stream order).
+func pendingFor(v spec.View, s vmm.Stream) bool {
 	for _, b := range v.Blocks {
-		if b.State == spec.BlockPending {
+		if b.State == spec.BlockPending && !(b.WaitsOnStream && b.WaitStream == s) {
 			return true
 		}
 	}

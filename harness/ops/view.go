@@ -28,7 +28,8 @@ func ViewOf(s impl.Snapshot, d sim.DeviceState) spec.View {
 	v.Blocks = make([]spec.Block, len(s.Blocks))
 	for i, b := range s.Blocks {
 		v.Blocks[i] = spec.Block{ID: b.ID, Stitched: b.Kind == impl.Stitched, State: spec.BlockState(b.State),
-			Range: b.Range, Stream: b.Stream, Parts: b.Parts, Events: b.Events, HeldBy: b.HeldBy, SmallPool: b.SmallPool}
+			Range: b.Range, Stream: b.Stream, Parts: b.Parts, Events: b.Events, HeldBy: b.HeldBy, SmallPool: b.SmallPool,
+			WaitsOnStream: b.WaitsOnStream, WaitStream: b.WaitStream}
 	}
 	v.Chunks = make([]spec.Chunk, len(s.Chunks))
 	for i, c := range s.Chunks {
