@@ -10,20 +10,23 @@
 #include "gmlake.h"
 #include "_cgo_export.h"
 #include "abi_internal.h"
+#include "hostcache.h"
 
 // Every entry clears the calling thread's last error first (gmlake_clear_thread_error): a call that
-// succeeds leaves none, one that fails leaves its own (gmlake.h's per-call rule).
+// succeeds leaves none, one that fails leaves its own (gmlake.h's per-call rule). Every entry that reaches a
+// device's engine hands the host cache's log over first (gmlake_hc_*, hostcache.c), so that the engine
+// answers with every free and hit the cache served applied (TestEveryEntryHandsTheHostCacheOver).
 
 void *gmlake_alloc(size_t size, int device, cudaStream_t stream) {
 	gmlake_clear_thread_error();
-	return (void *)gmlakeGoAlloc(size, device, (uintptr_t)stream);
+	return gmlake_hc_alloc(size, device, (uintptr_t)stream);
 }
 
 void gmlake_free(void *ptr, size_t size, int device, cudaStream_t stream) {
 	(void)size;
 	(void)stream;
 	gmlake_clear_thread_error();
-	gmlakeGoFree((uintptr_t)ptr, device);
+	gmlake_hc_free((uintptr_t)ptr, device);
 }
 
 void gmlake_init(int device_count) {
@@ -33,27 +36,31 @@ void gmlake_init(int device_count) {
 
 int gmlake_start(int device) {
 	gmlake_clear_thread_error();
+	gmlake_hc_flush(device);
 	return gmlakeGoStart(device);
 }
 
 int gmlake_empty_cache(void) {
 	gmlake_clear_thread_error();
+	gmlake_hc_flush(-1);
 	return gmlakeGoEmptyCache();
 }
 
 int gmlake_set_memory_fraction(double fraction, int device) {
 	gmlake_clear_thread_error();
+	gmlake_hc_flush(device);
 	return gmlakeGoSetMemoryFraction(fraction, device);
 }
 
 int gmlake_record_stream(void *ptr, cudaStream_t stream) {
 	gmlake_clear_thread_error();
+	gmlake_hc_forget((uintptr_t)ptr); // its free must reach the engine, which records the stream's event
 	return gmlakeGoRecordStream((uintptr_t)ptr, (uintptr_t)stream);
 }
 
 int gmlake_close(int device) {
 	gmlake_clear_thread_error();
-	return gmlakeGoClose(device);
+	return gmlake_hc_close(device);
 }
 
 // copy_out copies n bytes of s into buf (at most len-1 of them, NUL-terminated) and returns n, as snprintf.
@@ -70,6 +77,7 @@ int gmlake_copy_out(const char *s, size_t n, char *buf, size_t len) {
 
 int gmlake_stats_json(int device, char *buf, size_t len) {
 	gmlake_clear_thread_error();
+	gmlake_hc_flush(device);
 	return gmlakeGoStatsJSON(device, buf, len);
 }
 
@@ -80,11 +88,13 @@ int gmlake_knobs(char *buf, size_t len) {
 
 int gmlake_trace_start(const char *path) {
 	gmlake_clear_thread_error();
+	gmlake_hc_flush(-1); // the trace starts with every cached free applied; the cache serves nothing while it runs
 	return gmlakeGoTraceStart((char *)path);
 }
 
 int gmlake_trace_stop(void) {
 	gmlake_clear_thread_error();
+	gmlake_hc_flush(-1);
 	return gmlakeGoTraceStop();
 }
 

@@ -295,3 +295,20 @@ func TestConfigErrorsSaidOnceAtStart(t *testing.T) {
 		}
 	}
 }
+
+// Property (the host cache, hostcache.c): a repeated pair on one stream is served without entering the engine
+// (every pair after the first is a hit), the statistics read after it are exact, another size class or stream
+// misses, bad frees are refused at the call as without the cache, a RecordStream'd block is never kept, and
+// close reports no leak; with GMLAKE_HOST_CACHE=0 nothing is a hit and the rest holds the same (see
+// testdata/host_cache.c).
+func TestHostCacheThroughTheABI(t *testing.T) {
+	bin := compileC(t, "host_cache.c", buildLib(t))
+	for _, mode := range []string{"on", "off"} {
+		run := exec.Command(bin, mode)
+		run.Env = append(simEnv(), "GMLAKE_HOST_CACHE="+map[string]string{"on": "1", "off": "0"}[mode])
+		out, err := run.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "ok 0 checks failed") {
+			t.Errorf("host_cache %s: %v\n%s", mode, err, out)
+		}
+	}
+}

@@ -67,6 +67,8 @@ type slot struct {
 	// live counts the allocations this library handed out and not yet freed on this engine, kept apart
 	// from the engine so that gmlake_close can say what it abandons when the engine is disabled.
 	live atomic.Int64
+	// hostHits and hostFrees count the host cache's hits and cached frees the engine replayed (hostcache.c).
+	hostHits, hostFrees atomic.Uint64
 	// inCallback counts the event callbacks running for this engine: gmlake_close refuses to close an
 	// engine under its own callback (the call that fired it would go on in a dead engine).
 	inCallback atomic.Int32
@@ -473,6 +475,7 @@ func gmlakeGoStatsJSON(device C.int, buf *C.char, n C.size_t) (ret C.int) {
 		"alloc_failures": s.allocFailures.Load(), "bad_frees": s.badFrees.Load(), "panics": s.panics.Load(),
 		"panics_total": panicsTotal.Load(), "disabled": false, "tracing": tracing.Load() != nil,
 		"live_allocations": s.live.Load(), "test_hooks": testHooksBuilt,
+		"host_cache_hits": s.hostHits.Load(), "host_cache_frees": s.hostFrees.Load(),
 	}
 	if e := s.lastError.Load(); e != nil {
 		extra["last_error"] = *e

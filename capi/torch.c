@@ -10,57 +10,81 @@
 #include "gmlake.h"
 #include "_cgo_export.h"
 #include "abi_internal.h"
+#include "hostcache.h"
 
-// Every entry clears the calling thread's last error first, as in abi.c.
+// Every entry clears the calling thread's last error first, and hands the host cache's log over before it
+// reaches an engine, as in abi.c.
 
 int gmlake_get_device_stats(int device, gmlake_device_stats *out) {
 	gmlake_clear_thread_error();
+	gmlake_hc_flush(device);
 	return gmlakeGoTStats(device, out);
 }
 
 int gmlake_reset_peak_stats(int device) {
 	gmlake_clear_thread_error();
+	gmlake_hc_flush(device);
 	return gmlakeGoTReset(device, 0);
 }
 
 int gmlake_reset_accumulated_stats(int device) {
 	gmlake_clear_thread_error();
+	gmlake_hc_flush(device);
 	return gmlakeGoTReset(device, 1);
 }
 
 int gmlake_snapshot_json(int device, char *buf, size_t len) {
 	gmlake_clear_thread_error();
+	gmlake_hc_flush(device);
 	return gmlakeGoTSnapshotJSON(device, buf, len);
 }
 
 void *gmlake_alloc_pool(size_t size, int device, cudaStream_t stream, uint64_t id0, uint64_t id1) {
 	gmlake_clear_thread_error();
+	gmlake_hc_flush(device);
 	return (void *)gmlakeGoTAllocPool(size, device, (uintptr_t)stream, id0, id1);
 }
 
 int gmlake_pool_create_or_incref(int device, uint64_t id0, uint64_t id1) {
 	gmlake_clear_thread_error();
+	gmlake_hc_flush(device);
 	return gmlakeGoTPool(device, id0, id1, 0);
 }
 
 int gmlake_pool_release(int device, uint64_t id0, uint64_t id1) {
 	gmlake_clear_thread_error();
+	gmlake_hc_flush(device);
 	return gmlakeGoTPool(device, id0, id1, 1);
 }
 
 int gmlake_pool_use_count(int device, uint64_t id0, uint64_t id1) {
 	gmlake_clear_thread_error();
+	gmlake_hc_flush(device);
 	return gmlakeGoTPool(device, id0, id1, 2);
 }
 
 int gmlake_pool_live(int device, uint64_t id0, uint64_t id1, uint64_t *ptrs, size_t cap) {
 	gmlake_clear_thread_error();
+	gmlake_hc_flush(device);
 	return gmlakeGoTPoolLive(device, id0, id1, ptrs, cap);
 }
 
 int gmlake_set_capturing(int device, cudaStream_t stream, int capturing) {
 	gmlake_clear_thread_error();
-	return gmlakeGoTSetCapturing(device, (uintptr_t)stream, capturing);
+	if (capturing) { // the cache stands aside from the capture's start (hostcache.c)
+		gmlake_hc_capturing(device, +1);
+		int rc = gmlakeGoTSetCapturing(device, (uintptr_t)stream, capturing);
+		if (rc != 0) {
+			gmlake_hc_capturing(device, -1);
+		}
+		return rc;
+	}
+	gmlake_hc_flush(device);
+	int rc = gmlakeGoTSetCapturing(device, (uintptr_t)stream, capturing);
+	if (rc == 0) {
+		gmlake_hc_capturing(device, -1);
+	}
+	return rc;
 }
 
 int gmlake_cache_info(int device, size_t *largest_free_block) {
@@ -68,6 +92,7 @@ int gmlake_cache_info(int device, size_t *largest_free_block) {
 	if (largest_free_block == NULL) {
 		return gmlakeGoTCacheInfo(device, NULL); // the error names the NULL argument
 	}
+	gmlake_hc_flush(device);
 	uint64_t v = 0;
 	int rc = gmlakeGoTCacheInfo(device, &v);
 	if (rc == 0) {
@@ -78,6 +103,7 @@ int gmlake_cache_info(int device, size_t *largest_free_block) {
 
 int gmlake_base_allocation(void *ptr, void **base, size_t *size) {
 	gmlake_clear_thread_error();
+	gmlake_hc_flush(-1); // a cached free's pointer is no allocation's base any more
 	uint64_t b = 0, n = 0;
 	int rc = gmlakeGoTBaseAllocation((uintptr_t)ptr, &b, &n);
 	if (rc == 0) {

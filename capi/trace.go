@@ -27,6 +27,7 @@ package main
 #include <unistd.h>
 
 extern void gmlakeGoAtExit(void);
+extern void gmlake_hc_flush(int device);
 
 static pid_t gmlake_trace_owner = -1; // the process whose trace the exit hook closes
 static int gmlake_trace_exiting;       // set while the exit hook runs: the trace's end record says "exit"
@@ -36,6 +37,7 @@ static void gmlake_trace_at_exit(void) {
 		return; // a forked child: the trace is its parent's
 	}
 	gmlake_trace_exiting = 1;
+	gmlake_hc_flush(-1); // the frees the host cache holds reach the trace before it closes
 	gmlakeGoAtExit();
 }
 

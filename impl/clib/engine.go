@@ -42,6 +42,9 @@ type Config struct {
 	// TimeDriver measures the wall time of every driver call by kind (Stats' driver_seconds): two clock
 	// reads a call, for profiling where an allocator's time goes (bench/e2e fsdp-profile). Off: counts only.
 	TimeDriver bool
+	// NoHostCache turns off the C library's host cache (GMLAKE_HOST_CACHE=0): every free and allocation then
+	// enters the engine (HostClass admits nothing).
+	NoHostCache bool
 
 	_ struct{}
 }
@@ -132,6 +135,21 @@ func (e *Engine) RecordStream(ptr, stream uintptr) error {
 	err := e.s.RecordStream(vmm.DevicePtr(ptr), vmm.Stream(stream))
 	e.afterCall(0, 0)
 	return err
+}
+
+// HostClass is impl.Allocator.HostClass, or nothing admitted while the host cache is off (GMLAKE_HOST_CACHE=0).
+func (e *Engine) HostClass(ptr uintptr) (lo, hi uint64) {
+	if e.cfg.NoHostCache {
+		return 0, 0
+	}
+	return e.a.HostClass(vmm.DevicePtr(ptr))
+}
+
+// Replay applies the host cache's log (impl.Allocator.Replay) and delivers the segment events it caused.
+func (e *Engine) Replay(ops []impl.HostOp) (int, error) {
+	n, err := e.a.Replay(ops)
+	e.afterCall(0, 0)
+	return n, err
 }
 
 // EmptyCache returns every cached (free) byte to the device, after the streams' work has completed (as

@@ -119,6 +119,8 @@ var fixed = []Setting{
 		ReadBy: ReadByLibrary, Doc: "write the allocation trace of the process (what gmlake replay reads)"},
 	{Name: "GMLAKE_VERBOSE", Unit: UnitBoolean, Default: "0", ReadBy: ReadByLibrary,
 		Doc: "1: print each engine's configuration and the mode chosen on stderr"},
+	{Name: "GMLAKE_HOST_CACHE", Unit: UnitBoolean, Default: "1", ReadBy: ReadByLibrary,
+		Doc: "0: every free and allocation enters the engine (no C-side cache of freed blocks in front of it)"},
 	{Name: "GMLAKE_TIME_DRIVER", Unit: UnitBoolean, Default: "0", ReadBy: ReadByLibrary,
 		Doc: "1: time every driver call (stats' driver_seconds by kind: profiling)"},
 	{Name: "GMLAKE_CUDA_HANDLES", Unit: UnitList, Choices: []string{"posix_fd", "fabric", "rdma", "none"}, Default: "posix_fd",
@@ -624,6 +626,8 @@ func parseOne(c *EnvConfig, s Setting, v string, sv reflect.Value) error {
 			c.Verbose = b
 		case "GMLAKE_TIME_DRIVER":
 			c.Engine.TimeDriver = b
+		case "GMLAKE_HOST_CACHE":
+			c.Engine.NoHostCache = !b
 		}
 	case UnitChoice:
 		if !slices.Contains(s.Choices, v) {

@@ -1,0 +1,186 @@
+package impl
+
+import (
+	"errors"
+	"math/rand"
+	"slices"
+	"testing"
+
+	"github.com/gmlake/gmlake/model/sim"
+	"github.com/gmlake/gmlake/vmm"
+)
+
+// Property (host cache, impl/doc.go "The host cache"): replaying a host-cache log — frees of blocks HostClass
+// admitted, and hits that hand a block freed earlier in the log out again for a size in its class — leaves the
+// engine exactly where the separate calls leave a twin engine whose Alloc took the same block: every statistic
+// and peak (Stats, TorchStats), the reserved memory, the invariants; and a replay maps nothing. Random
+// programs on one stream under gmlake, caching and expandable (gmlake-paper's blocks are never admitted); the
+// twin's Alloc picks the block, and the request is a hit when the cache holds that block for its size.
+func TestReplayIsTheSeparateCalls(t *testing.T) {
+	for _, pol := range []string{PolicyGMLake, PolicyCaching, PolicyExpandable} {
+		t.Run(pol, func(t *testing.T) {
+			compared, hits := 0, 0
+			for seed := int64(1); seed <= 30; seed++ {
+				c, h := replayAgainstCalls(t, pol, seed)
+				compared, hits = compared+c, hits+h
+			}
+			if hits < 100 || compared != hits {
+				t.Fatalf("%d of %d hits compared with the twin: the programs no longer test the replay", compared, hits)
+			}
+		})
+	}
+}
+
+func replayAgainstCalls(t *testing.T, pol string, seed int64) (compared, hits int) {
+	t.Helper()
+	rng := rand.New(rand.NewSource(seed))
+	newEng := func() (*Allocator, *sim.Device) {
+		dev := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
+		a, err := New(dev, Config{Policy: pol})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a, dev
+	}
+	a, adev := newEng() // replays the log
+	b, _ := newEng()    // the separate calls, at the log's places
+	defer a.Close()
+	defer b.Close()
+	sizes := []uint64{512, 700, 4096, 1 << 20, 3 << 20, 12 << 20, 64 << 20}
+	type live struct {
+		p      vmm.DevicePtr
+		lo, hi uint64
+	}
+	var lives, cached []live
+	var log []HostOp
+	var compare func(where string)
+	flush := func(where string) {
+		t.Helper()
+		before := adev.Counts()
+		n, err := a.Replay(log)
+		if err != nil || n != len(log) {
+			t.Fatalf("seed %d %s: Replay of %d entries = %d, %v (log %v)", seed, pol, len(log), n, err, log)
+		}
+		if err := a.CheckInvariants(); err != nil {
+			t.Fatalf("seed %d %s: after a replay: %v", seed, pol, err)
+		}
+		onlyFrees := true
+		for _, op := range log {
+			onlyFrees = onlyFrees && op.Size == 0
+		}
+		if after := adev.Counts(); !onlyFrees && after[vmm.CallMap] != before[vmm.CallMap] {
+			t.Fatalf("seed %d %s: a replay mapped memory", seed, pol)
+		}
+		for _, op := range log {
+			if op.Size > 0 {
+				compared++
+			}
+		}
+		log, cached = log[:0], cached[:0]
+		if where != "" {
+			compare(where)
+		}
+	}
+	compare = func(where string) {
+		t.Helper()
+		as, bs := a.Stats(), b.Stats()
+		as.DriverCalls, bs.DriverCalls = vmm.CallCounts{}, vmm.CallCounts{}
+		if as != bs {
+			t.Fatalf("seed %d %s (%s): after the replay, stats\n%+v\nthe separate calls:\n%+v", seed, pol, where, as, bs)
+		}
+		if at, bt := a.TorchStats(), b.TorchStats(); at != bt {
+			t.Fatalf("seed %d %s (%s): after the replay, torch stats\n%+v\nthe separate calls:\n%+v", seed, pol, where, at, bt)
+		}
+	}
+	for step := 0; step < 400; step++ {
+		if r := rng.Intn(10); r < 5 || len(lives) == 0 { // allocate: the twin's Alloc says which block
+			size := sizes[rng.Intn(len(sizes))] + uint64(rng.Intn(3))*100
+			q, err := b.Alloc(size, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hit := slices.IndexFunc(cached, func(c live) bool { return c.p == q && c.lo <= size && size <= c.hi })
+			if hit >= 0 { // the cache holds the twin's block for this size: a hit
+				c := cached[hit]
+				cached = slices.Delete(cached, hit, hit+1)
+				log = append(log, HostOp{Ptr: c.p, Size: size})
+				lives = append(lives, c)
+				hits++
+				continue
+			}
+			flush("") // the twin allocated already: compare after the miss
+			p, err := a.Alloc(size, 0)
+			if err != nil || p != q {
+				t.Fatalf("seed %d %s: a miss after the replay: %v, the twin %v (%v)", seed, pol, p, q, err)
+			}
+			compare("after a miss")
+			lo, hi := a.HostClass(p)
+			if hi != 0 && (lo > size || size > hi) {
+				t.Fatalf("seed %d %s: HostClass(%v) = [%d, %d] does not hold its own request of %d", seed, pol, p, lo, hi, size)
+			}
+			lives = append(lives, live{p, lo, hi})
+			continue
+		}
+		i := rng.Intn(len(lives)) // free: into the cache when HostClass admitted it
+		l := lives[i]
+		lives = append(lives[:i], lives[i+1:]...)
+		if l.hi == 0 {
+			flush("before a free the cache may not keep")
+			if err := a.Free(l.p); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			log = append(log, HostOp{Ptr: l.p})
+			cached = append(cached, l)
+		}
+		if err := b.Free(l.p); err != nil {
+			t.Fatal(err)
+		}
+		if len(log) >= 64 {
+			flush("a full log")
+		}
+	}
+	flush("the end")
+	return compared, hits
+}
+
+// Property (ErrHostLog): Replay refuses an entry the engine cannot apply — a hit on a block still live, a
+// free of an unknown pointer — with the entries before it applied and nothing after; HostClass admits no
+// gmlake-paper block and no block used on another stream.
+func TestReplayRefusesWhatTheEngineDoesNotHold(t *testing.T) {
+	dev := sim.NewDevice(sim.DeviceConfig{SyncStreams: true})
+	a, err := New(dev, Config{Policy: PolicyCaching})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	p, _ := a.Alloc(4096, 0)
+	q, _ := a.Alloc(4096, 0)
+	n, err := a.Replay([]HostOp{{Ptr: p}, {Ptr: q, Size: 4096}, {Ptr: p, Size: 4096}})
+	if n != 1 || !errors.Is(err, ErrHostLog) {
+		t.Fatalf("a hit on a live block: Replay = %d, %v; want 1, ErrHostLog", n, err)
+	}
+	if st := a.Stats(); st.NumLive != 1 {
+		t.Fatalf("after the refused entry %d live, want 1 (the free applied, nothing after)", st.NumLive)
+	}
+	if n, err := a.Replay([]HostOp{{Ptr: 0x1234}}); n != 0 || !errors.Is(err, ErrHostLog) || !errors.Is(err, ErrUnknownPointer) {
+		t.Fatalf("a free of an unknown pointer: Replay = %d, %v", n, err)
+	}
+	s1, _ := dev.CreateStream()
+	if err := a.RecordStream(q, s1); err != nil {
+		t.Fatal(err)
+	}
+	if _, hi := a.HostClass(q); hi != 0 {
+		t.Fatal("HostClass admitted a block used on another stream")
+	}
+	pa, err := New(sim.NewDevice(sim.DeviceConfig{SyncStreams: true}), Config{Policy: PolicyGMLakePaper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pa.Close()
+	r, _ := pa.Alloc(4096, 0)
+	if _, hi := pa.HostClass(r); hi != 0 {
+		t.Fatal("HostClass admitted a gmlake-paper block")
+	}
+	checkState(t, a, dev)
+}
