@@ -224,4 +224,16 @@
 // held ends in Locked: all its unexported methods but five that read only what New set (seeded, quantum,
 // sizeErr, allocCount, paperErr). The core's entry points, the Locked methods that exported ones call, start
 // with assertLocked, which panics when mu is not held (TestCoreEntryPointsAssertTheLock).
+//
+// # The host cache
+//
+// In front of the crossing into Go, the C library keeps per device the blocks freed last that HostClass admits
+// (a pBlock of the default pool, no RecordStream, no capture, not gmlake-paper, no trace), and hands one out
+// again for a request of the same rounded size on the same stream without entering Go (capi/hostcache.c).
+// The engine still owns every block: the cache keeps a log of the frees and hits it served, and every other
+// crossing for the device hands the log over first. Replay applies it in order under one hold of the lock, a
+// free as Free and a hit as the allocation of exactly that block, split as an Alloc would split it, so every
+// statistic and peak is what the separate calls give (TestReplayIsTheSeparateCalls). A hit's block is the one
+// just freed on its stream, where best fit might pick an equal block elsewhere: the one decision the cache
+// takes from the engine. GMLAKE_HOST_CACHE=0 turns it off.
 package impl
