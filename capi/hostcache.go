@@ -10,12 +10,11 @@ package main
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"unsafe"
 
-	"github.com/gmlake/gmlake/impl"
+	"github.com/gmlake/gmlake/impl/clib"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -64,10 +63,11 @@ func gmlakeGoHostReplay(device C.int, ops *C.gmlake_hc_op, n C.int) (ret C.int) 
 		return -1 // disabled: it applies nothing more
 	}
 	log := unsafe.Slice(ops, int(n))
-	hops := make([]impl.HostOp, len(log))
-	for i, op := range log {
-		hops[i] = impl.HostOp{Ptr: vmm.DevicePtr(op.ptr), Size: uint64(op.size)}
+	hops := s.hostOps[:0]
+	for _, op := range log {
+		hops = append(hops, clib.HostOp{Ptr: vmm.DevicePtr(op.ptr), Size: uint64(op.size)})
 	}
+	s.hostOps = hops
 	done, err := s.eng.Replay(hops)
 	hits := 0
 	for _, op := range hops[:done] {
@@ -87,7 +87,7 @@ func gmlakeGoHostReplay(device C.int, ops *C.gmlake_hc_op, n C.int) (ret C.int) 
 			}
 		}
 	}
-	if errors.Is(err, impl.ErrClosed) {
+	if clib.IsClosed(err) {
 		return 1
 	}
 	if err != nil {

@@ -69,6 +69,9 @@ type slot struct {
 	live atomic.Int64
 	// hostHits and hostFrees count the host cache's hits and cached frees the engine replayed (hostcache.c).
 	hostHits, hostFrees atomic.Uint64
+	// hostOps is the buffer gmlakeGoHostReplay converts the host cache's log into, reused from one replay to
+	// the next; only a replay touches it, and replays of one device run under hostcache.c's mutex of that device.
+	hostOps []clib.HostOp
 	// inCallback counts the event callbacks running for this engine: gmlake_close refuses to close an
 	// engine under its own callback (the call that fired it would go on in a dead engine).
 	inCallback atomic.Int32

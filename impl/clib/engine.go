@@ -145,8 +145,14 @@ func (e *Engine) HostClass(ptr uintptr) (lo, hi uint64) {
 	return e.a.HostClass(vmm.DevicePtr(ptr))
 }
 
+// HostOp is one entry of the host cache's log (impl.HostOp): a free (Size 0) or a hit of Size bytes at Ptr.
+type HostOp = impl.HostOp
+
+// IsClosed reports whether err says the engine was closed before the call.
+func IsClosed(err error) bool { return errors.Is(err, impl.ErrClosed) }
+
 // Replay applies the host cache's log (impl.Allocator.Replay) and delivers the segment events it caused.
-func (e *Engine) Replay(ops []impl.HostOp) (int, error) {
+func (e *Engine) Replay(ops []HostOp) (int, error) {
 	n, err := e.a.Replay(ops)
 	e.afterCall(0, 0)
 	return n, err
