@@ -945,6 +945,9 @@ func (a *Allocator) freeSBlockLocked(sb *sBlock) {
 	sb.lastUse = a.clock
 	home := sb.home
 	var foreign []*block
+	if n := len(a.spareParts); n > 0 {
+		foreign, a.spareParts = a.spareParts[n-1], a.spareParts[:n-1]
+	}
 	for i, pb := range sb.parts {
 		sb.parts[i] = nil
 		pb.heldBy = nil
@@ -969,6 +972,8 @@ func (a *Allocator) freeSBlockLocked(sb *sBlock) {
 	}
 	if len(foreign) > 0 {
 		a.pend = append(a.pend, pendingEv{st: home, seq: sb.freeSeq, blocks: foreign})
+	} else if foreign != nil {
+		a.spareParts = append(a.spareParts, foreign)
 	}
 	a.trimSBlocksLocked()
 }

@@ -52,6 +52,42 @@ func BenchmarkAllocFree(b *testing.B) {
 	}
 }
 
+// BenchmarkAllocFreeOverAnotherStream is BenchmarkAllocFree on a second stream after the default stream freed
+// the memory: the pair reuses an sBlock stitched over the default stream's blocks (the threads of
+// bench/torch/hotpath_bench.sh, each on a pool stream). 256 MiB took 37 us per pair before pend stopped
+// keeping one stale wait per pair (TestWarmPairsLeaveTheEngineAsTheyFoundIt).
+func BenchmarkAllocFreeOverAnotherStream(b *testing.B) {
+	for _, size := range []uint64{8 << 20, 256 << 20} {
+		b.Run(sizeName(size), func(b *testing.B) {
+			a, dev := benchAlloc(b, PolicyGMLake)
+			s, err := dev.CreateStream()
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, st := range []vmm.Stream{0, s, s} {
+				p, err := a.Alloc(size, st)
+				if err != nil {
+					b.Fatal(err)
+				}
+				a.Free(p)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			c0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				p, err := a.Alloc(size, s)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := a.Free(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportCPU(b, c0, b.N)
+		})
+	}
+}
+
 // cpuTime is the process's user+system CPU time: on a loaded machine, CPU time per operation is a steadier
 // measure than wall time (reported as cpu-ns/op beside ns/op).
 func cpuTime() time.Duration {

@@ -133,9 +133,12 @@ type Allocator struct {
 	evFree  []vmm.Event // pooled events: created, not recorded anywhere that is still waited on
 	spare   []*pBlock   // recycled pBlock structs (recycleLocked). Invariant: none is in use (zero but p).
 	ready   []*block    // scratch: blocks whose waits all completed (processEventsOnceLocked); empty between calls
-	scratch []*pBlock   // scratch: free blocks of an arena to trim (trimArenaLocked); empty between calls
-	cands   []*chunk    // scratch: stitch candidates (stitchableLocked); empty between calls, nil to its capacity
-	growths []growth    // scratch: an arena run's prepared mappings (arenaAllocLocked); empty between calls, zero to its capacity
+	// spareParts recycles the blocks slices of dropped cross-stream entries of pend (freeSBlockLocked takes
+	// one per Free of an sBlock over another stream's memory). Invariant: each is empty, its array cleared.
+	spareParts [][]*block
+	scratch    []*pBlock // scratch: free blocks of an arena to trim (trimArenaLocked); empty between calls
+	cands      []*chunk  // scratch: stitch candidates (stitchableLocked); empty between calls, nil to its capacity
+	growths    []growth  // scratch: an arena run's prepared mappings (arenaAllocLocked); empty between calls, zero to its capacity
 
 	ts     torchStats // PyTorch's statistics (torchstats.go)
 	tsBase torchBase
@@ -697,13 +700,16 @@ func (a *Allocator) processEventsOnceLocked(by *streamState) bool {
 			}
 		case pe.last:
 			done = a.lastDoneLocked(pe.st)
+		case !slices.ContainsFunc(pe.blocks, func(b *block) bool { return waitsOn(b.p, pe) }):
+			// Parts taken back by their own stream, or recycled, wait no more: an entry no part waits on is
+			// dropped without asking the device (INV-BUDGET: nothing waits for the answer). by's own entries
+			// too: kept, they would pile up, one per Free of an sBlock its stream takes back at once.
+			done = true
 		case by != nil && pe.st.s == by.s:
 			// by's stream may take these parts back at once (a private pool's state of the same stream cannot
 			// use them at all): no fence is owed for them now.
 		default:
-			// Parts taken back by their own stream, or recycled, wait no more: an entry no part waits on is
-			// dropped without asking the device (INV-BUDGET: nothing waits for the answer).
-			done = !slices.ContainsFunc(pe.blocks, func(b *block) bool { return waitsOn(b.p, pe) }) || a.safeLocked(pe.st, pe.seq)
+			done = a.safeLocked(pe.st, pe.seq)
 		}
 		if !done {
 			a.pend[j] = pe
@@ -727,6 +733,10 @@ func (a *Allocator) processEventsOnceLocked(by *streamState) bool {
 			if b.events == 0 {
 				ready = append(ready, b)
 			}
+		}
+		if pe.ev == 0 && !pe.last {
+			clear(pe.blocks)
+			a.spareParts = append(a.spareParts, pe.blocks[:0])
 		}
 	}
 	clear(a.pend[j:])
