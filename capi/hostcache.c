@@ -201,13 +201,33 @@ void *gmlake_hc_alloc(size_t size, int device, uintptr_t stream) {
 			return (void *)e.ptr;
 		}
 	}
-	hc_replay_locked(h, device);
+	uint64_t lo = 0, hi = 0;
+	if (h->nlog > 0) {
+		// A miss with a log to hand over: the replay and the request in one crossing, under the mutex (the
+		// log must reach the engine before any later one; the request may wait for streams on its
+		// out-of-memory path, as it would under the engine's own lock).
+		gmlake_hc_op buf[HC_LOG];
+		int n = h->nlog;
+		memcpy(buf, h->log, (size_t)n * sizeof buf[0]);
+		h->nlog = 0;
+		h->nfreed = 0;
+		int rc = 0;
+		uintptr_t p = gmlakeGoHostAllocReplay(size, device, stream, buf, n, &rc, &lo, &hi);
+		if (rc != 0) {
+			h->off = rc < 0; // as hc_replay_locked
+			hc_forget_all(h);
+		}
+		if (p != 0 && hi != 0 && !h->off && h->capturing == 0) {
+			hc_insert(h, (hc_ent){.ptr = p, .stream = stream, .lo = lo, .hi = hi});
+		}
+		pthread_mutex_unlock(&h->mu);
+		return (void *)p;
+	}
 	int off = h->off || h->capturing > 0;
 	unsigned gen = h->gen;
 	pthread_mutex_unlock(&h->mu);
 	// The request itself runs outside the mutex (it may wait for streams on its out-of-memory path): a free
 	// the cache takes meanwhile is concurrent with it, and either order is one the caller could see.
-	uint64_t lo = 0, hi = 0;
 	uintptr_t p = gmlakeGoHostAlloc(size, device, stream, &lo, &hi);
 	if (p != 0 && hi != 0 && !off) {
 		h = hc_lock(device);

@@ -38,6 +38,50 @@ func gmlakeGoHostAlloc(size C.size_t, device C.int, stream C.uintptr_t, lo, hi *
 	return p
 }
 
+// gmlakeGoHostAllocReplay is gmlakeGoHostReplay then gmlakeGoHostAlloc in one crossing, for an allocation the
+// cache missed while its log was not empty (hostcache.c calls it under the device's mutex, so the log is
+// applied before any later one). *rc is the replay's answer; the allocation runs whatever it was, as the two
+// separate calls would.
+//
+//export gmlakeGoHostAllocReplay
+func gmlakeGoHostAllocReplay(size C.size_t, device C.int, stream C.uintptr_t, ops *C.gmlake_hc_op, n C.int,
+	rc *C.int, lo, hi *C.uint64_t) (ret C.uintptr_t) {
+	*lo, *hi, *rc = 0, 0, 0
+	var s *slot
+	if device >= 0 && device < maxDevices {
+		s = slots[device].Load()
+	}
+	if s == nil || s.usable() != nil || size == 0 || tracing.Load() != nil || testHookAllocArmed(uint64(size)) {
+		// Not the common case (no engine yet, a disabled one, a trace that records each call): the two calls.
+		*rc = gmlakeGoHostReplay(device, ops, n)
+		return gmlakeGoHostAlloc(size, device, stream, lo, hi)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			ret, *lo, *hi = 0, 0, 0
+			*rc = -1
+			recovered(s, "gmlake_alloc (with the host cache's replay)", r)
+		}
+	}()
+	log, hops := s.hostLog(ops, n)
+	r, err := s.eng.AllocHost(hops, uint64(size), uintptr(stream))
+	if *rc = s.replayed(device, log, hops, r.Replayed, r.ReplayErr); *rc != 0 || r.ReplayErr != nil {
+		if *rc == 1 { // the engine closed meanwhile: as the separate calls, the allocation finds none and starts one
+			return gmlakeGoHostAlloc(size, device, stream, lo, hi)
+		}
+		return 0
+	}
+	if err != nil {
+		setFailure(s, uint64(size), err)
+		s.allocFailures.Add(1)
+		setError(s, kindOf(err), fmt.Sprintf("gmlake_alloc(%d bytes, device %d, stream %#x): %v", uint64(size), int(device), uintptr(stream), err))
+		return 0
+	}
+	s.live.Add(1)
+	*lo, *hi = C.uint64_t(r.Lo), C.uint64_t(r.Hi)
+	return C.uintptr_t(r.Ptr)
+}
+
 // gmlakeGoHostReplay applies device's host-cache log (n entries at ops, in the order the cache served them). It
 // returns 0; 1 when no engine runs on the device any more (gmlake_close raced the calls the log holds: as their
 // own calls would have, they find no engine, and the cache forgets its table); or -1 when the engine could
@@ -62,13 +106,25 @@ func gmlakeGoHostReplay(device C.int, ops *C.gmlake_hc_op, n C.int) (ret C.int) 
 	if s.usable() != nil {
 		return -1 // disabled: it applies nothing more
 	}
+	log, hops := s.hostLog(ops, n)
+	done, err := s.eng.Replay(hops)
+	return s.replayed(device, log, hops, done, err)
+}
+
+// hostLog converts the host cache's log (n entries at ops) into the engine's, in s's reused buffer.
+func (s *slot) hostLog(ops *C.gmlake_hc_op, n C.int) ([]C.gmlake_hc_op, []clib.HostOp) {
 	log := unsafe.Slice(ops, int(n))
 	hops := s.hostOps[:0]
 	for _, op := range log {
 		hops = append(hops, clib.HostOp{Ptr: vmm.DevicePtr(op.ptr), Size: uint64(op.size)})
 	}
 	s.hostOps = hops
-	done, err := s.eng.Replay(hops)
+	return log, hops
+}
+
+// replayed accounts for the first done entries of a log the engine applied (err: why it stopped there) and
+// answers as gmlakeGoHostReplay.
+func (s *slot) replayed(device C.int, log []C.gmlake_hc_op, hops []clib.HostOp, done int, err error) C.int {
 	hits := 0
 	for _, op := range hops[:done] {
 		if op.Size > 0 {

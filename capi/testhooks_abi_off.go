@@ -10,3 +10,5 @@ const testHooksBuilt = false
 func loadTestHooks() {}
 
 func testHookAlloc(uint64) {}
+
+func testHookAllocArmed(uint64) bool { return false }

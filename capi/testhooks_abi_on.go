@@ -28,6 +28,10 @@ func loadTestHooks() {
 }
 
 // testHookAlloc panics for an allocation of GMLAKE_TEST_PANIC_SIZE bytes.
+// testHookAllocArmed reports whether testHookAlloc panics for size (the host cache then takes its two-call path,
+// whose replay is done before the allocation's panic).
+func testHookAllocArmed(size uint64) bool { return size == testPanicSize.Load() }
+
 func testHookAlloc(size uint64) {
 	if size == testPanicSize.Load() {
 		panic(fmt.Sprintf("seeded panic: GMLAKE_TEST_PANIC_SIZE=%d", size))

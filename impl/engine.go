@@ -248,24 +248,29 @@ func (a *Allocator) Granularity() uint64 { return uint64(a.gran) }
 func (a *Allocator) Alloc(size uint64, s vmm.Stream) (vmm.DevicePtr, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	b, err := a.allocDefaultLocked(size, s)
+	if err != nil {
+		return 0, err
+	}
+	return b.ptr, nil
+}
+
+// allocDefaultLocked is Alloc under the caller's hold of the lock.
+func (a *Allocator) allocDefaultLocked(size uint64, s vmm.Stream) (*block, error) {
 	if a.closed {
-		return 0, ErrClosed
+		return nil, ErrClosed
 	}
 	if size == 0 || vmm.Bytes(size) > a.total {
-		return 0, a.sizeErr(size)
+		return nil, a.sizeErr(size)
 	}
 	ss := a.last
 	if ss == nil || ss.s != s {
 		var err error
 		if ss, err = a.streamLocked(s); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
-	b, err := a.allocLocked(vmm.Bytes(size), ss)
-	if err != nil {
-		return 0, err
-	}
-	return b.ptr, nil
+	return a.allocLocked(vmm.Bytes(size), ss)
 }
 
 func (a *Allocator) sizeErr(size uint64) error {

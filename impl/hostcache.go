@@ -32,11 +32,42 @@ type HostOp struct {
 func (a *Allocator) HostClass(p vmm.DevicePtr) (lo, hi uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.closed || a.p.paper || a.nCapturing > 0 {
+	if a.closed {
 		return 0, 0
 	}
-	b := a.liveAtLocked(p)
-	if b == nil || b.p == nil || len(b.uses) > 0 || blockHome(b).mp != nil {
+	return a.hostClassLocked(a.liveAtLocked(p))
+}
+
+// HostAlloc is what AllocHost did: Replayed entries of the log applied (ReplayErr: why it stopped short), then
+// the allocation at Ptr and its class [Lo, Hi] (HostClass).
+type HostAlloc struct {
+	Replayed  int
+	ReplayErr error
+	Ptr       vmm.DevicePtr
+	Lo, Hi    uint64
+}
+
+// AllocHost is Replay(ops), then Alloc(size, s) and HostClass of its block, under one hold of the lock: the
+// host cache's miss, in one call. A replay that stops short allocates nothing (the error is ReplayErr).
+func (a *Allocator) AllocHost(ops []HostOp, size uint64, s vmm.Stream) (HostAlloc, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var r HostAlloc
+	if r.Replayed, r.ReplayErr = a.replayLocked(ops); r.ReplayErr != nil {
+		return r, r.ReplayErr
+	}
+	b, err := a.allocDefaultLocked(size, s)
+	if err != nil {
+		return r, err
+	}
+	r.Ptr = b.ptr
+	r.Lo, r.Hi = a.hostClassLocked(b)
+	return r, nil
+}
+
+// hostClassLocked is HostClass of live block b (nil: none).
+func (a *Allocator) hostClassLocked(b *block) (lo, hi uint64) {
+	if a.p.paper || a.nCapturing > 0 || b == nil || b.p == nil || len(b.uses) > 0 || blockHome(b).mp != nil {
 		return 0, 0
 	}
 	rs := a.p.round(b.requested)
@@ -55,6 +86,10 @@ func (a *Allocator) HostClass(p vmm.DevicePtr) (lo, hi uint64) {
 func (a *Allocator) Replay(ops []HostOp) (int, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.replayLocked(ops)
+}
+
+func (a *Allocator) replayLocked(ops []HostOp) (int, error) {
 	if a.closed {
 		return 0, ErrClosed
 	}

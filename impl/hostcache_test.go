@@ -16,6 +16,7 @@ import (
 // and peak (Stats, TorchStats), the reserved memory, the invariants; and a replay maps nothing. Random
 // programs on one stream under gmlake, caching and expandable (gmlake-paper's blocks are never admitted); the
 // twin's Alloc picks the block, and the request is a hit when the cache holds that block for its size.
+// Half the misses are AllocHost (the replay, the miss and its class under one hold), checked the same way.
 func TestReplayIsTheSeparateCalls(t *testing.T) {
 	for _, pol := range []string{PolicyGMLake, PolicyCaching, PolicyExpandable} {
 		t.Run(pol, func(t *testing.T) {
@@ -108,13 +109,35 @@ func replayAgainstCalls(t *testing.T, pol string, seed int64) (compared, hits in
 				hits++
 				continue
 			}
-			flush("") // the twin allocated already: compare after the miss
-			p, err := a.Alloc(size, 0)
-			if err != nil || p != q {
-				t.Fatalf("seed %d %s: a miss after the replay: %v, the twin %v (%v)", seed, pol, p, q, err)
+			var p vmm.DevicePtr
+			var lo, hi uint64
+			if rng.Intn(2) == 0 { // the miss as three calls
+				flush("") // the twin allocated already: compare after the miss
+				if p, err = a.Alloc(size, 0); err != nil || p != q {
+					t.Fatalf("seed %d %s: a miss after the replay: %v, the twin %v (%v)", seed, pol, p, q, err)
+				}
+				lo, hi = a.HostClass(p)
+			} else { // the miss as one (AllocHost): the same replay, allocation and class
+				r, err := a.AllocHost(log, size, 0)
+				if r.Replayed != len(log) || r.ReplayErr != nil || err != nil || r.Ptr != q {
+					t.Fatalf("seed %d %s: AllocHost of %d entries and %d B = %+v, %v; the twin allocated %v (log %v)",
+						seed, pol, len(log), size, r, err, q, log)
+				}
+				for _, op := range log {
+					if op.Size > 0 {
+						compared++
+					}
+				}
+				log, cached = log[:0], cached[:0]
+				p, lo, hi = r.Ptr, r.Lo, r.Hi
+				if l, h := a.HostClass(p); l != lo || h != hi {
+					t.Fatalf("seed %d %s: AllocHost's class of %v is [%d, %d], HostClass says [%d, %d]", seed, pol, p, lo, hi, l, h)
+				}
+				if err := a.CheckInvariants(); err != nil {
+					t.Fatalf("seed %d %s: after AllocHost: %v", seed, pol, err)
+				}
 			}
 			compare("after a miss")
-			lo, hi := a.HostClass(p)
 			if hi != 0 && (lo > size || size > hi) {
 				t.Fatalf("seed %d %s: HostClass(%v) = [%d, %d] does not hold its own request of %d", seed, pol, p, lo, hi, size)
 			}

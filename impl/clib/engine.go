@@ -158,6 +158,23 @@ func (e *Engine) Replay(ops []HostOp) (int, error) {
 	return n, err
 }
 
+// AllocHost is the host cache's miss: its log replayed, then an allocation of the default pool and its class
+// (serve.Engine.AllocHost), in one hold of the engine's lock. While the host cache is off the class is empty.
+func (e *Engine) AllocHost(ops []HostOp, size uint64, stream uintptr) (impl.HostAlloc, error) {
+	r, err := e.s.AllocHost(ops, size, vmm.Stream(stream))
+	if e.cfg.NoHostCache {
+		r.Lo, r.Hi = 0, 0
+	}
+	oom := uint64(0)
+	if err != nil && r.ReplayErr == nil && IsOutOfMemory(err) {
+		oom = size
+	}
+	if oom != 0 || e.a.SegmentEventsPending() {
+		e.afterCall(oom, stream)
+	}
+	return r, err
+}
+
 // EmptyCache returns every cached (free) byte to the device, after the streams' work has completed (as
 // torch.cuda.empty_cache, which synchronises the device).
 func (e *Engine) EmptyCache() error {

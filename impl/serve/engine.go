@@ -179,6 +179,35 @@ func (e *Engine) AllocPool(size uint64, s vmm.Stream, pool impl.PoolID) (vmm.Dev
 		return 0, err
 	}
 	p, err := e.a.AllocPool(size, ds, pool)
+	return e.afterAlloc(size, ds, pool, p, err)
+}
+
+// AllocHost is impl.Allocator.AllocHost (the host cache's log, then an Alloc of the default pool, in one hold
+// of the engine's lock) with Alloc's stream mapping, out-of-memory retry and counting. A retried allocation has
+// no class (Lo, Hi 0: the cache does not keep it).
+func (e *Engine) AllocHost(ops []impl.HostOp, size uint64, s vmm.Stream) (impl.HostAlloc, error) {
+	ds, err := e.Stream(s)
+	if err != nil {
+		var r impl.HostAlloc
+		if r.Replayed, r.ReplayErr = e.a.Replay(ops); r.ReplayErr != nil {
+			return r, r.ReplayErr
+		}
+		return r, err
+	}
+	r, err := e.a.AllocHost(ops, size, ds)
+	if r.ReplayErr != nil {
+		return r, err
+	}
+	p, err := e.afterAlloc(size, ds, impl.PoolID{}, r.Ptr, err)
+	if p != r.Ptr {
+		r.Lo, r.Hi = 0, 0
+	}
+	r.Ptr = p
+	return r, err
+}
+
+// afterAlloc is what Alloc does with the engine's answer (p, err) to a request of size bytes on engine stream ds.
+func (e *Engine) afterAlloc(size uint64, ds vmm.Stream, pool impl.PoolID, p vmm.DevicePtr, err error) (vmm.DevicePtr, error) {
 	if err != nil && e.total != 0 && size > e.total && errors.Is(err, impl.ErrInvalidSize) {
 		// The engine refuses a request larger than the device as an invalid size; PyTorch says out of
 		// memory. (Asked after the engine, so that a closed engine still says it is closed.)
