@@ -91,8 +91,10 @@ def main():
                 del lin, loss
             with gzip.open(path, "rt") as f:
                 lines = f.read().splitlines()
-            ok = lines and all(l.split()[0] in ("a", "f") for l in lines)
-            check("record trace", ok and any(l.startswith("f ") for l in lines), "%d lines" % len(lines))
+            # The v2 format (trace/frame.go): a "# gmlake-trace v2" header, then events, framed by "#" lines.
+            events = [l for l in lines if not l.startswith("#")]
+            ok = bool(lines) and lines[0].startswith("# gmlake-trace v2") and all(l.split()[0] in ("a", "f") for l in events)
+            check("record trace", ok and any(l.startswith("f ") for l in events), "%d lines" % len(lines))
         s = gmlake_torch.stats(0)
         check("stats peaks", s["peak_reserved_bytes"] >= s["peak_allocated_bytes"] > 0)
         res["stats"] = s
