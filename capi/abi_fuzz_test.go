@@ -54,6 +54,7 @@ func abiEnv() []string {
 
 func (h *abiHarness) start() error {
 	h.cmd = exec.Command(abiBin, "--serve")
+	h.cmd.WaitDelay = pipeGrace
 	h.cmd.Env = abiEnv()
 	h.stderr = &strings.Builder{}
 	h.cmd.Stderr = h.stderr
@@ -78,11 +79,17 @@ func (h *abiHarness) run(data []byte) (report string, pass bool) {
 		return fmt.Sprintf("writing to the harness: %v (it died; stderr:\n%s)", err, h.stderr.String()), false
 	}
 	var b strings.Builder
+	stop := watchdog(h.cmd) // one input's deadline: a deadlocked harness is a failing input, not a hung test
+	defer stop()
 	for {
 		line, err := h.out.ReadString('\n')
 		if err != nil {
 			h.cmd.Wait()
-			return fmt.Sprintf("%sthe harness died (%v, %v); stderr:\n%.4000s", b.String(), err, h.cmd.ProcessState, h.stderr.String()), false
+			why := fmt.Sprintf("the harness died (%v, %v)", err, h.cmd.ProcessState)
+			if stop() {
+				why = (&errHung{args: h.cmd.Args, err: err}).Error()
+			}
+			return fmt.Sprintf("%s%s; stderr:\n%.4000s", b.String(), why, h.stderr.String()), false
 		}
 		if line == "END\n" {
 			break

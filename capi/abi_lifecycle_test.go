@@ -15,7 +15,7 @@ func runLifecycle(t *testing.T, dir, mode string) {
 	bin := compileC(t, "abi_lifecycle.c", dir)
 	cmd := exec.Command(bin, mode)
 	cmd.Env = simEnv() // GMLAKE_TEST_PANIC_SIZE=12345 among them
-	out, err := cmd.CombinedOutput()
+	out, err := hostOutput(cmd)
 	if err != nil || !strings.Contains(string(out), "ok "+mode) {
 		t.Fatalf("abi_lifecycle %s: %v\n%s", mode, err, out)
 	}

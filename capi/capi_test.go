@@ -147,7 +147,7 @@ func TestCABI(t *testing.T) {
 	}
 	run := exec.Command(bin, filepath.Join(t.TempDir(), "abi.trace"))
 	run.Env = simEnv()
-	out, err := run.CombinedOutput()
+	out, err := hostOutput(run)
 	text := string(out)
 	if err != nil || !strings.Contains(text, " passed, 0 failed") {
 		t.Fatalf("abi_test: %v\n%s", err, text)
@@ -170,7 +170,7 @@ func TestPython(t *testing.T) {
 	dir := buildLib(t)
 	cmd := exec.Command(py, "-m", "unittest", "discover", "-s", filepath.Join("..", "python", "tests"), "-v")
 	cmd.Env = append(simEnv(), "GMLAKE_LIB="+filepath.Join(dir, "libgmlake.so"), "PYTHONDONTWRITEBYTECODE=1")
-	out, err := cmd.CombinedOutput()
+	out, err := hostOutput(cmd)
 	if err != nil || !strings.Contains(string(out), "\nOK") {
 		t.Fatalf("python tests: %v\n%s", err, out)
 	}
@@ -195,7 +195,7 @@ func TestFreeRacingCloseNoPanic(t *testing.T) {
 	for run := 0; run < 3; run++ {
 		c := exec.Command(bin, "1" /* seconds */)
 		c.Env = simEnv()
-		out, err := c.CombinedOutput()
+		out, err := hostOutput(c)
 		text := string(out)
 		if err != nil || strings.Contains(text, "internal error") {
 			t.Fatalf("run %d: %v (reproduce: go test ./capi -run TestFreeRacingCloseNoPanic)\n%.3000s", run, err, text)
@@ -220,7 +220,7 @@ func TestSimDevicesPointersDistinct(t *testing.T) {
 	}
 	c := exec.Command(bin)
 	c.Env = simEnv()
-	out, err := c.CombinedOutput()
+	out, err := hostOutput(c)
 	if err != nil || !strings.Contains(string(out), "two_devices: ok") {
 		t.Fatalf("two_devices: %v\n%s", err, out)
 	}
@@ -250,7 +250,7 @@ func TestConfigErrorsSaidOnceAtStart(t *testing.T) {
 		cmd.Env = append(simEnv(), env...)
 		var stdout, stderr strings.Builder
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
+		if err := runHost(cmd); err != nil {
 			t.Fatalf("%v: %v\n%s%s", env, err, stdout.String(), stderr.String())
 		}
 		return stdout.String(), stderr.String()
@@ -306,7 +306,7 @@ func TestHostCacheThroughTheABI(t *testing.T) {
 	for _, mode := range []string{"on", "off"} {
 		run := exec.Command(bin, mode)
 		run.Env = append(simEnv(), "GMLAKE_HOST_CACHE="+map[string]string{"on": "1", "off": "0"}[mode])
-		out, err := run.CombinedOutput()
+		out, err := hostOutput(run)
 		if err != nil || !strings.Contains(string(out), "ok 0 checks failed") {
 			t.Errorf("host_cache %s: %v\n%s", mode, err, out)
 		}

@@ -30,7 +30,7 @@ func TestMemoryFractionBeforeStartIsTheParsersValue(t *testing.T) {
 	} {
 		c := exec.Command(bin)
 		c.Env = append(simEnv(), "GMLAKE_MEMORY_FRACTION="+tc.value)
-		out, err := c.CombinedOutput()
+		out, err := hostOutput(c)
 		text := string(out)
 		if err != nil || !strings.Contains(text, tc.want+"\n") || (tc.errHas != "" && !strings.Contains(text, "error=") ||
 			!strings.Contains(text, tc.errHas)) {

@@ -37,7 +37,7 @@ func TestHostProgramsUnderRace(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run", "^$")
 			cmd.Env = append(simEnv(), "CAPI_HOST_PROGRAM="+tc.name, "CAPI_HOST_ARGS="+tc.args)
-			out, err := cmd.CombinedOutput()
+			out, err := hostOutput(cmd)
 			if err != nil || !strings.Contains(string(out), tc.want) {
 				t.Fatalf("%s: %v (want %q in its output; reproduce: go test -race -tags gmlake_testhooks ./capi -run 'TestHostProgramsUnderRace/%s')\n%.4000s",
 					tc.name, err, tc.want, tc.name, out)

@@ -33,7 +33,7 @@ func settingsRun(t *testing.T) func(env ...string) (ok bool, stats map[string]an
 		c.Env = append(simEnv(), env...)
 		var stdout, stderr strings.Builder
 		c.Stdout, c.Stderr = &stdout, &stderr
-		if err := c.Run(); err != nil {
+		if err := runHost(c); err != nil {
 			t.Fatalf("%v: %v\n%s%s", env, err, stdout.String(), stderr.String())
 		}
 		var ok bool

@@ -25,7 +25,7 @@ func TestTorchABI(t *testing.T) {
 	}
 	run := exec.Command(bin)
 	run.Env = simEnv()
-	out, err := run.CombinedOutput()
+	out, err := hostOutput(run)
 	if err != nil || !strings.Contains(string(out), " passed, 0 failed") {
 		t.Fatalf("torch_abi_test: %v\n%s", err, out)
 	}

@@ -85,9 +85,16 @@ func startHost(t *testing.T, cmd *exec.Cmd) (stdin io.WriteCloser, stderr *strin
 	}
 	stderr = &strings.Builder{}
 	cmd.Stderr = stderr
+	cmd.WaitDelay = pipeGrace
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	stop := watchdog(cmd) // (the test's own Wait then returns the kill's error)
+	t.Cleanup(func() {
+		if stop() {
+			t.Errorf("%v", &errHung{args: cmd.Args, err: fmt.Errorf("stderr: %s", stderr)})
+		}
+	})
 	stdout = bufio.NewReader(out)
 	if line, _ := stdout.ReadString('\n'); line != "ready\n" {
 		cmd.Process.Kill()
@@ -151,7 +158,7 @@ func TestTraceSIGINTReachesTheHostHandler(t *testing.T) {
 // time ("id allocated twice").
 func TestTraceForkedChildWritesNothingOfItsParents(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fork.trace")
-	out, err := hostCmd(t, path, "fork", "100", "30").CombinedOutput()
+	out, err := hostOutput(hostCmd(t, path, "fork", "100", "30"))
 	if err != nil || !strings.Contains(string(out), "exited 0") {
 		t.Fatalf("trace_host: %v\n%s", err, out)
 	}
@@ -166,7 +173,7 @@ func TestTraceForkedChildWritesNothingOfItsParents(t *testing.T) {
 // child does not have, and the child would live on), and the parent's trace stays whole.
 func TestTraceForkedChildDiesBySIGTERM(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fork.trace.gz")
-	out, err := hostCmd(t, path, "fork", "100", "30", "term").CombinedOutput()
+	out, err := hostOutput(hostCmd(t, path, "fork", "100", "30", "term"))
 	if err != nil || !strings.Contains(string(out), "killed by signal 15") {
 		t.Fatalf("trace_host: %v; want the child killed by signal 15 (SIGTERM)\n%s", err, out)
 	}
@@ -180,7 +187,7 @@ func TestTraceForkedChildDiesBySIGTERM(t *testing.T) {
 // events alone; the parent's holds the parent's.
 func TestTraceForkedChildWithPidWritesItsOwn(t *testing.T) {
 	dir := t.TempDir()
-	out, err := hostCmd(t, filepath.Join(dir, "p{pid}.trace.gz"), "fork", "100", "30").CombinedOutput()
+	out, err := hostOutput(hostCmd(t, filepath.Join(dir, "p{pid}.trace.gz"), "fork", "100", "30"))
 	if err != nil || !strings.Contains(string(out), "exited 0") {
 		t.Fatalf("trace_host: %v\n%s", err, out)
 	}

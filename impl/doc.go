@@ -235,5 +235,8 @@
 // free as Free and a hit as the allocation of exactly that block, split as an Alloc would split it, so every
 // statistic and peak is what the separate calls give (TestReplayIsTheSeparateCalls). A hit's block is the one
 // just freed on its stream, where best fit might pick an equal block elsewhere: the one decision the cache
-// takes from the engine. GMLAKE_HOST_CACHE=0 turns it off.
+// takes from the engine. A miss while the log is not empty is one crossing and one hold of the lock:
+// AllocHost replays the log, then allocates and classes the new block (the separate Replay, Alloc and
+// HostClass calls, whose answers it gives: TestReplayIsTheSeparateCalls checks it on half the misses).
+// GMLAKE_HOST_CACHE=0 turns it off.
 package impl
