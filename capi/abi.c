@@ -3,9 +3,11 @@
 // integers to pointers. Also: the per-thread last-error buffer, and the exit hook that flushes traces.
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gmlake.h"
 #include "_cgo_export.h"
@@ -17,49 +19,72 @@
 // device's engine hands the host cache's log over first (gmlake_hc_*, hostcache.c), so that the engine
 // answers with every free and hit the cache served applied (TestEveryEntryHandsTheHostCacheOver).
 
+// The fork rule (abi_internal.h): a child forked from a process that loaded the library is refused at every
+// entry. The handlers are registered when the library is loaded, before any code of the host can fork.
+volatile int gmlake_forked_from;
+static pid_t gmlake_forking; // the pid of the process calling fork(), recorded by its prepare handler
+
+static void gmlake_fork_prepare(void) { gmlake_forking = getpid(); }
+static void gmlake_fork_child(void) { gmlake_forked_from = (int)gmlake_forking; }
+
+__attribute__((constructor)) static void gmlake_fork_watch(void) {
+	pthread_atfork(gmlake_fork_prepare, NULL, gmlake_fork_child);
+}
+
+int gmlake_refuse_forked(void) {
+	char msg[512];
+	int n = snprintf(msg, sizeof msg,
+	                 "gmlake: this process (%d) is a fork() of process %d, which loaded libgmlake: neither CUDA nor "
+	                 "gmlake's Go runtime works in a forked child; start the child with spawn (Python: "
+	                 "multiprocessing.set_start_method(\"spawn\")) or exec a new program",
+	                 (int)getpid(), gmlake_forked_from);
+	gmlake_set_thread_error(GMLAKE_ERR_NO_DEVICE, msg, n < 0 ? 0 : (size_t)n);
+	return 1;
+}
+
 void *gmlake_alloc(size_t size, int device, cudaStream_t stream) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(NULL);
 	return gmlake_hc_alloc(size, device, (uintptr_t)stream);
 }
 
 void gmlake_free(void *ptr, size_t size, int device, cudaStream_t stream) {
 	(void)size;
 	(void)stream;
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER();
 	gmlake_hc_free((uintptr_t)ptr, device);
 }
 
 void gmlake_init(int device_count) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER();
 	gmlakeGoInit(device_count);
 }
 
 int gmlake_start(int device) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	gmlake_hc_flush(device);
 	return gmlakeGoStart(device);
 }
 
 int gmlake_empty_cache(void) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	gmlake_hc_flush(-1);
 	return gmlakeGoEmptyCache();
 }
 
 int gmlake_set_memory_fraction(double fraction, int device) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	gmlake_hc_flush(device);
 	return gmlakeGoSetMemoryFraction(fraction, device);
 }
 
 int gmlake_record_stream(void *ptr, cudaStream_t stream) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	gmlake_hc_forget((uintptr_t)ptr); // its free must reach the engine, which records the stream's event
 	return gmlakeGoRecordStream((uintptr_t)ptr, (uintptr_t)stream);
 }
 
 int gmlake_close(int device) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	return gmlake_hc_close(device);
 }
 
@@ -76,24 +101,24 @@ int gmlake_copy_out(const char *s, size_t n, char *buf, size_t len) {
 }
 
 int gmlake_stats_json(int device, char *buf, size_t len) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	gmlake_hc_flush(device);
 	return gmlakeGoStatsJSON(device, buf, len);
 }
 
 int gmlake_knobs(char *buf, size_t len) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	return gmlakeGoKnobs(buf, len);
 }
 
 int gmlake_trace_start(const char *path) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	gmlake_hc_flush(-1); // the trace starts with every cached free applied; the cache serves nothing while it runs
 	return gmlakeGoTraceStart((char *)path);
 }
 
 int gmlake_trace_stop(void) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	gmlake_hc_flush(-1);
 	return gmlakeGoTraceStop();
 }

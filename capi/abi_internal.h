@@ -27,4 +27,22 @@ GMLAKE_HIDDEN void gmlake_fire_event(int device, int action, uint64_t addr, uint
 GMLAKE_HIDDEN void gmlake_set_thread_failure(int kind, uint64_t requested, uint64_t device_total, uint64_t device_free,
                                            uint64_t allocated, uint64_t reserved, uint64_t cached, uint64_t limit);
 
+// gmlake_forked_from is 0 in a process that loaded the library, and the pid of the parent in a child forked
+// from one (set by abi.c's fork handler, before the child runs any code of its own). Neither the Go runtime,
+// whose threads the child does not have, nor CUDA can be used after fork() without exec(): every entry of
+// gmlake.h refuses in such a child (GMLAKE_ENTER), in C, before it reaches Go or the host cache.
+GMLAKE_HIDDEN extern volatile int gmlake_forked_from;
+GMLAKE_HIDDEN int gmlake_refuse_forked(void);
+
+// GMLAKE_ENTER begins every entry of gmlake.h but the error readers: it clears the calling thread's last
+// error (the per-call rule) and, in a forked child, sets GMLAKE_ERR_NO_DEVICE with a line that says to spawn
+// and returns ret (nothing in a void function) without entering Go.
+#define GMLAKE_ENTER(ret)                                                                   \
+	do {                                                                                    \
+		gmlake_clear_thread_error();                                                        \
+		if (__builtin_expect(gmlake_forked_from != 0, 0) && gmlake_refuse_forked()) {       \
+			return ret;                                                                     \
+		}                                                                                   \
+	} while (0)
+
 #endif

@@ -27,6 +27,10 @@
  * A Go panic never crosses into C: it is reported on stderr and in gmlake_last_error (GMLAKE_ERR_INTERNAL),
  * the call fails, and the engine of that device is disabled (later calls on it fail with GMLAKE_ERR_DISABLED;
  * gmlake_close then fails, saying how many allocations it abandons). No argument a caller passes makes one.
+ * Fork: in a child fork()ed (without exec) from a process that loaded the library, every function but the error
+ * readers fails at once, in C, with GMLAKE_ERR_NO_DEVICE and a line saying to spawn instead: neither CUDA nor the
+ * library's Go runtime, whose threads the child does not have, works after fork (PyTorch refuses CUDA there
+ * too). The child's copy of the engine never changes; the parent is not affected.
  *
  * Configuration, read from the environment when a device's engine is created (first allocation on it):
  *   GMLAKE_POLICY           gmlake (default) | caching | expandable | gmlake-paper
@@ -125,7 +129,7 @@ int gmlake_knobs(char *buf, size_t len);
 /* Start writing the allocation trace of every device to path ({pid}, {rank} substituted; a path ending in .gz
  * is gzipped); 0 on success, negative if a trace is already being written, another process is writing that
  * path, or the file cannot be created. gmlake_trace_stop writes it out and closes it (also done at process
- * exit, by the process that started it: never by a forked child); 0 on success. */
+ * exit, by the process that started it: a forked child is refused everything, see Fork above); 0 on success. */
 int gmlake_trace_start(const char *path);
 int gmlake_trace_stop(void);
 

@@ -12,11 +12,11 @@ extern char **environ;
 GMLAKE_HIDDEN const char *gmlake_environ_at(size_t i) { return environ == NULL ? NULL : environ[i]; }
 
 int gmlake_check_settings(const char *const *env, char *buf, size_t len) {
-	gmlake_clear_thread_error(); // gmlake.h's per-call rule (abi.c)
+	GMLAKE_ENTER(-1); // gmlake.h's per-call rule (abi.c)
 	return gmlakeGoCheckSettings((char **)env, buf, len);
 }
 
 int gmlake_settings_json(char *buf, size_t len) {
-	gmlake_clear_thread_error(); // gmlake.h's per-call rule (abi.c)
+	GMLAKE_ENTER(-1); // gmlake.h's per-call rule (abi.c)
 	return gmlakeGoSettingsJSON(buf, len);
 }

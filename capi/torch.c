@@ -16,61 +16,61 @@
 // reaches an engine, as in abi.c.
 
 int gmlake_get_device_stats(int device, gmlake_device_stats *out) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	gmlake_hc_flush(device);
 	return gmlakeGoTStats(device, out);
 }
 
 int gmlake_reset_peak_stats(int device) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	gmlake_hc_flush(device);
 	return gmlakeGoTReset(device, 0);
 }
 
 int gmlake_reset_accumulated_stats(int device) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	gmlake_hc_flush(device);
 	return gmlakeGoTReset(device, 1);
 }
 
 int gmlake_snapshot_json(int device, char *buf, size_t len) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	gmlake_hc_flush(device);
 	return gmlakeGoTSnapshotJSON(device, buf, len);
 }
 
 void *gmlake_alloc_pool(size_t size, int device, cudaStream_t stream, uint64_t id0, uint64_t id1) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(NULL);
 	gmlake_hc_flush(device);
 	return (void *)gmlakeGoTAllocPool(size, device, (uintptr_t)stream, id0, id1);
 }
 
 int gmlake_pool_create_or_incref(int device, uint64_t id0, uint64_t id1) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	gmlake_hc_flush(device);
 	return gmlakeGoTPool(device, id0, id1, 0);
 }
 
 int gmlake_pool_release(int device, uint64_t id0, uint64_t id1) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	gmlake_hc_flush(device);
 	return gmlakeGoTPool(device, id0, id1, 1);
 }
 
 int gmlake_pool_use_count(int device, uint64_t id0, uint64_t id1) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	gmlake_hc_flush(device);
 	return gmlakeGoTPool(device, id0, id1, 2);
 }
 
 int gmlake_pool_live(int device, uint64_t id0, uint64_t id1, uint64_t *ptrs, size_t cap) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	gmlake_hc_flush(device);
 	return gmlakeGoTPoolLive(device, id0, id1, ptrs, cap);
 }
 
 int gmlake_set_capturing(int device, cudaStream_t stream, int capturing) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	if (capturing) { // the cache stands aside from the capture's start (hostcache.c)
 		gmlake_hc_capturing(device, +1);
 		int rc = gmlakeGoTSetCapturing(device, (uintptr_t)stream, capturing);
@@ -88,7 +88,7 @@ int gmlake_set_capturing(int device, cudaStream_t stream, int capturing) {
 }
 
 int gmlake_cache_info(int device, size_t *largest_free_block) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	if (largest_free_block == NULL) {
 		return gmlakeGoTCacheInfo(device, NULL); // the error names the NULL argument
 	}
@@ -102,7 +102,7 @@ int gmlake_cache_info(int device, size_t *largest_free_block) {
 }
 
 int gmlake_base_allocation(void *ptr, void **base, size_t *size) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	gmlake_hc_flush(-1); // a cached free's pointer is no allocation's base any more
 	uint64_t b = 0, n = 0;
 	int rc = gmlakeGoTBaseAllocation((uintptr_t)ptr, &b, &n);
@@ -118,7 +118,7 @@ int gmlake_base_allocation(void *ptr, void **base, size_t *size) {
 }
 
 double gmlake_get_memory_fraction(int device) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER(-1);
 	return gmlakeGoTMemoryFraction(device);
 }
 
@@ -167,7 +167,7 @@ static gmlake_event_fn ev_fn;
 static void *ev_ctx;
 
 void gmlake_set_event_callback(gmlake_event_fn fn, void *ctx) {
-	gmlake_clear_thread_error();
+	GMLAKE_ENTER();
 	pthread_mutex_lock(&ev_mu);
 	ev_fn = fn;
 	ev_ctx = ctx;

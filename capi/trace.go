@@ -6,8 +6,8 @@ package main
 // that refuses a path another process is writing, {pid} and {rank}, and the rule that a trace belongs to the
 // process that opened it. What this file adds is C: the exit hook, which closes the trace only in the process
 // that owns it, so that a forked child's exit never enters Go to write its parent's buffer; and a fork handler
-// that gives a child the host's SIGTERM and SIGINT handling back (a child's signals are its own: a forked
-// child's own trace, with {pid}, is written by its blocks' bounds and at its exit, not on its signals).
+// that gives a child the host's SIGTERM and SIGINT handling back (a child's signals are its own). A forked
+// child never records anything: abi.c's fork rule refuses it every entry before Go (gmlake.h, Fork).
 //
 // Lines: `a ID SIZE STREAM` (SIZE as requested; STREAM numbered 0, 1, 2 in order of first use of a (device,
 // stream)) and `f ID`. A free is written when PyTorch frees the block, which is when the block becomes

@@ -311,8 +311,10 @@ func (a *Allocator) paperGarbageLocked(ss *streamState) vmm.Bytes {
 
 // paperReleaseCachedLocked is GMLake's release_cached_blocks: every unsplit free segment is released (release_blocks
 // of both pools), with the cached sBlocks that view its pieces (release_block deletes them); cached sBlocks
-// over other memory stay. A segment some live sBlock still views, or whose viewing sBlock's last use has not
-// completed, is kept (GMLake unmaps it regardless). First the frees deferred during a capture whose events
+// over other memory stay. A segment some live sBlock still views, whose viewing sBlock's last use has not
+// completed, or whose own last free is not known complete (releaseSegmentIfFreeLocked would keep it), is kept
+// with every sBlock that views it (GMLake unmaps it regardless); tearing the views down and then keeping the
+// segment would collect stitched blocks release_cached_blocks does not (INV-PAPERGC, paper-gc-s22.ops). First the frees deferred during a capture whose events
 // could not be recorded when it ended are tried again (GMLake's process_events starts with
 // insert_events_deferred_until_no_capture), as releaseCachedLocked does: else such a block stayed Pending
 // until the next capture, and its segment could never be released.
@@ -322,8 +324,8 @@ func (a *Allocator) paperReleaseCachedLocked() error {
 	first = cmp.Or(first, a.releaseHeldOrphansLocked())
 	for _, seg := range slices.Clone(a.segs) {
 		h := seg.head
-		if seg.arena || h.state != Free || h.next != nil {
-			continue
+		if seg.arena || h.state != Free || h.next != nil || !a.safeLocked(seg.ss, h.freeSeq) {
+			continue // (a segment whose last free is not known complete is kept: its views stay too)
 		}
 		var views []*sBlock
 		ok := true
