@@ -72,9 +72,7 @@ func gmlakeGoHostAllocReplay(size C.size_t, device C.int, stream C.uintptr_t, op
 		return 0
 	}
 	if err != nil {
-		setFailure(s, uint64(size), err)
-		s.allocFailures.Add(1)
-		setError(s, kindOf(err), fmt.Sprintf("gmlake_alloc(%d bytes, device %d, stream %#x): %v", uint64(size), int(device), uintptr(stream), err))
+		allocFailed(s, uint64(size), int(device), uintptr(stream), err)
 		return 0
 	}
 	s.live.Add(1)

@@ -253,9 +253,7 @@ func gmlakeGoAlloc(size C.size_t, device C.int, stream C.uintptr_t) (ret C.uintp
 	testHookAlloc(uint64(size))
 	p, err := s.eng.Alloc(uint64(size), uintptr(stream))
 	if err != nil {
-		setFailure(s, uint64(size), err)
-		s.allocFailures.Add(1)
-		setError(s, kindOf(err), fmt.Sprintf("gmlake_alloc(%d bytes, device %d, stream %#x): %v", uint64(size), int(device), uintptr(stream), err))
+		allocFailed(s, uint64(size), int(device), uintptr(stream), err)
 		return 0
 	}
 	s.live.Add(1)
@@ -263,6 +261,14 @@ func gmlakeGoAlloc(size C.size_t, device C.int, stream C.uintptr_t) (ret C.uintp
 		t.alloc(int(device), uintptr(stream), uint64(size), p)
 	}
 	return C.uintptr_t(p)
+}
+
+// allocFailed records a failed allocation of size bytes on s (device, stream): its figures for
+// gmlake_last_failure, the failure count, and the calling thread's error.
+func allocFailed(s *slot, size uint64, device int, stream uintptr, err error) {
+	setFailure(s, size, err)
+	s.allocFailures.Add(1)
+	setError(s, kindOf(err), fmt.Sprintf("gmlake_alloc(%d bytes, device %d, stream %#x): %v", size, device, stream, err))
 }
 
 //export gmlakeGoFree

@@ -324,8 +324,8 @@ func (a *Allocator) paperReleaseCachedLocked() error {
 	first = cmp.Or(first, a.releaseHeldOrphansLocked())
 	for _, seg := range slices.Clone(a.segs) {
 		h := seg.head
-		if seg.arena || h.state != Free || h.next != nil || !a.safeLocked(seg.ss, h.freeSeq) {
-			continue // (a segment whose last free is not known complete is kept: its views stay too)
+		if seg.arena || h.state != Free || h.next != nil {
+			continue
 		}
 		var views []*sBlock
 		ok := true
@@ -338,8 +338,8 @@ func (a *Allocator) paperReleaseCachedLocked() error {
 				}
 			}
 		}
-		if !ok {
-			continue
+		if !ok || !a.safeLocked(seg.ss, h.freeSeq) {
+			continue // (a segment whose last free is not known complete is kept: its views stay too)
 		}
 		for _, sb := range views {
 			// GMLake's release_block deletes them without taking their bytes off total_fuse_size: autoGC
