@@ -111,7 +111,7 @@ func runCLib(t *rapid.T, policy string, steps *int) {
 	sw := DrawSwarm(t, policy, false /* noFaults */)
 	sw.Serve = true
 	e, err := NewEnv(Config{Policy: policy, Capacity: sw.Capacity, Streams: sw.Streams, SyncStreams: sw.Sync,
-		Knobs: sw.Knobs, Serve: true, CLib: true, MemoryLimit: sw.MemoryLimit})
+		Knobs: sw.Knobs, Serve: true, CLib: true, MemoryLimit: sw.MemoryLimit, HostCache: rapid.Bool().Draw(t, "hostcache")})
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -359,5 +359,32 @@ func TestKnobTextParsesBack(t *testing.T) {
 	}
 	if units < 3 {
 		t.Fatalf("the knobs as text %v: want sizes with units", text)
+	}
+}
+
+// TestHostCacheStandInServesFromTheLog: under Config.HostCache a freed block the engine classed as
+// cacheable stays live in the engine until the next op that reaches it (the cache's log), a request on its
+// stream in its class takes it back without the engine, one on another stream or of another class does not,
+// RecordStream takes a block out of the cache, and every judge passes throughout.
+func TestHostCacheStandInServesFromTheLog(t *testing.T) {
+	e, rs := runText(t, Config{Capacity: 64 * vmm.MiB, Streams: 2, HostCache: true}, `alloc a0 1048576 s0
+free a0
+alloc a1 1048000 s0
+free a1
+alloc a2 1048576 s1
+alloc a3 1048576 s0
+record a3 s1
+free a3
+stats
+`)
+	if len(e.hc.live) != 1 || len(e.hc.log) != 0 {
+		t.Fatalf("the cache holds %d live blocks and a log of %d; want a2's alone (a3 left it at record), the log handed over at stats", len(e.hc.live), len(e.hc.log))
+	}
+	noViolations(t, e, rs) // (it closes the Env)
+	if rs[2].Ptr != rs[0].Ptr {
+		t.Fatalf("a1 (same stream, same class) got %v, want a0's block %v from the cache", rs[2].Ptr, rs[0].Ptr)
+	}
+	if rs[4].Ptr == rs[0].Ptr {
+		t.Fatalf("a2 on another stream got a0's cached block %v", rs[4].Ptr)
 	}
 }

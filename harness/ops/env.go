@@ -63,6 +63,10 @@ type Config struct {
 	// vmm.StreamSyncer path), the segment-event hook on; the fraction and stats ops are its own
 	// (judge_serve.go). Mutations cannot be set this way (the seeded switches are no knob).
 	CLib bool
+	// HostCache (it implies CLib) puts a stand-in of libgmlake's host cache (capi/hostcache.c) in front of
+	// the C library (hostcache.go): frees and hits it serves reach the engine as a log, replayed by the next
+	// call that reaches it (AllocHost on a miss, Replay before any other op).
+	HostCache bool
 	// Patterns: every allocation is filled with a byte of its id on the device and a sample read back
 	// before its free (pattern.go; a violation is INTEGRITY): the data path the models cannot see.
 	Patterns bool
@@ -87,6 +91,7 @@ type Env struct {
 	A        *impl.Allocator
 	S        *serve.Engine // the serving layer over A (Config.Serve); nil without it
 	C        *clib.Engine  // the C library over S (Config.CLib); nil without it
+	hc       *hostStandIn  // the host cache's stand-in in front of C (Config.HostCache); nil without it
 	Streams  []vmm.Stream  // index -> device stream; Streams[0] is the default stream
 	Contract contract.ContractState
 	Hist     *spec.History
@@ -260,6 +265,9 @@ func NewEnv(cfg Config) (*Env, error) {
 	asked := cfg.Policy // what the engine is asked for: "" its default, which the Env judges as gmlake
 	if cfg.DefaultName {
 		asked = ""
+	}
+	if cfg.HostCache {
+		cfg.CLib = true
 	}
 	if cfg.CLib {
 		cfg.Serve = true
@@ -529,6 +537,9 @@ func (e *Env) caller(i int) vmm.Stream {
 
 // The engine's calls, through the serving layer when there is one.
 func (e *Env) alloc(size uint64, i int) (vmm.DevicePtr, error) {
+	if e.hc != nil {
+		return e.hostAlloc(size, i)
+	}
 	if e.C != nil {
 		p, err := e.C.Alloc(size, uintptr(e.caller(i)))
 		return vmm.DevicePtr(p), err
@@ -540,6 +551,9 @@ func (e *Env) alloc(size uint64, i int) (vmm.DevicePtr, error) {
 }
 
 func (e *Env) free(p vmm.DevicePtr) error {
+	if e.hc != nil && e.hostFree(p) {
+		return nil
+	}
 	if e.C != nil {
 		return e.C.Free(uintptr(p))
 	}
@@ -550,6 +564,9 @@ func (e *Env) free(p vmm.DevicePtr) error {
 }
 
 func (e *Env) recordStream(p vmm.DevicePtr, i int) error {
+	if e.hc != nil {
+		delete(e.hc.live, p) // its free goes to the engine from now on (gmlake_hc_forget)
+	}
 	if e.C != nil {
 		return e.C.RecordStream(uintptr(p), uintptr(e.caller(i)))
 	}
@@ -695,12 +712,22 @@ func (e *Env) step(op Op) StepResult {
 		e.calls.failed, e.calls.syncs, e.calls.access, e.calls.unmaps = e.calls.failed[:0], e.calls.syncs[:0], e.calls.access[:0], e.calls.unmaps[:0]
 		e.calls.events = e.calls.events[:0]
 	}
+	// The host cache's log is handed over before op, in the same crossing (Config.HostCache): its driver
+	// calls are the op's, and it must apply.
+	var hostErr error
+	if e.hc != nil && !e.hostOwnsStep(op) && len(e.hc.log) > 0 {
+		hostErr = e.hostFlush()
+		e.lastOK = false // the View kept from the last step is from before the replay
+	}
 	switch op.Kind {
 	case OpFail, OpClearFaults, OpLaunch, OpComplete, OpCompleteAll, OpClose: // no engine call before Close
 	default:
 		e.eventsLost = e.eventsLost || slices.Contains(e.armed, vmm.CallDestroyEvent)
 	}
 	res := StepResult{Op: op}
+	if hostErr != nil { // the engine refused what the cache served: the C library and the engine disagree
+		res.Violations = append(res.Violations, spec.Violation{Inv: spec.InvSelfCheck, Msg: fmt.Sprintf("before %v: %v", op, hostErr)})
+	}
 	var in contract.ContractInput
 	var before spec.View
 	// refused: the op did not run on this device (a fault without fault injection); unjudged: the
@@ -1116,13 +1143,9 @@ func (e *Env) step(op Op) StepResult {
 
 // liveRequested returns the number of distinct live pointers the ops hold and the bytes they asked for.
 func (e *Env) liveRequested() (n int, requested uint64) {
-	seen := make(map[vmm.DevicePtr]bool, len(e.live))
-	for id := range e.live {
-		if p := e.ptrs[id]; !seen[p] {
-			seen[p] = true
-			n++
-			requested += e.size[id]
-		}
+	for _, r := range e.engineHeld() {
+		n++
+		requested += r
 	}
 	return n, requested
 }
@@ -1188,12 +1211,8 @@ func (e *Env) poolQueries() []spec.Violation {
 	for p := range e.pools {
 		want[p] = nil
 	}
-	seen := map[vmm.DevicePtr]bool{}
-	for id := range e.live {
-		if ptr := e.ptrs[id]; !seen[ptr] {
-			seen[ptr] = true
-			want[e.poolOf[ptr]] = append(want[e.poolOf[ptr]], ptr)
-		}
+	for ptr := range e.engineHeld() { // the host cache's kept frees are live in the engine (default pool)
+		want[e.poolOf[ptr]] = append(want[e.poolOf[ptr]], ptr)
 	}
 	var vs []spec.Violation
 	for p, w := range want {

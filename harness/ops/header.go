@@ -48,6 +48,7 @@ var setupKeys = []setupKey{
 	// The cap is printed whenever the serving layer is on (0, no cap, is a choice the run made), and when set.
 	{"limit", func(c *Config) any { return &c.MemoryLimit }, func(c Config) bool { return c.Serve || c.MemoryLimit != 0 }, nil},
 	{"clib", func(c *Config) any { return &c.CLib }, nil, nil},               // the C library over the serving layer (CLib implies Serve)
+	{"hostcache", func(c *Config) any { return &c.HostCache }, nil, nil},     // the host cache's stand-in in front of it (implies CLib)
 	{"defaultname", func(c *Config) any { return &c.DefaultName }, nil, nil}, // policy asked for by the empty name
 }
 

@@ -192,6 +192,9 @@ func (e *Env) openCLib(drv vmm.Driver, kc impl.Config, mapped bool) (*serve.Engi
 		return nil, fmt.Errorf("ops: opening policy %q through the C library: %w", kc.Policy, err)
 	}
 	e.C = c
+	if e.Cfg.HostCache && e.hc == nil {
+		e.hc = newHostStandIn()
+	}
 	e.serve.heldKnown = true
 	c.SetEventHook(func(action int, addr uintptr, size uint64, stream uintptr) {
 		e.serve.events = append(e.serve.events, clibEvent{action, addr, size, stream})
@@ -275,6 +278,9 @@ func byteText(n uint64, k int) string {
 func (e *Env) close() (closeReport, error) {
 	if e.C != nil {
 		n, released, err := e.C.Close()
+		if e.hc != nil {
+			e.hc = newHostStandIn() // gmlake_hc_close forgets the table: a new engine may start
+		}
 		return closeReport{nLive: n, released: released}, err
 	}
 	rep, err := e.A.Close()

@@ -18,12 +18,7 @@ import (
 // those the device answered. The View is built from this same Snapshot, so a wrong field here would
 // mislead every other judge.
 func (e *Env) judgeSnapshot(s impl.Snapshot) []spec.Violation {
-	want := make(map[vmm.DevicePtr]uint64, len(e.live))
-	for id := range e.live {
-		if !e.closed { // Close lets go of everything, even when a fault made it report an error
-			want[e.ptrs[id]] = e.size[id]
-		}
-	}
+	want := e.engineHeld()
 	var errs []string
 	bad := func(format string, args ...any) {
 		if len(errs) < 8 {
