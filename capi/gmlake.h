@@ -184,6 +184,7 @@ int gmlake_reset_accumulated_stats(int device); /* every allocated/freed := 0 an
 /* Segments and blocks as JSON, like gmlake_stats_json (snprintf convention):
  * {"device":D,"segments":[{"device","address","total_size","stream","segment_type":"small"|"large",
  *   "allocated_size","active_size","requested_size","stitched":bool,"pool_id":[a,b],"is_expandable":bool,
+ *   "registration_counter":N (creation order: a later segment has a larger N; an arena's runs share theirs),
  *   "blocks":[{"address","size","requested_size","state":"active_allocated"|"active_pending_free"|"inactive",
  *              "stitched_into":ADDR (only for a block held by a stitched block)}]}],
  *  "stitched_blocks":[{"address","size","requested_size","stream","pool_id":[a,b],

@@ -50,7 +50,11 @@ type TorchSegment struct {
 	Large      bool // PyTorch's large pool (requests above 1 MiB)
 	Expandable bool // a run of an arena (expandable, gmlake), not a fixed segment
 	Stitched   bool // some of its blocks are viewed by a stitched block
-	Blocks     []TorchBlock
+	// Created orders segments by creation (ids only increase; a segment's runs share its id): PyTorch's
+	// SegmentInfo.registration_counter, by which ProcessGroupNCCL registers a pool's segments in the same order
+	// on every rank.
+	Created uint64
+	Blocks  []TorchBlock
 }
 
 // TorchStitched is a stitched block (sBlock): its own virtual range viewing chunks of segments.
@@ -105,7 +109,7 @@ func (a *Allocator) TorchSnapshot() TorchSnapshot {
 			}
 			if cur == nil {
 				out.Segments = append(out.Segments, TorchSegment{Addr: b.ptr, Stream: seg.ss.s, Pool: seg.ss.poolID(),
-					Large: seg.pool == largePool, Expandable: seg.arena})
+					Large: seg.pool == largePool, Expandable: seg.arena, Created: seg.id})
 				cur = &out.Segments[len(out.Segments)-1]
 			}
 			tb := TorchBlock{Addr: b.ptr, Size: uint64(b.size), State: torchState(&b.block)}

@@ -9,9 +9,12 @@ Each check prints one JSON line {"check", "ok", ...} and the script exits 1 if a
   - with TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1 (set by the caller) the allocator's segment events
     register every segment as it is made: the collectives above run on registered memory;
   - torch's symmetric memory (torch.distributed._symmetric_memory: its own allocation, rendezvous over the
-    group, one_shot_all_reduce) where the driver allows;
-  - no leak: after the tensors are dropped, allocated bytes are back to where they started, and after
-    empty_cache (and the process group destroyed) the device's free memory is back within 64 MiB.
+    group, one_shot_all_reduce) under each backend symm_mem offers (its default, then "CUDA" and "NCCL"):
+    the NCCL backend allocates through a MemPool with its own allocator (ncclMemAlloc), the CUDA backend maps
+    its own memory with the driver;
+  - no leak: the baseline is taken after the process group and a warm-up of every collective (NCCL's own
+    buffers and the first tensors torch keeps); after the checks allocated bytes are back to it, and after
+    empty_cache the device's free memory is back within 64 MiB of it.
     NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=REG GMLAKE=1 python3 bench/e2e/nccl_one_gpu.py
 """
 import json
@@ -79,9 +82,11 @@ def mem_pool():
     del pool
 
 
-def symmetric():
+def symmetric(backend):
     import torch.distributed._symmetric_memory as symm_mem
 
+    if backend != "default":
+        symm_mem.set_backend(backend)
     n = 1 << 16
     t = symm_mem.empty(n, device="cuda", dtype=torch.float32)
     t.copy_(torch.arange(n, device="cuda", dtype=torch.float32))
@@ -89,7 +94,9 @@ def symmetric():
     want = t.clone()
     out = torch.ops.symm_mem.one_shot_all_reduce(t, "sum", dist.group.WORLD.group_name)
     torch.cuda.synchronize()
-    report("symmetric_memory", torch.equal(out, want), world=h.world_size)
+    report(f"symmetric_memory/{backend}", torch.equal(out, want), world=h.world_size,
+           backend=symm_mem.get_backend(torch.device("cuda")) if hasattr(symm_mem, "get_backend") else backend)
+    del t, out, want, h
 
 
 def main():
@@ -99,21 +106,25 @@ def main():
     alloc = "gmlake" if os.environ.get("GMLAKE") == "1" else ("expandable" if "expandable" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") else "native")
     hook = os.environ.get("TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK", "0")
     print(json.dumps({"allocator": alloc, "register_hook": hook, "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version()))}), flush=True)
-    torch.cuda.empty_cache()
-    free0, _ = torch.cuda.mem_get_info()
     dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda:0"))
+    collectives("warm-up", 1 << 10)  # NCCL's buffers and kernels, and what torch keeps after a first collective
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
     base = torch.cuda.memory_allocated()
+    free0, _ = torch.cuda.mem_get_info()
     for n in (1 << 10, 1 << 18, 1 << 22, 24 << 20):
         attempt(f"collectives/{4 * n}B", lambda n=n: collectives(f"{4 * n}B", n))
     attempt("collectives/after-fragmentation-96MiB", fragmented)
     attempt("register_mem_pool", mem_pool)
-    attempt("symmetric_memory", symmetric)
     torch.cuda.synchronize()
     report("no-leak/allocated", torch.cuda.memory_allocated() == base, allocated=torch.cuda.memory_allocated(), at_start=base)
-    dist.destroy_process_group()
     torch.cuda.empty_cache()
     free1, _ = torch.cuda.mem_get_info()
     report("no-leak/device", free0 - free1 <= 64 << 20, free_before=free0, free_after=free1, held_mib=(free0 - free1) / 2**20)
+    # symmetric memory last: its backends keep what they mapped for the group's lifetime
+    for b in ("default", "CUDA", "NCCL"):
+        attempt(f"symmetric_memory/{b}", lambda b=b: symmetric(b))
+    dist.destroy_process_group()
     if alloc == "gmlake":
         import gmlake_torch
 

@@ -22,10 +22,12 @@ for a in native expandable gmlake; do
 	esac
 	for hook in 0 1; do
 		env "${envs[@]}" TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=$hook NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=REG \
+			NCCL_DEBUG_FILE="$OUT/nccl-$a-$hook.%p.nccl" \
 			timeout 240 "$PY" "$HERE/nccl_one_gpu.py" >"$OUT/nccl-$a-$hook.out" 2>"$OUT/nccl-$a-$hook.err"
 		rc=$?
 		grep '^{' "$OUT/nccl-$a-$hook.out" | sed "s/^{/{\"run\": \"$a hook=$hook\", \"rc\": $rc, /" >>"$OUT/nccl.jsonl"
-		echo "$a hook=$hook rc=$rc registration lines: $(grep -ci 'regist' "$OUT/nccl-$a-$hook.err")"
+		echo "$a hook=$hook rc=$rc NCCL registration lines: $(cat "$OUT"/nccl-$a-$hook.*.nccl 2>/dev/null | grep -ci 'regist')"
+		cat "$OUT"/nccl-$a-$hook.*.nccl 2>/dev/null | grep -i 'regist' | head -5 | cut -c1-200
 	done
 	env "${envs[@]}" timeout 180 "$PY" "$HERE/fork_ipc_probe.py" >>"$OUT/fork_ipc.jsonl" 2>"$OUT/fork-$a.err"
 	echo "$a fork/ipc rc=$?: $(tail -2 "$OUT/fork-$a.err" | cut -c1-300)"

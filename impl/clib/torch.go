@@ -177,6 +177,7 @@ type jsonSegment struct {
 	Stitched   bool        `json:"stitched"`
 	Pool       [2]uint64   `json:"pool_id"`
 	Expandable bool        `json:"is_expandable"`
+	Counter    uint64      `json:"registration_counter"`
 	Blocks     []jsonBlock `json:"blocks"`
 }
 
@@ -201,7 +202,8 @@ func (e *Engine) SnapshotJSON() []byte {
 	for _, seg := range snap.Segments {
 		js := jsonSegment{Device: e.cfg.Device, Address: uint64(seg.Addr), TotalSize: seg.Size,
 			Stream: uint64(e.cStream(seg.Stream)), Type: "small", Stitched: seg.Stitched,
-			Pool: [2]uint64{seg.Pool.A, seg.Pool.B}, Expandable: seg.Expandable, Blocks: []jsonBlock{}}
+			Pool: [2]uint64{seg.Pool.A, seg.Pool.B}, Expandable: seg.Expandable, Counter: seg.Created,
+			Blocks: []jsonBlock{}}
 		if seg.Large {
 			js.Type = "large"
 		}

@@ -120,3 +120,62 @@ func TestTorchViewsAgreeWithTheCalls(t *testing.T) {
 		t.Errorf("SetCapturing after Close: %v, want %v", err, impl.ErrClosed)
 	}
 }
+
+// Property: the snapshot's registration_counter orders segments by creation, not by address: a segment made
+// after another has the larger counter even where it reuses a lower address (ProcessGroupNCCL registers a
+// pool's segments in this order on every rank, and asserts each counter is set).
+func TestSnapshotRegistrationCounterFollowsCreation(t *testing.T) {
+	e, err := New(newSim(256*vmm.MiB), simConfig(Config{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	type seg struct {
+		Address uint64 `json:"address"`
+		Stream  uint64 `json:"stream"`
+		Counter *int64 `json:"registration_counter"`
+	}
+	segments := func() map[uint64]seg { // by stream: each stream's block has a segment of its own
+		var snap struct {
+			Segments []seg `json:"segments"`
+		}
+		if err := json.Unmarshal(e.SnapshotJSON(), &snap); err != nil {
+			t.Fatal(err)
+		}
+		out := map[uint64]seg{}
+		for _, s := range snap.Segments {
+			if s.Counter == nil || *s.Counter < 0 {
+				t.Fatalf("segment at %#x: registration_counter %v, want a number >= 0", s.Address, s.Counter)
+			}
+			out[s.Stream] = s
+		}
+		return out
+	}
+	first, err := e.Alloc(24*vmm.MiB, 0x100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []uintptr{0x200, 0x300} {
+		if _, err := e.Alloc(24*vmm.MiB, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := segments()
+	if len(s) != 3 || !(*s[0x100].Counter < *s[0x200].Counter && *s[0x200].Counter < *s[0x300].Counter) {
+		t.Fatalf("segments of streams 0x100, 0x200, 0x300 made in that order: %+v, want counters increasing", s)
+	}
+	// Release the first segment; the next one made comes later, wherever it lands.
+	if err := e.Free(first); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Alloc(24*vmm.MiB, 0x400); err != nil {
+		t.Fatal(err)
+	}
+	s2 := segments()
+	if _, ok := s2[0x100]; ok || *s2[0x400].Counter <= *s2[0x300].Counter {
+		t.Fatalf("after the first segment's release and a new one on stream 0x400: %+v, want 0x100 gone and 0x400's counter above 0x300's", s2)
+	}
+}

@@ -470,6 +470,8 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
         seg.stream = reinterpret_cast<void*>(static_cast<uintptr_t>(sj.num("stream")));
         seg.is_large = sj.str("segment_type") != "small";
         seg.is_expandable = sj.flag("is_expandable");
+        // creation order: ProcessGroupNCCL::registerMemPool sorts a pool's segments by it and asserts it is set
+        seg.registration_counter = static_cast<decltype(seg.registration_counter)>(sj.num("registration_counter"));
         // PyTorch derives each block's address by adding up the sizes before it: tile the segment in address
         // order, with inactive blocks in any gap the engine did not list.
         std::vector<const JValue*> blocks;
