@@ -47,6 +47,14 @@ func TestReleasedPoolUnmapDeliveredByTheFree(t *testing.T) {
 	runLifecycle(t, buildLib(t), "pool-unmap")
 }
 
+// Property (issue 37 item 2): gmlake_ipc_export gives open descriptors of pieces that cover the allocation;
+// a short array, a NULL output, an interior, unknown or freed pointer fail with GMLAKE_ERR_INVALID and write
+// nothing; the descriptors are closed once empty_cache releases their handles (no descriptor outlives its
+// memory).
+func TestIPCExportCoversTheAllocationAndClosesWithIt(t *testing.T) {
+	runLifecycle(t, buildLib(t), "ipc-export")
+}
+
 // Property (issue 36 item 1): the library's dynamic symbols named gmlake_ are exactly the functions gmlake.h
 // declares, so a caller reaches the engine only through functions that validate their arguments (the C
 // helpers are GMLAKE_HIDDEN, abi_internal.h). The Go exports gmlakeGo* cannot be hidden (cgo exports them);

@@ -252,6 +252,27 @@ int gmlake_cache_info(int device, size_t *largest_free_block);
  * written). A pointer inside no live allocation: GMLAKE_ERR_INVALID. */
 int gmlake_base_allocation(void *ptr, void **base, size_t *size);
 
+/* CUDA IPC (PyTorch's shareIpcHandle): the physical memory under the live allocation that starts at ptr, for
+ * another process to map. Every mapping gmlake makes maps a whole physical handle, so an allocation (a stitched
+ * one too) lies over a run of whole handles side by side: pieces[0..*n) are those handles in address order,
+ * each as a POSIX file descriptor of this process (cuMemExportToShareableHandle) and its bytes, and the
+ * allocation is the *size bytes at *offset into their run. The other process duplicates each descriptor
+ * (pidfd_getfd), imports it (cuMemImportFromShareableHandle), maps the handles side by side in a reservation
+ * of its own and sets access; its imports hold the memory until it releases them. The descriptors belong to
+ * gmlake: the same for a handle every time, open until gmlake releases the handle; never close them.
+ * Returns 0; -1 with GMLAKE_ERR_INVALID for a NULL output, a ptr that is not the start of a live allocation,
+ * or cap below the pieces needed (*n is then the number needed, and nothing else is written), and
+ * GMLAKE_ERR_OTHER when the device's memory is not exportable (GMLAKE_CUDA_HANDLES=none). On the simulated
+ * device (GMLAKE_DEVICE=sim) the descriptors are stand-ins (an open /dev/null per handle, closed with it):
+ * enough to test the calls, nothing to map. */
+typedef struct {
+	int fd;        /* this process's descriptor for the handle */
+	int reserved;  /* 0 */
+	uint64_t size; /* the handle's bytes (a multiple of the granularity) */
+} gmlake_ipc_piece;
+int gmlake_ipc_export(void *ptr, gmlake_ipc_piece *pieces, size_t cap, size_t *n, uint64_t *offset,
+                      uint64_t *size);
+
 /* The memory fraction in force on device (1.0 without a cap; a cap set as GMLAKE_MEMORY_LIMIT is reported as
  * limit / total); negative on a bad device or a bad GMLAKE_MEMORY_FRACTION. Before the device's engine
  * starts, the fraction GMLAKE_MEMORY_FRACTION gives (1.0 without it): a limit in bytes applies from the start. */

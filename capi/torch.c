@@ -117,6 +117,13 @@ int gmlake_base_allocation(void *ptr, void **base, size_t *size) {
 	return rc;
 }
 
+int gmlake_ipc_export(void *ptr, gmlake_ipc_piece *pieces, size_t cap, size_t *n, uint64_t *offset,
+                      uint64_t *size) {
+	GMLAKE_ENTER(-1);
+	gmlake_hc_flush(-1); // a cached free is no live allocation to share
+	return gmlakeGoTIPCExport((uintptr_t)ptr, pieces, cap, n, offset, size);
+}
+
 double gmlake_get_memory_fraction(int device) {
 	GMLAKE_ENTER(-1);
 	return gmlakeGoTMemoryFraction(device);

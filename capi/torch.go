@@ -365,6 +365,43 @@ func gmlakeGoTBaseAllocation(ptr C.uintptr_t, base, size *C.uint64_t) (ret C.int
 	return -1
 }
 
+//export gmlakeGoTIPCExport
+func gmlakeGoTIPCExport(ptr C.uintptr_t, pieces *C.gmlake_ipc_piece, capacity C.size_t, n *C.size_t,
+	offset, size *C.uint64_t) (ret C.int) {
+	var s *slot
+	defer guard(&s, "gmlake_ipc_export", &ret)
+	if n == nil || offset == nil || size == nil || (pieces == nil && capacity > 0) {
+		fail(nil, invalidf("gmlake_ipc_export: NULL output (n, offset and size are required, pieces unless cap is 0)"))
+		return -1
+	}
+	var err error = invalidf("no engine has started")
+	for d := range slots {
+		if s = slots[d].Load(); s == nil || s.usable() != nil {
+			continue
+		}
+		var ex clib.IPCExport
+		if ex, err = s.eng.ExportIPC(uintptr(ptr)); err == nil {
+			*n = C.size_t(len(ex.Pieces))
+			if len(ex.Pieces) > int(capacity) {
+				err = invalidf("pieces holds %d, the allocation at %#x lies over %d handles: call again with cap >= %d",
+					int(capacity), uintptr(ptr), len(ex.Pieces), len(ex.Pieces))
+				break
+			}
+			out := unsafe.Slice(pieces, len(ex.Pieces))
+			for i, pc := range ex.Pieces {
+				out[i] = C.gmlake_ipc_piece{fd: C.int(pc.FD), size: C.uint64_t(pc.Size)}
+			}
+			*offset, *size = C.uint64_t(ex.Offset), C.uint64_t(ex.Size)
+			return 0
+		}
+		if !clib.IsUnknownPointer(err) {
+			break
+		}
+	}
+	setError(s, kindOf(err), fmt.Sprintf("gmlake_ipc_export(%#x): %v", uintptr(ptr), err))
+	return -1
+}
+
 //export gmlakeGoTMemoryFraction
 func gmlakeGoTMemoryFraction(device C.int) (ret C.double) {
 	var s *slot

@@ -168,3 +168,28 @@ type CallCounter interface {
 	ModeledTime() time.Duration
 	ModeledByKind() [NumCallKinds]time.Duration
 }
+
+// Exporter is a Driver whose physical memory another process can map (CUDA IPC): ExportFD returns a POSIX
+// file descriptor for h (cuMemExportToShareableHandle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), which the
+// other process duplicates (pidfd_getfd) and imports. The descriptor belongs to the driver: the same one for
+// every call on h, open until h is released; the caller must not close it. ErrNotSupported when h was created
+// without POSIX-fd export; ErrInvalidHandle for a handle not live.
+type Exporter interface {
+	ExportFD(h Handle) (int, error)
+}
+
+// ExporterOf returns the Exporter under d, looking through the wrappers that say what they wrap
+// (Inner() Driver, as vmm/wrap's); false if no driver in the chain exports.
+func ExporterOf(d Driver) (Exporter, bool) {
+	for d != nil {
+		if e, ok := d.(Exporter); ok {
+			return e, true
+		}
+		w, ok := d.(interface{ Inner() Driver })
+		if !ok {
+			return nil, false
+		}
+		d = w.Inner()
+	}
+	return nil, false
+}

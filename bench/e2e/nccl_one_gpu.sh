@@ -3,6 +3,7 @@
 # GMLAKE=1), the NCCL checks with and without TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK: JSON lines in
 # $OUT/nccl.jsonl and $OUT/fork_ipc.jsonl, NCCL's registration log lines counted per run.
 #   OUT=$OUT bash bench/e2e/nccl_one_gpu.sh      # carry dist
+# PROBE_ALLOCATORS (default "native expandable gmlake") and PROBE_HOOKS (default "0 1") choose a subset.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -14,13 +15,13 @@ unset PYTORCH_CUDA_ALLOC_CONF GMLAKE
 export PYTHONUNBUFFERED=1
 : >"$OUT/nccl.jsonl"
 : >"$OUT/fork_ipc.jsonl"
-for a in native expandable gmlake; do
+for a in ${PROBE_ALLOCATORS:-native expandable gmlake}; do
 	case $a in
 	native) envs=() ;;
 	expandable) envs=(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) ;;
 	gmlake) envs=(GMLAKE=1) ;;
 	esac
-	for hook in 0 1; do
+	for hook in ${PROBE_HOOKS:-0 1}; do
 		env "${envs[@]}" TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=$hook NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=REG \
 			NCCL_DEBUG_FILE="$OUT/nccl-$a-$hook.%p.nccl" \
 			timeout 240 "$PY" "$HERE/nccl_one_gpu.py" >"$OUT/nccl-$a-$hook.out" 2>"$OUT/nccl-$a-$hook.err"

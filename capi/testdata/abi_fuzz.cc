@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -817,6 +818,61 @@ struct Harness {
 		}
 	}
 
+	// gmlake_ipc_export: a live allocation's start exports open descriptors whose pieces cover it (or, with too
+	// short an array, fails INVALID saying how many it needs and writes none); anything else fails INVALID.
+	void opIPC() {
+		int d;
+		uintptr_t p = pickPtr(&d);
+		if (in.u8() % 4 == 0) {
+			p += 512; // inside (or past) an allocation
+		}
+		static const size_t caps[] = {0, 1, 2, 64};
+		size_t cap = caps[in.u8() % 4];
+		bool nullN = in.u8() % 8 == 0;
+		begin("gmlake_ipc_export(%#" PRIxPTR ", pieces, %zu, %s, &off, &size)", p, cap, nullN ? "NULL" : "&n");
+		gmlake_ipc_piece pc[64];
+		for (auto &x : pc) {
+			x = {-7, 7, 7};
+		}
+		size_t n = 0;
+		uint64_t off = 0, size = 0;
+		int rc = gmlake_ipc_export((void *)p, pc, cap, nullN ? nullptr : &n, &off, &size);
+		Alloc *a = holding(p);
+		bool start = a != nullptr && a->p == p;
+		if (!start || nullN) {
+			if (rc == 0) {
+				failf("returned 0 for %s", nullN ? "a NULL n" : "a pointer that starts no live allocation");
+			}
+			failed(GMLAKE_ERR_INVALID);
+			return;
+		}
+		if (rc != 0) {
+			if (n <= cap) {
+				failf("returned %d with n %zu <= cap %zu for a live allocation: %s", rc, n, cap, lastError().c_str());
+				return;
+			}
+			failed(GMLAKE_ERR_INVALID);
+			if (cap > 0 && pc[0].fd != -7) {
+				failf("wrote pieces[0] (fd %d) though it failed", pc[0].fd);
+			}
+			return;
+		}
+		ok();
+		uint64_t total = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (pc[i].size == 0 || pc[i].reserved != 0 || fcntl(pc[i].fd, F_GETFD) < 0) {
+				failf("piece %zu: fd %d (open: %d), %" PRIu64 " bytes", i, pc[i].fd, fcntl(pc[i].fd, F_GETFD) >= 0,
+				      pc[i].size);
+				return;
+			}
+			total += pc[i].size;
+		}
+		if (n == 0 || size < a->size || off >= pc[0].size || off + size > total) {
+			failf("%zu pieces of %" PRIu64 " bytes, the allocation %" PRIu64 " bytes at offset %" PRIu64
+			      ", the ledger's %zu bytes", n, total, size, off, a->size);
+		}
+	}
+
 	void opClose() {
 		int d = in.pick(kDevices);
 		begin("gmlake_close(%d)", d);
@@ -925,8 +981,10 @@ struct Harness {
 			return opPoolLive();
 		case 20:
 			return opCapture();
-		case 21:
-			return in.u8() % 2 ? opCacheInfo() : opBase();
+		case 21: {
+			int k = in.u8();
+			return k % 2 ? opCacheInfo() : (k % 8 == 4 ? opIPC() : opBase());
+		}
 		case 22: {
 			int mode = in.u8() % CB_MODES;
 			begin("gmlake_set_event_callback(mode %d)", mode);

@@ -5,11 +5,15 @@
 //                 is live and freeable, and close afterwards reports it
 //   pool-unmap    freeing the last block of a released private pool delivers its SEGMENT_UNMAP before the free
 //                 returns
+//   ipc-export    gmlake_ipc_export: the pieces cover the allocation, a short array says how many are needed and
+//                 writes nothing, bad pointers and NULL outputs fail INVALID, a freed pointer (in the host
+//                 cache) is no live allocation, and every descriptor is closed once empty_cache releases it
 // Prints "ok MODE" or "FAIL MODE: why" and exits 0 / 1.
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 
 #include "gmlake.h"
 
@@ -92,6 +96,50 @@ int main(int argc, char **argv) {
 		CHECK(gmlake_get_device_stats(0, &st) == 0 && st.reserved_bytes[0].current == 0, "reserved %lld after the free",
 		      (long long)st.reserved_bytes[0].current);
 		gmlake_set_event_callback(NULL, NULL);
+		CHECK(gmlake_close(0) == 0, "close");
+	} else if (strcmp(mode, "ipc-export") == 0) {
+		void *p = gmlake_alloc(24 * MiB, 0, NULL), *q = gmlake_alloc(512, 0, NULL);
+		CHECK(p != NULL && q != NULL, "alloc");
+		gmlake_ipc_piece pc[64];
+		size_t n = 0;
+		uint64_t off = 1, size = 0;
+		int fds[128], nfd = 0;
+		void *ptrs[2] = {p, q};
+		for (int k = 0; k < 2; k++) {
+			CHECK(gmlake_ipc_export(ptrs[k], pc, 64, &n, &off, &size) == 0 && gmlake_last_error_kind() == GMLAKE_ERR_NONE,
+			      "export of a live allocation");
+			uint64_t total = 0;
+			for (size_t i = 0; i < n; i++) {
+				CHECK(fcntl(pc[i].fd, F_GETFD) >= 0, "piece %zu's descriptor %d is not open", i, pc[i].fd);
+				CHECK(pc[i].size > 0 && pc[i].size % (2 * MiB) == 0 && pc[i].reserved == 0, "piece %zu: %llu bytes", i,
+				      (unsigned long long)pc[i].size);
+				total += pc[i].size;
+				fds[nfd++] = pc[i].fd;
+			}
+			size_t want = k == 0 ? 24 * MiB : 512;
+			CHECK(n >= 1 && size >= want && off < pc[0].size && off + size <= total, "export of %zu bytes: %zu pieces, "
+			      "%llu bytes at offset %llu of %llu", want, n, (unsigned long long)size, (unsigned long long)off,
+			      (unsigned long long)total);
+		}
+		gmlake_ipc_piece few[1] = {{-7, 7, 7}};
+		size_t need = 0;
+		int rc = gmlake_ipc_export(p, few, 0, &need, &off, &size);
+		CHECK(rc < 0 && gmlake_last_error_kind() == GMLAKE_ERR_INVALID && need >= 1 && few[0].fd == -7,
+		      "cap 0: rc %d, need %zu, pieces[0].fd %d", rc, need, few[0].fd);
+		CHECK(gmlake_ipc_export(p, pc, 64, NULL, &off, &size) < 0 && gmlake_last_error_kind() == GMLAKE_ERR_INVALID,
+		      "NULL n");
+		CHECK(gmlake_ipc_export((char *)p + 4096, pc, 64, &n, &off, &size) < 0 &&
+		          gmlake_last_error_kind() == GMLAKE_ERR_INVALID, "interior pointer");
+		CHECK(gmlake_ipc_export((void *)0x1000, pc, 64, &n, &off, &size) < 0 &&
+		          gmlake_last_error_kind() == GMLAKE_ERR_INVALID, "unknown pointer");
+		gmlake_free(q, 512, 0, NULL);
+		CHECK(gmlake_ipc_export(q, pc, 64, &n, &off, &size) < 0 && gmlake_last_error_kind() == GMLAKE_ERR_INVALID,
+		      "a freed pointer");
+		gmlake_free(p, 24 * MiB, 0, NULL);
+		CHECK(gmlake_empty_cache() == 0, "empty_cache");
+		for (int i = 0; i < nfd; i++) {
+			CHECK(fcntl(fds[i], F_GETFD) < 0, "descriptor %d still open after empty_cache released its handle", fds[i]);
+		}
 		CHECK(gmlake_close(0) == 0, "close");
 	} else {
 		printf("FAIL: unknown mode %s\n", mode);

@@ -77,6 +77,10 @@ static int child_entries(void *live) {
 	ok += refused("gmlake_set_capturing", gmlake_set_capturing(0, 0, 1) < 0);
 	ok += refused("gmlake_cache_info", gmlake_cache_info(0, &largest) < 0);
 	ok += refused("gmlake_base_allocation", gmlake_base_allocation(live, &base, &size) < 0);
+	gmlake_ipc_piece pc[4];
+	size_t npc = 0;
+	uint64_t off = 0, size64 = 0;
+	ok += refused("gmlake_ipc_export", gmlake_ipc_export(live, pc, 4, &npc, &off, &size64) < 0);
 	ok += refused("gmlake_check_settings", gmlake_check_settings(NULL, buf, sizeof buf) < 0);
 	ok += refused("gmlake_settings_json", gmlake_settings_json(buf, sizeof buf) < 0);
 	ok += refused("gmlake_close", gmlake_close(0) < 0);

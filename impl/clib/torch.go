@@ -94,6 +94,13 @@ func (e *Engine) BaseAllocation(ptr uintptr) (uintptr, uint64, error) {
 	return uintptr(r.Base), r.Size, err
 }
 
+// IPCExport is a live allocation as another process maps it (impl.IPCExport).
+type IPCExport = impl.IPCExport
+
+// ExportIPC returns the physical handles under the live allocation that starts at ptr, exported as POSIX file
+// descriptors, for CUDA IPC (impl.Allocator.ExportIPC).
+func (e *Engine) ExportIPC(ptr uintptr) (IPCExport, error) { return e.a.ExportIPC(vmm.DevicePtr(ptr)) }
+
 // MemoryFraction returns the cap on the physical memory as a fraction of the device (1: no cap).
 func (e *Engine) MemoryFraction() float64 {
 	lim, total := e.s.MemoryLimit(), e.s.TotalMemory()

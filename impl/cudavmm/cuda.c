@@ -39,6 +39,7 @@ static CUresult (*p_cuMemGetAllocationGranularity)(size_t *, const CUmemAllocati
 static CUresult (*p_cuMemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
 				 unsigned long long);
 static CUresult (*p_cuMemRelease)(CUmemGenericAllocationHandle);
+static CUresult (*p_cuMemExportToShareableHandle)(void *, CUmemGenericAllocationHandle, int, unsigned long long);
 static CUresult (*p_cuMemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
 static CUresult (*p_cuMemAddressFree)(CUdeviceptr, size_t);
 static CUresult (*p_cuMemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
@@ -94,6 +95,7 @@ int gm_load(char *err, int errlen) {
 	LOAD(p_cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity");
 	LOAD(p_cuMemCreate, "cuMemCreate");
 	LOAD(p_cuMemRelease, "cuMemRelease");
+	LOAD(p_cuMemExportToShareableHandle, "cuMemExportToShareableHandle");
 	LOAD(p_cuMemAddressReserve, "cuMemAddressReserve");
 	LOAD(p_cuMemAddressFree, "cuMemAddressFree");
 	LOAD(p_cuMemMap, "cuMemMap");
@@ -185,6 +187,12 @@ CUresult gm_create(CUcontext ctx, CUdevice dev, uint64_t size, int handle_types,
 	CUresult r = p_cuMemCreate(&h, size, &prop, 0);
 	*handle = h;
 	return r;
+}
+
+CUresult gm_export_fd(CUcontext ctx, uint64_t handle, int *fd) {
+	CTX(ctx);
+	*fd = -1;
+	return p_cuMemExportToShareableHandle(fd, handle, 1 /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR */, 0);
 }
 
 CUresult gm_release(CUcontext ctx, uint64_t handle) {

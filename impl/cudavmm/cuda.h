@@ -58,6 +58,9 @@ CUresult gm_create(CUcontext ctx, CUdevice dev, uint64_t size, int handle_types,
 // (cuDeviceGetAttribute; 0 where the driver does not know the attribute).
 void gm_handle_caps(CUdevice dev, int *posix_fd, int *fabric, int *rdma);
 CUresult gm_release(CUcontext ctx, uint64_t handle);
+// gm_export_fd is cuMemExportToShareableHandle as a POSIX file descriptor (the handle must have been created
+// with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR); the caller owns the descriptor.
+CUresult gm_export_fd(CUcontext ctx, uint64_t handle, int *fd);
 CUresult gm_reserve(CUcontext ctx, uint64_t size, uint64_t align, uint64_t *ptr);
 CUresult gm_free_address(CUcontext ctx, uint64_t ptr, uint64_t size);
 CUresult gm_map(CUcontext ctx, uint64_t ptr, uint64_t size, uint64_t offset, uint64_t handle);

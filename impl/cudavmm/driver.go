@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"unsafe"
 
 	"github.com/gmlake/gmlake/vmm"
@@ -34,11 +35,15 @@ type Driver struct {
 	handles atomic.Int32
 	caps    int32
 	close   sync.Once
+	// exported: the POSIX file descriptor ExportFD made for a handle, closed by Release. Guarded by exportMu.
+	exportMu sync.Mutex
+	exported map[vmm.Handle]int
 }
 
 var (
 	_ vmm.Driver       = (*Driver)(nil)
 	_ vmm.StreamSyncer = (*Driver)(nil)
+	_ vmm.Exporter     = (*Driver)(nil)
 )
 
 var loadOnce struct {
@@ -230,7 +235,41 @@ func (d *Driver) Release(h vmm.Handle) error {
 	if err := d.closedErr(vmm.CallRelease); err != nil {
 		return err
 	}
+	d.exportMu.Lock()
+	if fd, ok := d.exported[h]; ok {
+		delete(d.exported, h)
+		syscall.Close(fd)
+	}
+	d.exportMu.Unlock()
 	return d.fail(vmm.CallRelease, C.gm_release(d.ctx, C.uint64_t(h)), "handle %#x", uint64(h))
+}
+
+// ExportFD is cuMemExportToShareableHandle as a POSIX file descriptor, made once per handle and kept until
+// Release closes it (vmm.Exporter). ErrNotSupported when the driver creates handles without POSIX-fd export
+// (GMLAKE_CUDA_HANDLES=none, or a device without the capability).
+func (d *Driver) ExportFD(h vmm.Handle) (int, error) {
+	if err := d.closedErr(vmm.CallRelease); err != nil {
+		return -1, err
+	}
+	if d.handles.Load()&handlePosixFD == 0 {
+		return -1, fmt.Errorf("cudavmm: handle %#x was created without POSIX file descriptor export (handle types %s): "+
+			"CUDA IPC needs GMLAKE_CUDA_HANDLES=posix_fd (the default where the device supports it): %w",
+			uint64(h), d.HandleTypes(), vmm.ErrNotSupported)
+	}
+	d.exportMu.Lock()
+	defer d.exportMu.Unlock()
+	if fd, ok := d.exported[h]; ok {
+		return fd, nil
+	}
+	var fd C.int
+	if r := C.gm_export_fd(d.ctx, C.uint64_t(h), &fd); r != 0 {
+		return -1, fmt.Errorf("cudavmm: cuMemExportToShareableHandle(handle %#x, POSIX fd): %w", uint64(h), result(r))
+	}
+	if d.exported == nil {
+		d.exported = map[vmm.Handle]int{}
+	}
+	d.exported[h] = int(fd)
+	return int(fd), nil
 }
 
 // Reserve is cuMemAddressReserve aligned to the granularity, anywhere.

@@ -25,6 +25,7 @@ package sim
 
 import (
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,6 +109,9 @@ type handle struct {
 	primary vmm.DevicePtr
 	dirty   bool
 	bad     int
+	// exported: the descriptor ExportFD gave for the handle (an open /dev/null, standing in for the driver's
+	// shareable handle), closed when the handle is released; nil until the first ExportFD.
+	exported *os.File
 }
 
 // mapping is one Map call's mapping.
@@ -340,9 +344,34 @@ func (d *Device) Release(h vmm.Handle) error {
 		return err
 	}
 	hd.released = true
+	if hd.exported != nil {
+		hd.exported.Close()
+		hd.exported = nil
+	}
 	d.maybeFreeLocked(hd)
 	d.chargeLocked(k, hd.size)
 	return nil
+}
+
+// ExportFD returns a POSIX file descriptor standing for h's memory, as the real driver's
+// cuMemExportToShareableHandle: the same descriptor for every call on h, closed when h is released (so a
+// test can see that an exported handle's descriptor does not outlive it). Not a driver call the cost model
+// counts. ErrInvalidHandle for a handle not live.
+func (d *Device) ExportFD(h vmm.Handle) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	hd, ok := d.mu.handles[h]
+	if !ok || hd.released {
+		return -1, fmt.Errorf("sim: export of handle %d: %w", h, vmm.ErrInvalidHandle)
+	}
+	if hd.exported == nil {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			return -1, fmt.Errorf("sim: export of handle %d: %w", h, err)
+		}
+		hd.exported = f
+	}
+	return int(hd.exported.Fd()), nil
 }
 
 // maybeFreeLocked returns hd's memory to the device if it is released and unmapped (rule 7).

@@ -27,10 +27,15 @@
 #include <c10/util/ApproximateClock.h>
 #include <c10/util/Exception.h>
 
+#include <cuda.h>  // the driver's types for CUDA IPC's imports; its functions are looked up (dlsym), not linked
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -279,6 +284,301 @@ struct PoolCheckpoint : public CCA::AllocatorState {
 
 void rawDeleter(void* ptr);
 void onEngineEvent(void* ctx, int device, int action, uint64_t addr, uint64_t size, void* stream);
+
+// ---- CUDA IPC --------------------------------------------------------------------------------------------
+//
+// A shared allocation travels as PyTorch's ShareableHandle: an offset and a byte string whose first two bytes
+// are the format's version (2, as PyTorch's) and kind. gmlake writes
+//   'e'  PyTorch's expandable-segment layout, when the handles under the allocation all have one size S:
+//        {int32 pid, int32 0, uint64 S, uint64 n} then n int32 descriptors; any PyTorch (native, expandable or
+//        gmlake) opens it, mapping handle i at i*S;
+//   'g'  gmlake's own, when the sizes differ (a stitched block, an arena's last chunk):
+//        {int32 pid, int32 0, uint64 n} then n × {int32 fd, int32 0, uint64 size}; a gmlake process opens it.
+// The descriptors are the producer's (gmlake_ipc_export); the consumer duplicates them with pidfd_getfd, so it
+// must be allowed to (the same user, and under Yama ptrace_scope 1 a descendant, as torch.multiprocessing's
+// workers are). The consumer opens 'c' (native's cudaIpcMemHandle), 'e' and 'g', keeps one mapping per handle
+// string while any tensor uses it, and unmaps it (after a device synchronize) when the last one goes.
+constexpr char kHandleVersion = 2;
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434  // older headers; the running kernel may still have it
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+struct IpcHeaderE {
+  int32_t pid;
+  int32_t pad;
+  uint64_t segment_size;
+  uint64_t num_handles;
+};
+struct IpcHeaderG {
+  int32_t pid;
+  int32_t pad;
+  uint64_t num_handles;
+};
+struct IpcPieceG {
+  int32_t fd;
+  int32_t pad;
+  uint64_t size;
+};
+static_assert(sizeof(IpcHeaderE) == 24, "PyTorch's ShareHeader is 24 bytes");
+
+// The driver calls an import needs, looked up once in the libcuda.so.1 the process already has loaded.
+struct IpcDriver {
+  CUresult (*import_)(CUmemGenericAllocationHandle*, void*, CUmemAllocationHandleType) = nullptr;
+  CUresult (*props)(CUmemAllocationProp*, CUmemGenericAllocationHandle) = nullptr;
+  CUresult (*granularity)(size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags) = nullptr;
+  CUresult (*reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) = nullptr;
+  CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) = nullptr;
+  CUresult (*access)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) = nullptr;
+  CUresult (*unmap)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*release)(CUmemGenericAllocationHandle) = nullptr;
+  CUresult (*free_)(CUdeviceptr, size_t) = nullptr;
+  std::string missing;
+
+  static const IpcDriver& get() {
+    static const IpcDriver d = [] {
+      IpcDriver d;
+      void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+      if (lib == nullptr) {
+        lib = dlopen("libcuda.so.1", RTLD_NOW);
+      }
+      auto sym = [&](auto& fn, const char* name) {
+        *reinterpret_cast<void**>(&fn) = lib ? dlsym(lib, name) : nullptr;
+        if (fn == nullptr && d.missing.empty()) {
+          d.missing = name;
+        }
+      };
+      sym(d.import_, "cuMemImportFromShareableHandle");
+      sym(d.props, "cuMemGetAllocationPropertiesFromHandle");
+      sym(d.granularity, "cuMemGetAllocationGranularity");
+      sym(d.reserve, "cuMemAddressReserve");
+      sym(d.map, "cuMemMap");
+      sym(d.access, "cuMemSetAccess");
+      sym(d.unmap, "cuMemUnmap");
+      sym(d.release, "cuMemRelease");
+      sym(d.free_, "cuMemAddressFree");
+      return d;
+    }();
+    return d;
+  }
+};
+
+#define GMLAKE_CU_CHECK(call, what)                                                                           \
+  do {                                                                                                        \
+    CUresult r_ = (call);                                                                                     \
+    TORCH_CHECK(r_ == CUDA_SUCCESS, "gmlake: opening a CUDA IPC handle: ", what, " failed with CUresult ", \
+                static_cast<int>(r_));                                                                        \
+  } while (0)
+
+// One imported mapping: the handles side by side from base, unmapped and released when the last user goes.
+struct IpcMapping {
+  CUdeviceptr base = 0;
+  size_t total = 0;
+  std::vector<CUmemGenericAllocationHandle> handles;
+  int device = 0;
+
+  ~IpcMapping() {
+    const IpcDriver& d = IpcDriver::get();
+    if (base != 0) {
+      // the consumer's kernels may still read it: as PyTorch's expandable segments do before unmapping
+      c10::cuda::CUDAGuard g(static_cast<DeviceIndex>(device));
+      (void)cudaDeviceSynchronize();
+      d.unmap(base, total);
+    }
+    for (auto h : handles) {
+      d.release(h);
+    }
+    if (base != 0) {
+      d.free_(base, total);
+    }
+  }
+};
+
+// Imports n descriptors of process pid (sizes[i] bytes each) and maps them side by side on the current device.
+std::shared_ptr<IpcMapping> importPieces(int pid, const std::vector<std::pair<int, uint64_t>>& pieces) {
+  const IpcDriver& d = IpcDriver::get();
+  TORCH_CHECK(d.missing.empty(), "gmlake: opening a CUDA IPC handle: libcuda.so.1 has no ", d.missing);
+  TORCH_CHECK(!pieces.empty(), "gmlake: opening a CUDA IPC handle: it names no memory");
+  auto m = std::make_shared<IpcMapping>();
+  m->device = c10::cuda::current_device();
+  long pidfd = syscall(SYS_pidfd_open, pid, 0);
+  TORCH_CHECK(pidfd >= 0, "gmlake: opening a CUDA IPC handle: pidfd_open(", pid, "): ", std::strerror(errno),
+              " (the producing process must still run, and this kernel must have pidfd_open, Linux 5.3)");
+  for (const auto& [fd, size] : pieces) {
+    long mine = syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+    if (mine < 0) {
+      int err = errno;
+      close(static_cast<int>(pidfd));
+      TORCH_CHECK(false, "gmlake: opening a CUDA IPC handle: pidfd_getfd(descriptor ", fd, " of process ", pid,
+                  "): ", std::strerror(err),
+                  " (EPERM: this process may not take the producer's descriptors; it must be the same user and, "
+                  "under Yama ptrace_scope 1, the producer's descendant, as torch.multiprocessing's workers are)");
+    }
+    CUmemGenericAllocationHandle h = 0;
+    CUresult r = d.import_(&h, reinterpret_cast<void*>(static_cast<uintptr_t>(mine)),
+                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    close(static_cast<int>(mine));
+    if (r != CUDA_SUCCESS) {
+      close(static_cast<int>(pidfd));
+      TORCH_CHECK(false, "gmlake: opening a CUDA IPC handle: cuMemImportFromShareableHandle failed with CUresult ",
+                  static_cast<int>(r));
+    }
+    m->handles.push_back(h);
+    m->total += size;
+  }
+  close(static_cast<int>(pidfd));
+  CUmemAllocationProp prop{};
+  GMLAKE_CU_CHECK(d.props(&prop, m->handles[0]), "cuMemGetAllocationPropertiesFromHandle");
+  size_t gran = 0;
+  GMLAKE_CU_CHECK(d.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), "cuMemGetAllocationGranularity");
+  CUdeviceptr base = 0;
+  GMLAKE_CU_CHECK(d.reserve(&base, m->total, gran, 0, 0), "cuMemAddressReserve");
+  size_t at = 0;
+  for (size_t i = 0; i < pieces.size(); i++) {
+    CUresult r = d.map(base + at, pieces[i].second, 0, m->handles[i], 0);
+    if (r != CUDA_SUCCESS) {
+      if (at > 0) {
+        d.unmap(base, at);
+      }
+      d.free_(base, m->total);
+      TORCH_CHECK(false, "gmlake: opening a CUDA IPC handle: cuMemMap of piece ", i, " failed with CUresult ",
+                  static_cast<int>(r));
+    }
+    at += pieces[i].second;
+  }
+  m->base = base;  // from here the destructor unmaps and frees
+  CUmemAccessDesc desc{};
+  desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  desc.location.id = m->device;
+  desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  GMLAKE_CU_CHECK(d.access(base, m->total, &desc, 1), "cuMemSetAccess");
+  return m;
+}
+
+// Parses a handle string ('e' or 'g') into the producer's pid and its (descriptor, size) pieces.
+void parseHandle(const std::string& h, int* pid, std::vector<std::pair<int, uint64_t>>* pieces) {
+  auto need = [&](size_t n) {
+    TORCH_CHECK(h.size() >= n, "gmlake: a CUDA IPC handle of ", h.size(), " bytes is cut short (want ", n, ")");
+  };
+  need(2);
+  const char* p = h.data() + 2;
+  if (h[1] == 'e') {
+    IpcHeaderE hd;
+    need(2 + sizeof hd);
+    std::memcpy(&hd, p, sizeof hd);
+    need(2 + sizeof hd + hd.num_handles * sizeof(int32_t));
+    *pid = hd.pid;
+    for (uint64_t i = 0; i < hd.num_handles; i++) {
+      int32_t fd;
+      std::memcpy(&fd, p + sizeof hd + i * sizeof fd, sizeof fd);
+      pieces->emplace_back(fd, hd.segment_size);
+    }
+    return;
+  }
+  IpcHeaderG hd;
+  need(2 + sizeof hd);
+  std::memcpy(&hd, p, sizeof hd);
+  need(2 + sizeof hd + hd.num_handles * sizeof(IpcPieceG));
+  *pid = hd.pid;
+  for (uint64_t i = 0; i < hd.num_handles; i++) {
+    IpcPieceG pc;
+    std::memcpy(&pc, p + sizeof hd + i * sizeof pc, sizeof pc);
+    pieces->emplace_back(pc.fd, pc.size);
+  }
+}
+
+// The producer's side: the handle string of the live allocation at ptr (ptr may lie inside it).
+CCA::ShareableHandle exportHandle(void* ptr) {
+  void* base = nullptr;
+  size_t bsize = 0;
+  TORCH_CHECK(gmlake_base_allocation(ptr, &base, &bsize) == 0,
+              "gmlake: CUDA IPC: sharing ", ptr, ", which is no live allocation: ", lastError());
+  std::vector<gmlake_ipc_piece> pieces(16);
+  size_t n = 0;
+  uint64_t off = 0, size = 0;
+  while (true) {
+    if (gmlake_ipc_export(base, pieces.data(), pieces.size(), &n, &off, &size) == 0) {
+      break;
+    }
+    TORCH_CHECK(gmlake_last_error_kind() == GMLAKE_ERR_INVALID && n > pieces.size(),
+                "gmlake: CUDA IPC: sharing the allocation at ", base, ": ", lastError());
+    pieces.resize(n);
+  }
+  pieces.resize(n);
+  bool uniform = true;
+  for (const auto& pc : pieces) {
+    uniform = uniform && pc.size == pieces[0].size;
+  }
+  std::string out;
+  out.push_back(kHandleVersion);
+  if (uniform) {
+    out.push_back('e');
+    IpcHeaderE hd{static_cast<int32_t>(getpid()), 0, pieces[0].size, n};
+    out.append(reinterpret_cast<const char*>(&hd), sizeof hd);
+    for (const auto& pc : pieces) {
+      int32_t fd = pc.fd;
+      out.append(reinterpret_cast<const char*>(&fd), sizeof fd);
+    }
+  } else {
+    out.push_back('g');
+    IpcHeaderG hd{static_cast<int32_t>(getpid()), 0, n};
+    out.append(reinterpret_cast<const char*>(&hd), sizeof hd);
+    for (const auto& pc : pieces) {
+      IpcPieceG g{pc.fd, 0, pc.size};
+      out.append(reinterpret_cast<const char*>(&g), sizeof g);
+    }
+  }
+  auto delta = static_cast<ptrdiff_t>(reinterpret_cast<uintptr_t>(ptr) - reinterpret_cast<uintptr_t>(base));
+  return CCA::ShareableHandle{static_cast<ptrdiff_t>(off) + delta, std::move(out)};
+}
+
+// The consumer's side: opened handles, one mapping per handle string while a tensor uses it (PyTorch's own
+// allocator keeps the same cache, so that a handle received twice maps once).
+class IpcImports {
+ public:
+  std::shared_ptr<void> open(const std::string& handle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = cache_.find(handle); it != cache_.end()) {
+      if (auto live = it->second.lock()) {
+        return live;
+      }
+      cache_.erase(it);
+    }
+    TORCH_CHECK(handle.size() >= 2 && handle[0] == kHandleVersion,
+                "gmlake: a CUDA IPC handle of version ", handle.empty() ? -1 : static_cast<int>(handle[0]),
+                " (this gmlake reads version ", static_cast<int>(kHandleVersion), ": the producer runs another torch)");
+    std::shared_ptr<void> sp;
+    if (handle[1] == 'c') {
+      TORCH_CHECK(handle.size() >= 2 + CUDA_IPC_HANDLE_SIZE, "gmlake: a CUDA IPC handle ('c') cut short");
+      cudaIpcMemHandle_t h;
+      std::memcpy(&h, handle.data() + 2, CUDA_IPC_HANDLE_SIZE);
+      void* dev = nullptr;
+      C10_CUDA_CHECK(cudaIpcOpenMemHandle(&dev, h, cudaIpcMemLazyEnablePeerAccess));
+      int device = c10::cuda::current_device();
+      sp = std::shared_ptr<void>(dev, [device](void* p) {
+        c10::cuda::CUDAGuard g(static_cast<DeviceIndex>(device));
+        (void)cudaIpcCloseMemHandle(p);
+      });
+    } else if (handle[1] == 'e' || handle[1] == 'g') {
+      int pid = 0;
+      std::vector<std::pair<int, uint64_t>> pieces;
+      parseHandle(handle, &pid, &pieces);
+      std::shared_ptr<IpcMapping> m = importPieces(pid, pieces);
+      void* p = reinterpret_cast<void*>(static_cast<uintptr_t>(m->base));
+      sp = std::shared_ptr<void>(p, [m](void*) mutable { m.reset(); });
+    } else {
+      TORCH_CHECK(false, "gmlake: a CUDA IPC handle of unknown kind '", handle[1], "'");
+    }
+    cache_[handle] = sp;
+    return sp;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, std::weak_ptr<void>> cache_;
+};
 
 class GMLakeAllocator final : public CCA::CUDAAllocator {
  public:
@@ -607,19 +907,12 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
     return true;
   }
 
-  CCA::ShareableHandle shareIpcHandle(void* /*ptr*/) override {
-    TORCH_CHECK(false,
-                "CUDA IPC (sharing a CUDA tensor with another process, torch.multiprocessing) is not supported under "
-                "gmlake: its memory is mapped with cuMemMap from handles that are not exported for IPC. Send the "
-                "tensor through CPU memory (t.cpu()), or run the producing process without gmlake (unset GMLAKE, do "
-                "not call gmlake_torch.enable()).");
+  CCA::ShareableHandle shareIpcHandle(void* ptr) override {
+    return exportHandle(ptr);
   }
 
-  std::shared_ptr<void> getIpcDevPtr(std::string /*handle*/) override {
-    TORCH_CHECK(false,
-                "Opening a CUDA IPC handle (a CUDA tensor received from another process) is not supported under "
-                "gmlake. Send the tensor through CPU memory, or run the receiving process without gmlake (unset "
-                "GMLAKE, do not call gmlake_torch.enable()).");
+  std::shared_ptr<void> getIpcDevPtr(std::string handle) override {
+    return ipc_.open(handle);
   }
 
   bool isHistoryEnabled() override {
@@ -1035,6 +1328,7 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
   std::unordered_map<uintptr_t, LiveInfo> live_;  // live blocks while history is recorded
   std::vector<CCA::OutOfMemoryObserver> oom_observers_;
   std::vector<CCA::AllocatorTraceTracker> trackers_;
+  IpcImports ipc_;  // CUDA IPC handles this process opened
 };
 
 // The one instance, never destroyed (PyTorch may free tensors during interpreter exit, after static
