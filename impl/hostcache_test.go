@@ -207,3 +207,84 @@ func TestReplayRefusesWhatTheEngineDoesNotHold(t *testing.T) {
 	}
 	checkState(t, a, dev)
 }
+
+// Property (HostClass's window): for every policy that admits blocks, the class of an allocation is every
+// request of its 512-byte step that rounds to the same size: hi is the request rounded, and lo is hi-511 when
+// each of the 512 sizes (hi-512, hi] rounds to hi (checked one by one, not by the engine's own arithmetic),
+// else hi itself (the cache then serves only the exact rounded size).
+func TestHostClassIsTheStepRoundingToTheBlock(t *testing.T) {
+	for _, pol := range []string{PolicyCaching, PolicyExpandable, PolicyGMLake} {
+		a, dev := newTest(t, pol, 0, true)
+		for _, n := range []uint64{1, 511, 512, 513, 1000, 4096, 1<<20 - 1, 1 << 20, 1<<20 + 1, 3<<20 + 7, 20 << 20, 97<<20 + 3} {
+			p := mustAlloc(t, a, n, 0)
+			lo, hi := a.HostClass(p)
+			rs := uint64(a.p.round(vmm.Bytes(n)))
+			if hi != rs {
+				t.Fatalf("%s: HostClass of a %d-byte request: hi %d, want the rounded size %d", pol, n, hi, rs)
+			}
+			want := hi
+			if hi > 511 {
+				all := true
+				for m := hi - 511; m <= hi; m++ {
+					all = all && uint64(a.p.round(vmm.Bytes(m))) == hi
+				}
+				if all {
+					want = hi - 511
+				}
+			}
+			if lo != want {
+				t.Fatalf("%s: HostClass of a %d-byte request: [%d, %d], want [%d, %d]", pol, n, lo, hi, want, hi)
+			}
+			mustFree(t, a, p)
+		}
+		closeClean(t, a, dev)
+	}
+}
+
+// Property (ErrHostLog, the kinds HostClass refuses): Replay refuses a logged free of a block the host cache
+// may not keep — one used on another stream, a private pool's, a stitched block, any block while a capture is
+// underway — and applies nothing of it.
+func TestReplayRefusesFreesTheCacheMayNotKeep(t *testing.T) {
+	a, dev := newStitchTest(t, 0, true)
+	stitchScene(t, a, 0)
+	sb := mustAlloc(t, a, 256*MiB, 0)
+	used := mustAlloc(t, a, 4096, 0)
+	s1, _ := dev.CreateStream()
+	if err := a.RecordStream(used, s1); err != nil {
+		t.Fatal(err)
+	}
+	pool := PoolID{A: 1, B: 2}
+	if _, err := a.CreateOrIncrefPool(pool); err != nil {
+		t.Fatal(err)
+	}
+	inPool, err := a.AllocPool(4096, 0, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := mustAlloc(t, a, 4096, 0)
+	check := func(what string, p vmm.DevicePtr) {
+		t.Helper()
+		live := a.Stats().NumLive
+		if n, err := a.Replay([]HostOp{{Ptr: p}}); n != 0 || !errors.Is(err, ErrHostLog) {
+			t.Fatalf("a logged free of %s: Replay = %d, %v; want 0, ErrHostLog", what, n, err)
+		}
+		if a.Stats().NumLive != live {
+			t.Fatalf("the refused free of %s changed the live count", what)
+		}
+	}
+	check("a stitched block", sb)
+	check("a block used on another stream", used)
+	check("a private pool's block", inPool)
+	s2, _ := dev.CreateStream()
+	if err := a.SetCapturing(s2, true); err != nil {
+		t.Fatal(err)
+	}
+	check("a block while a capture is underway", plain)
+	if err := a.SetCapturing(s2, false); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.Replay([]HostOp{{Ptr: plain}}); n != 1 || err != nil {
+		t.Fatalf("the same free after the capture: Replay = %d, %v; want 1, nil", n, err)
+	}
+	checkState(t, a, dev)
+}
