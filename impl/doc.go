@@ -77,7 +77,15 @@
 // recorded then is retried by every Alloc outside a capture, PyTorch's process_events). The engine also
 // keeps PyTorch's DeviceStats (small/large pool, a stitched block one large allocation of its physical bytes), a snapshot
 // in PyTorch's terms (segments are fixed segments or mapped runs of arenas) and segment map/unmap events;
-// torchstats.go says how each statistic maps.
+// torchstats.go says how each statistic maps. Each segment of the snapshot carries its creation order
+// (TorchSegment.Created, the segment's id), which PyTorch calls registration_counter: ProcessGroupNCCL
+// registers a pool's segments in that order on every rank.
+//
+// CUDA IPC (ipc.go): every mapping the engine makes maps a whole handle, so a live allocation, a stitched one
+// too, lies over a run of whole handles side by side; ExportIPC lists them as the driver's POSIX file
+// descriptors (vmm.Exporter) with the allocation's offset into the run. Nothing in the engine changes: the
+// consumer's imports hold their own references to the memory, and PyTorch keeps the producer's allocation
+// alive until the consumer lets it go.
 //
 // # The allocation path (alloc.go)
 //

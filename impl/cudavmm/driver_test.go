@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/gmlake/gmlake/vmm"
@@ -266,4 +267,40 @@ func TestWaitValueHoldsAStreamUntilWritten(t *testing.T) {
 	if done, err := d.QueryEvent(ev); err != nil || !done {
 		t.Fatalf("after the gate opened and the stream synchronised: done=%v err=%v", done, err)
 	}
+}
+
+// Property (CUDA IPC, on the GPU): ExportFD of a POSIX-fd handle (the default request) gives an open
+// descriptor, the same one on a second call, and Release closes it; a driver asked for plain handles
+// (RequestHandles("none")) refuses with ErrNotSupported, and the handle stays usable.
+func TestExportFDOpensOncePerHandleAndReleaseClosesIt(t *testing.T) {
+	d := open(t)
+	if !strings.Contains(d.HandleTypes(), "posix_fd") {
+		t.Skipf("this device does not create POSIX-fd handles (%s)", d.HandleTypes())
+	}
+	h, err := d.Create(d.Granularity())
+	must(t, err)
+	fd, err := d.ExportFD(h)
+	must(t, err)
+	if again, err := d.ExportFD(h); err != nil || again != fd {
+		t.Fatalf("a second ExportFD: %d, %v; want %d", again, err, fd)
+	}
+	if !fdOpen(fd) {
+		t.Fatalf("descriptor %d is not open", fd)
+	}
+	must(t, d.Release(h))
+	if fdOpen(fd) {
+		t.Fatalf("descriptor %d still open after Release", fd)
+	}
+	must(t, d.RequestHandles("none"))
+	p, err := d.Create(d.Granularity())
+	must(t, err)
+	if _, err := d.ExportFD(p); !errors.Is(err, vmm.ErrNotSupported) {
+		t.Errorf("ExportFD of a plain handle: %v, want %v", err, vmm.ErrNotSupported)
+	}
+	must(t, d.Release(p))
+}
+
+func fdOpen(fd int) bool {
+	_, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFD, 0)
+	return e == 0
 }
