@@ -468,6 +468,8 @@ void parseHandle(const std::string& h, int* pid, std::vector<std::pair<int, uint
     IpcHeaderE hd;
     need(2 + sizeof hd);
     std::memcpy(&hd, p, sizeof hd);
+    TORCH_CHECK(hd.num_handles > 0 && hd.num_handles < (1u << 20) && hd.segment_size > 0,
+                "gmlake: a CUDA IPC handle ('e') names ", hd.num_handles, " handles of ", hd.segment_size, " bytes");
     need(2 + sizeof hd + hd.num_handles * sizeof(int32_t));
     *pid = hd.pid;
     for (uint64_t i = 0; i < hd.num_handles; i++) {
@@ -480,6 +482,8 @@ void parseHandle(const std::string& h, int* pid, std::vector<std::pair<int, uint
   IpcHeaderG hd;
   need(2 + sizeof hd);
   std::memcpy(&hd, p, sizeof hd);
+  TORCH_CHECK(hd.num_handles > 0 && hd.num_handles < (1u << 20), "gmlake: a CUDA IPC handle ('g') names ",
+              hd.num_handles, " handles");
   need(2 + sizeof hd + hd.num_handles * sizeof(IpcPieceG));
   *pid = hd.pid;
   for (uint64_t i = 0; i < hd.num_handles; i++) {
