@@ -119,3 +119,24 @@ func TestExportIPCWithoutAnExporterSaysSo(t *testing.T) {
 type noExport struct{ *sim.Device }
 
 func (noExport) ExportFD() {}
+
+// Property (gmlake-paper's partial hold): a cached stitched block reused for a smaller request exports only
+// the chunks under the request (the unheld tail is free for others, so handing it to another process would
+// share memory the engine may give out again).
+func TestExportIPCOfAPartlyHeldStitchedBlock(t *testing.T) {
+	a, dev := newPaper(t, Config{}, 0, true)
+	separate(t, a, 300*MiB, 300*MiB)
+	p := mustAlloc(t, a, 600*MiB, 0)
+	mustFree(t, a, p)
+	q := mustAlloc(t, a, 400*MiB, 0) // the cached sBlock, holding the first 400 MiB of its chunks
+	if q != p || a.Stats().NumStitchReuses != 1 {
+		t.Fatalf("the 400 MiB request did not reuse the cached 600 MiB sBlock (at %v, got %v)", p, q)
+	}
+	ex, err := a.ExportIPC(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkExport(t, dev, q, 400*MiB, ex)
+	mustFree(t, a, q)
+	closeClean(t, a, dev)
+}
