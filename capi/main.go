@@ -103,8 +103,11 @@ func copyOut(s string, buf *C.char, n C.size_t) C.int {
 
 // recovered turns a panic into an error report; the caller's result stays the failure value.
 func recovered(s *slot, call string, r any) {
-	msg := fmt.Sprintf("gmlake: internal error in %s: %v (the engine of this device is now disabled; "+
-		"please report this with the stack on stderr)", call, r)
+	what := "the engine of this device is now disabled"
+	if s == nil {
+		what = "no engine was disabled" // a call that had not reached a device's engine
+	}
+	msg := fmt.Sprintf("gmlake: internal error in %s: %v (%s; please report this with the stack on stderr)", call, r, what)
 	fmt.Fprintf(os.Stderr, "%s\n%s\n", msg, debug.Stack())
 	panicsTotal.Add(1)
 	if s != nil {

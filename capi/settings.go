@@ -106,6 +106,7 @@ func gmlakeGoCheckSettings(env **C.char, buf *C.char, n C.size_t) (ret C.int) {
 			list = append(list, C.GoString(p))
 		}
 	}
+	testHookCheck(list)
 	return copyOut(checkSettings(list), buf, n)
 }
 

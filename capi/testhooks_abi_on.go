@@ -37,3 +37,14 @@ func testHookAlloc(size uint64) {
 		panic(fmt.Sprintf("seeded panic: GMLAKE_TEST_PANIC_SIZE=%d", size))
 	}
 }
+
+// testHookCheck panics inside gmlake_check_settings when the environment it checks holds
+// GMLAKE_TEST_PANIC_SIZE=-1 (a value the setting itself refuses), so that a test can see the check's
+// recovered panic return a negative result, not a verdict.
+func testHookCheck(env []string) {
+	for _, kv := range env {
+		if kv == "GMLAKE_TEST_PANIC_SIZE=-1" {
+			panic("seeded panic in gmlake_check_settings: GMLAKE_TEST_PANIC_SIZE=-1")
+		}
+	}
+}

@@ -244,6 +244,17 @@ int main(int argc, char **argv) {
 		      last_error().c_str());
 		void *fresh = gmlake_alloc(MiB, 0, s0);
 		CHECK(fresh != nullptr, "a fresh engine after close: %s", last_error().c_str());
+		// Property: a panic inside gmlake_check_settings returns a negative result of kind GMLAKE_ERR_INTERNAL
+		// (not a verdict, not a crash), and disables no engine.
+		const char *panic_env[] = {"GMLAKE_TEST_PANIC_SIZE=-1", nullptr};
+		char verdict[256] = "untouched";
+		int rc = gmlake_check_settings(panic_env, verdict, sizeof verdict);
+		CHECK(rc < 0 && gmlake_last_error_kind() == GMLAKE_ERR_INTERNAL && has(last_error(), "no engine was disabled"),
+		      "check_settings' panic: rc %d, kind %d: %s", rc,
+		      gmlake_last_error_kind(), last_error().c_str());
+		void *still = gmlake_alloc(MiB, 0, s0);
+		CHECK(still != nullptr, "an allocation after check_settings' panic: %s", last_error().c_str());
+		gmlake_free(still, MiB, 0, s0);
 	}
 after_panic:
 
