@@ -351,8 +351,8 @@ func TestCheckersForFolder(t *testing.T) {
 		unit        string
 		runs, skips []string
 	}{
-		{"impl", "./impl", []string{"rapid", "itf", "replay", "integrity", "facade"}, []string{"capi", "abi", "recorder", "cli"}},
-		{"impl/serve", "./impl/serve", []string{"rapid", "porcupine", "explore", "findings", "fuzz", "campaign", "clib"}, []string{"itf", "integrity", "replay", "capi"}},
+		{"impl", "./impl", []string{"rapid", "itf", "replay", "integrity", "facade", "abi"}, []string{"capi", "python", "recorder", "cli"}},
+		{"impl/serve", "./impl/serve", []string{"rapid", "porcupine", "explore", "findings", "fuzz", "campaign", "clib", "abi"}, []string{"itf", "integrity", "replay", "capi", "python"}},
 		{"impl/clib", "./impl/clib", []string{"capi", "abi", "python", "settings", "facade", "clib"}, []string{"rapid", "fuzz", "itf", "recorder"}},
 		{"trace", "./trace", []string{"replay", "recorder", "tracelines", "cli"}, []string{"rapid", "capi", "abi", "ops", "clib"}},
 		{"harness/replay", "./harness/replay", []string{"cli"}, []string{"replay", "rapid", "capi"}},
