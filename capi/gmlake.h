@@ -11,7 +11,7 @@
  *
  * Errors. Every function is thread-safe, validates every argument, and fails with an error rather than crash
  * or disable an engine: a device outside [0, 64), a NULL output pointer, a pointer, pool or stream the engine
- * does not know, a fraction outside (0, 1], a capture end without its begin are each refused with
+ * does not know, a fraction outside [0, 1], a capture end without its begin are each refused with
  * GMLAKE_ERR_INVALID and change nothing (a device whose engine cannot start: GMLAKE_ERR_CONFIG or
  * GMLAKE_ERR_NO_DEVICE, see the kinds below). Each function but
  * gmlake_last_error, gmlake_last_error_kind and gmlake_last_failure sets the calling thread's last error when
@@ -73,7 +73,7 @@ enum {
 	GMLAKE_ERR_NONE = 0,      /* the calling thread's last call succeeded */
 	GMLAKE_ERR_OOM = 1,       /* out of memory: the device, or the memory fraction / limit, cannot serve it */
 	GMLAKE_ERR_INVALID = 2,   /* a bad argument (device out of range, NULL output, unknown pointer/pool/stream,
-	                             fraction outside (0, 1], capture end without begin, close inside a callback) */
+	                             fraction outside [0, 1], capture end without begin, close inside a callback) */
 	GMLAKE_ERR_OTHER = 3,     /* a driver error */
 	GMLAKE_ERR_CONFIG = 4,    /* a bad setting: a GMLAKE_* environment variable (the text names it) */
 	GMLAKE_ERR_NO_DEVICE = 5, /* the device cannot be opened: no CUDA driver, no such GPU */
@@ -106,8 +106,8 @@ void *gmlake_alloc_throw(size_t size, int device, cudaStream_t stream);
 
 /* Optional hooks of CUDAPluggableAllocator (PyTorch calls them as void functions; the int result is for
  * other callers: 0 on success, negative on error with the last error set).
- * gmlake_set_memory_fraction: fraction must be a number in (0, 1] (1: no cap; 0, NaN, negative or above 1:
- * GMLAKE_ERR_INVALID, nothing changes); it starts the device's engine if it has not started, so a device that
+ * gmlake_set_memory_fraction: fraction must be a number in [0, 1] (1: no cap; 0: a cap of 0 bytes, as
+ * PyTorch's allocator reads it; NaN, negative or above 1: GMLAKE_ERR_INVALID, nothing changes); it starts the device's engine if it has not started, so a device that
  * cannot be opened fails here (GMLAKE_ERR_NO_DEVICE / GMLAKE_ERR_CONFIG), not at the first allocation.
  * gmlake_record_stream: NULL is a no-op; a pointer no engine handed out is GMLAKE_ERR_INVALID. */
 void gmlake_init(int device_count);                          /* set_init_fn: engines start lazily anyway */

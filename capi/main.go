@@ -353,11 +353,11 @@ func gmlakeGoEmptyCache() (ret C.int) {
 	return ret
 }
 
-// checkFraction validates a memory fraction as torch.cuda.set_per_process_memory_fraction does, and 0,
-// which would be a cap of 0 bytes (gmlake refuses it rather than read it as no cap).
+// checkFraction validates a memory fraction as torch.cuda.set_per_process_memory_fraction does: a number
+// in [0, 1] (0: a cap of 0 bytes; 1: no cap).
 func checkFraction(call string, f float64, device C.int) error {
-	if !(f > 0 && f <= 1) {
-		return invalidf("%s(%g, device %d): the fraction must be a number in (0, 1] (1: no cap)", call, f, int(device))
+	if !(f >= 0 && f <= 1) {
+		return invalidf("%s(%g, device %d): the fraction must be a number in [0, 1] (0: no new memory; 1: no cap)", call, f, int(device))
 	}
 	return nil
 }

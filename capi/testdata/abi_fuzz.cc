@@ -538,8 +538,9 @@ struct Harness {
 		double f = in.pick(kFractions);
 		int d = in.pick(kDevices);
 		begin("gmlake_set_memory_fraction(%g, %d)", f, d);
-		bool valid = validDev(d) && f > 0 && f <= 1 && f * 1024 * MiB >= 1;
-		if (validDev(d) && f > 0 && f <= 1) {
+		// As PyTorch's allocator: [0, 1]; 0 and a fraction that caps at 0 bytes are a cap of 0 bytes.
+		bool valid = validDev(d) && f >= 0 && f <= 1;
+		if (valid) {
 			started(d);
 		}
 		int rc = gmlake_set_memory_fraction(f, d);
@@ -565,8 +566,8 @@ struct Harness {
 			return;
 		}
 		ok();
-		if (std::fabs(f - dev[d].fraction) > 1e-6) {
-			failf("returned %g, the ledger set %g", f, dev[d].fraction);
+		if (f != dev[d].fraction) {  // exactly the fraction set, as PyTorch's get_per_process_memory_fraction
+			failf("returned %.17g, the ledger set %.17g", f, dev[d].fraction);
 		}
 	}
 

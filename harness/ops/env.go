@@ -157,8 +157,13 @@ type Env struct {
 	gone map[int]bool
 	// serve: INV-SERVE's record (judge_serve.go).
 	serve serveJudge
-	// limit: the serving layer's cap now (Config.MemoryLimit, then the limit and fraction ops; 0: none).
-	limit uint64
+	// limit: the serving layer's cap now (Config.MemoryLimit, then the limit and fraction ops); capped:
+	// whether there is one (a fraction of 0 caps at 0 bytes; Invariant: !capped implies limit == 0).
+	limit  uint64
+	capped bool
+	// fraction: the fraction the last cap change set (MemoryFraction returns it exactly); -1: that change
+	// was in bytes (Config.MemoryLimit, a limit op).
+	fraction float64
 	// syncFail: with a fail-sync armed, the layer's synchronisations until the one that fails (0: none
 	// armed); syncFailed: the streams whose synchronisation failed during the current call (their work
 	// stays pending; judgeServe counts them, tellSynced forgets them).
@@ -275,7 +280,7 @@ func NewEnv(cfg Config) (*Env, error) {
 			return nil, fmt.Errorf("ops: the seeded mutations %#x cannot reach the engine through the C library (no knob sets them)", uint32(cfg.Mutations))
 		}
 	}
-	e := &Env{limit: cfg.MemoryLimit, Cfg: cfg, Hist: spec.NewHistory(), ptrs: map[int]vmm.DevicePtr{}, live: map[int]bool{},
+	e := &Env{limit: cfg.MemoryLimit, capped: cfg.MemoryLimit != 0, fraction: -1, Cfg: cfg, Hist: spec.NewHistory(), ptrs: map[int]vmm.DevicePtr{}, live: map[int]bool{},
 		pools: map[int]int{}, poolOf: map[vmm.DevicePtr]int{}, handed: map[vmm.DevicePtr]bool{}, capturing: map[int]bool{}, size: map[int]uint64{},
 		gone: map[int]bool{}, forgot: map[vmm.Stream]bool{}}
 	e.Device = cfg.Device
@@ -413,7 +418,7 @@ func (e *Env) openServe(drv vmm.Driver, kc impl.Config, mapped bool) (*serve.Eng
 // Capacity is the physical memory the judge counts: the device's, or the serving layer's cap now if smaller.
 func (e *Env) Capacity() uint64 {
 	c := e.Device.Capacity()
-	if e.Cfg.Serve && e.limit != 0 && e.limit < c {
+	if e.Cfg.Serve && e.capped && e.limit < c {
 		c = e.limit
 	}
 	return c

@@ -156,7 +156,7 @@ func (e *Env) judgeServe(op Op, res StepResult, refused bool) []spec.Violation {
 		bad("the layer's counters are %+v after %v, want %+v", got, op, j.want)
 		j.want = got // one report per disagreement
 	}
-	if e.Dev != nil && e.limit != 0 {
+	if e.Dev != nil && e.capped {
 		if used := e.Dev.State().Used; used > e.limit {
 			bad("the engine holds %d physical bytes after %v, over the memory limit of %d", used, op, e.limit)
 		}
@@ -328,9 +328,10 @@ func (e *Env) judgeRemap(op Op, res StepResult) []spec.Violation {
 	return []spec.Violation{{Inv: spec.InvServe, Msg: fmt.Sprintf("%v on a forgotten caller stream, its new stream's creation failing: %#x, %v; want no pointer and the driver's error (a stream the layer could not make serves nothing)", op, uint64(res.Ptr), res.Err)}}
 }
 
-// setLimit notes the serving layer's cap now: the judges' capacity follows it (the contract's too).
-func (e *Env) setLimit(v uint64) {
-	e.limit = v
+// setLimit notes the serving layer's cap now (capped false: none), and the fraction that set it (-1: set
+// in bytes): the judges' capacity follows it (the contract's too).
+func (e *Env) setLimit(v uint64, capped bool, fraction float64) {
+	e.limit, e.capped, e.fraction = v, capped, fraction
 	e.Contract.Config().Capacity = e.Capacity()
 }
 
@@ -359,7 +360,7 @@ func (e *Env) layerOp(op Op, res *StepResult) (refused bool, err error) {
 		} else {
 			e.S.SetMemoryLimit(op.Size)
 		}
-		e.setLimit(op.Size)
+		e.setLimit(op.Size, op.Size != 0, -1)
 		if got := e.S.MemoryLimit(); got != op.Size {
 			bad("%v: the layer's cap is %d, want %d", op, got, op.Size)
 		}
@@ -367,14 +368,14 @@ func (e *Env) layerOp(op Op, res *StepResult) (refused bool, err error) {
 		if e.C == nil {
 			return true, nil
 		}
+		// As torch.cuda.set_per_process_memory_fraction: [0, 1], 1 no cap, 0 a cap of 0 bytes.
 		f, total := op.Frac, e.C.TotalMemory()
-		valid, lim := f > 0 && f <= 1, uint64(0)
+		valid, lim := f >= 0 && f <= 1, uint64(0)
 		if valid && f != 1 {
 			lim = uint64(f * float64(total))
-			valid = lim != 0
-		}
-		if valid && lim != 0 && lim < used {
-			return true, nil
+			if lim < used {
+				return true, nil
+			}
 		}
 		// As GMLAKE_MEMORY_FRACTION gives it at the library's start: the text parses back to f exactly
 		// when f is in (0, 1] (clib.ParseFraction), else it is refused with ErrBadKnob.
@@ -385,20 +386,23 @@ func (e *Env) layerOp(op Op, res *StepResult) (refused bool, err error) {
 		case !(f > 0 && f <= 1) && !errors.Is(perr, clib.ErrBadKnob):
 			bad("GMLAKE_MEMORY_FRACTION=%s parses to %v, %v; want an error wrapping ErrBadKnob", text, pf, perr)
 		}
-		was := e.C.MemoryLimit()
+		was, wasFrac := e.C.MemoryLimit(), e.C.MemoryFraction()
 		err = e.C.SetMemoryFraction(f)
 		switch {
-		case !valid && (!errors.Is(err, clib.ErrBadKnob) || e.C.MemoryLimit() != was):
+		case !valid && (!errors.Is(err, clib.ErrBadKnob) || e.C.MemoryLimit() != was || e.C.MemoryFraction() != wasFrac):
 			bad("%v on a device of %d bytes: %v, cap %d (was %d); want an error wrapping ErrBadKnob that changes nothing", op, total, err, e.C.MemoryLimit(), was)
 		case valid && (err != nil || e.C.MemoryLimit() != lim):
 			bad("%v on a device of %d bytes: %v, cap %d; want the cap %d", op, total, err, e.C.MemoryLimit(), lim)
 		}
 		if valid {
-			e.setLimit(lim)
+			e.setLimit(lim, f != 1, f)
 		}
-		want := 1.0
-		if e.limit != 0 && total != 0 && e.limit < total {
-			want = float64(e.limit) / float64(total)
+		want := e.fraction
+		if want < 0 {
+			want = 1.0
+			if e.capped && total != 0 && e.limit < total {
+				want = float64(e.limit) / float64(total)
+			}
 		}
 		if got := e.C.MemoryFraction(); got != want {
 			bad("%v: MemoryFraction() = %g under the cap %d of %d bytes, want %g", op, got, e.limit, total, want)

@@ -119,7 +119,7 @@ type Op struct {
 	Call   vmm.CallKind // fail
 	N      int          // fail, fail-sync: the N-th next call of kind Call (the N-th next synchronisation) fails (N >= 1)
 	Result vmm.Result   // fail: not vmm.Success
-	Frac   float64      // fraction: any number, misuse included (the C library refuses all but (0, 1])
+	Frac   float64      // fraction: any number, misuse included (the C library refuses all but [0, 1])
 }
 
 // String prints the op in the text format.

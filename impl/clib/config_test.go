@@ -46,9 +46,12 @@ func TestApplyKnobsRefusesNonFinite(t *testing.T) {
 	}
 }
 
-// A memory fraction is a finite number in (0, 1] whose cap is at least one byte: 1e-12 of a device is not
-// "no cap" (issue 14 item 4); a refused fraction leaves the limit as it was.
-func TestMemoryFractionTooSmallIsAnError(t *testing.T) {
+// GMLAKE_MEMORY_FRACTION is a finite number in (0, 1] (0 in the environment would start an engine that can
+// hold nothing). SetMemoryFraction, PyTorch's set_per_process_memory_fraction, takes [0, 1] as PyTorch's
+// allocator does: 0, or a fraction so small it caps at 0 bytes, is a cap of 0 bytes under which every
+// allocation fails with out-of-memory, never "no cap" (issue 14 item 4); get returns the fraction set,
+// exactly; a refused fraction changes nothing.
+func TestMemoryFractionZeroIsACapOfZeroBytes(t *testing.T) {
 	for _, bad := range []string{"NaN", "Inf", "0", "-0.5", "1.5", "x", ""} {
 		if f, err := ParseFraction(bad); !errors.Is(err, ErrBadKnob) {
 			t.Errorf("ParseFraction(%q) = %g, %v; want ErrBadKnob", bad, f, err)
@@ -62,22 +65,34 @@ func TestMemoryFractionTooSmallIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	if err := e.SetMemoryFraction(0.5); err != nil || e.MemoryLimit() != 512*vmm.MiB {
-		t.Fatalf("fraction 0.5 of 1 GiB: %v, limit %d", err, e.MemoryLimit())
+	if err := e.SetMemoryFraction(0.5); err != nil || e.MemoryLimit() != 512*vmm.MiB || e.MemoryFraction() != 0.5 {
+		t.Fatalf("fraction 0.5 of 1 GiB: %v, limit %d, fraction %g", err, e.MemoryLimit(), e.MemoryFraction())
 	}
-	for _, f := range []float64{1e-12, math.NaN(), math.Inf(1), 0, 2} {
+	for _, f := range []float64{math.NaN(), math.Inf(1), -0.1, 2} {
 		if err := e.SetMemoryFraction(f); !errors.Is(err, ErrBadKnob) {
 			t.Errorf("SetMemoryFraction(%g) = %v, want ErrBadKnob", f, err)
 		}
-		if e.MemoryLimit() != 512*vmm.MiB {
-			t.Fatalf("a refused fraction %g changed the limit to %d", f, e.MemoryLimit())
+		if e.MemoryLimit() != 512*vmm.MiB || e.MemoryFraction() != 0.5 {
+			t.Fatalf("a refused fraction %g changed the limit to %d, the fraction to %g", f, e.MemoryLimit(), e.MemoryFraction())
 		}
 	}
-	if _, err := e.Alloc(768*vmm.MiB, 0); !IsOutOfMemory(err) {
-		t.Errorf("768 MiB under a 512 MiB cap: %v, want out of memory", err)
+	for _, f := range []float64{0, 1e-12} {
+		if err := e.SetMemoryFraction(f); err != nil || e.MemoryFraction() != f || e.MemoryLimitFrom() != "gmlake_set_memory_fraction" {
+			t.Fatalf("SetMemoryFraction(%g): %v, fraction %g, from %q", f, err, e.MemoryFraction(), e.MemoryLimitFrom())
+		}
+		if p, err := e.Alloc(2*vmm.MiB, 0); !IsOutOfMemory(err) {
+			t.Fatalf("an allocation under the fraction %g (a cap of 0 bytes): %#x, %v; want out-of-memory", f, p, err)
+		}
 	}
-	if err := e.SetMemoryFraction(1); err != nil || e.MemoryLimit() != 0 {
-		t.Errorf("fraction 1: %v, limit %d (want no cap)", err, e.MemoryLimit())
+	if err := e.SetMemoryFraction(1); err != nil || e.MemoryFraction() != 1 || e.MemoryLimitFrom() != "none" {
+		t.Fatalf("SetMemoryFraction(1): %v, fraction %g, from %q", err, e.MemoryFraction(), e.MemoryLimitFrom())
+	}
+	p, err := e.Alloc(2*vmm.MiB, 0)
+	if err != nil {
+		t.Fatalf("an allocation with the cap lifted: %v", err)
+	}
+	if err := e.Free(p); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -64,6 +64,9 @@ type Engine struct {
 
 	limitMu   sync.Mutex // orders cap changes, so that limitFrom names the cap in force
 	limitFrom string     // the setting the cap came from (Stats' memory_limit_from); under limitMu
+	// fraction is the fraction SetMemoryFraction last set, which MemoryFraction returns exactly (as PyTorch's
+	// get_per_process_memory_fraction does); -1 when the cap in force came from bytes. Under limitMu.
+	fraction float64
 }
 
 // New starts an engine on d, which it owns from then on: Close closes d, and so does a failed
@@ -95,7 +98,7 @@ func New(d vmm.Driver, cfg Config) (*Engine, error) {
 		closeDriver()
 		return nil, fmt.Errorf("gmlake: starting policy %q on %s device %d: %w", cfg.Policy, cfg.Driver, cfg.Device, err)
 	}
-	e.s, e.a, e.limitFrom = s, s.Allocator(), from
+	e.s, e.a, e.limitFrom, e.fraction = s, s.Allocator(), from, -1
 	if note != "" && cfg.Note != nil {
 		cfg.Note(note)
 	}
@@ -201,7 +204,7 @@ func (e *Engine) setLimit(bytes uint64, from string) {
 		from = "none"
 	}
 	e.s.SetMemoryLimit(bytes)
-	e.limitFrom = from
+	e.limitFrom, e.fraction = from, -1
 }
 
 // MemoryLimitFrom names the setting the cap in force came from: "GMLAKE_MEMORY_LIMIT",
@@ -214,23 +217,24 @@ func (e *Engine) MemoryLimitFrom() string {
 }
 
 // SetMemoryFraction caps the engine at fraction f of the device's total memory, as PyTorch's
-// set_per_process_memory_fraction: f must be a finite number in (0, 1] (1: no cap) whose cap is at least
-// one byte; a tiny fraction is not "no cap". Errors wrap ErrBadKnob and change nothing.
+// set_per_process_memory_fraction: f must be a finite number in [0, 1] (1: no cap; 0: a cap of 0 bytes,
+// under which every allocation that needs new physical memory fails with out-of-memory, as under PyTorch's
+// allocator; a fraction so small that it caps at 0 bytes is that cap too, never "no cap"). Errors wrap
+// ErrBadKnob and change nothing.
 func (e *Engine) SetMemoryFraction(f float64) error {
-	if !(f > 0 && f <= 1) {
-		return fmt.Errorf("%w: memory fraction %g: want a number in (0, 1]", ErrBadKnob, f)
+	if !(f >= 0 && f <= 1) {
+		return fmt.Errorf("%w: memory fraction %g: want a number in [0, 1]", ErrBadKnob, f)
 	}
+	e.limitMu.Lock()
+	defer e.limitMu.Unlock()
 	if f == 1 {
-		e.SetMemoryLimit(0)
-		return nil
+		e.s.SetMemoryLimit(0)
+		e.limitFrom = "none"
+	} else {
+		e.s.SetMemoryCap(uint64(f * float64(e.s.TotalMemory())))
+		e.limitFrom = "gmlake_set_memory_fraction"
 	}
-	total := e.s.TotalMemory()
-	limit := uint64(f * float64(total))
-	if limit == 0 {
-		return fmt.Errorf("%w: memory fraction %g of the device's %d bytes caps it at 0 bytes: want at least %g",
-			ErrBadKnob, f, total, 1/float64(max(total, 1)))
-	}
-	e.setLimit(limit, "gmlake_set_memory_fraction")
+	e.fraction = f
 	return nil
 }
 

@@ -3,6 +3,7 @@ package clib
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -150,7 +151,7 @@ func TestStatsJSONIsTheEngines(t *testing.T) {
 }
 
 // Property: SetMemoryFraction caps the engine at that share of the device (1: no cap), and a fraction out of
-// (0, 1] is ErrBadKnob and leaves the cap as it was; the configuration errors say so.
+// [0, 1] is ErrBadKnob and leaves the cap as it was; the configuration errors say so.
 func TestSetMemoryFraction(t *testing.T) {
 	e, err := New(newSim(256*vmm.MiB), simConfig(Config{}))
 	if err != nil {
@@ -160,7 +161,7 @@ func TestSetMemoryFraction(t *testing.T) {
 	if err := e.SetMemoryFraction(0.25); err != nil || e.MemoryLimit() != 64*vmm.MiB {
 		t.Fatalf("fraction 0.25 of 256 MiB: limit %d, %v; want 64 MiB", e.MemoryLimit(), err)
 	}
-	for _, bad := range []float64{0, -0.5, 1.5} {
+	for _, bad := range []float64{-0.5, 1.5, math.NaN()} {
 		if err := e.SetMemoryFraction(bad); !errors.Is(err, ErrBadKnob) || !IsConfigError(err) || e.MemoryLimit() != 64*vmm.MiB {
 			t.Errorf("fraction %g: %v, limit %d; want ErrBadKnob and the limit unchanged", bad, err, e.MemoryLimit())
 		}

@@ -101,8 +101,15 @@ type IPCExport = impl.IPCExport
 // descriptors, for CUDA IPC (impl.Allocator.ExportIPC).
 func (e *Engine) ExportIPC(ptr uintptr) (IPCExport, error) { return e.a.ExportIPC(vmm.DevicePtr(ptr)) }
 
-// MemoryFraction returns the cap on the physical memory as a fraction of the device (1: no cap).
+// MemoryFraction returns the cap on the physical memory as a fraction of the device (1: no cap): the
+// fraction SetMemoryFraction set, exactly, else the cap in bytes over the device's total.
 func (e *Engine) MemoryFraction() float64 {
+	e.limitMu.Lock()
+	f := e.fraction
+	e.limitMu.Unlock()
+	if f >= 0 {
+		return f
+	}
 	lim, total := e.s.MemoryLimit(), e.s.TotalMemory()
 	if lim == 0 || total == 0 || lim >= total {
 		return 1

@@ -68,7 +68,7 @@ __all__ += ["ConfigError", "settings"]
 
 class GMLakeArgumentError(GMLakeError, ValueError):
     """A bad argument to a library call (a device out of range, an unknown pointer or pool, a fraction outside
-    (0, 1], ...): gmlake_last_error_kind() == GMLAKE_ERR_INVALID."""
+    [0, 1], ...): gmlake_last_error_kind() == GMLAKE_ERR_INVALID."""
 
 
 class GMLakeOutOfMemoryError(GMLakeError):
@@ -224,15 +224,16 @@ def set_memory_fraction(fraction, device=None):
     """Caps the physical memory the engine of device may hold at fraction of the device's memory; an
     allocation beyond it fails as on a smaller GPU (after gmlake released its cache and tried stitching).
     As torch.cuda.set_per_process_memory_fraction: fraction must be a real number (TypeError otherwise) in
-    (0, 1] (ValueError otherwise: 0, negative, above 1, NaN; gmlake has no 0-byte cap), and the device must
+    [0, 1] (ValueError otherwise: negative, above 1, NaN; 0 is a cap of 0 bytes, under which every allocation
+    that needs new memory fails, as under PyTorch's allocator), and the device must
     exist (ValueError for an index out of range, GMLakeError if the library cannot open it). Starts the
     device's engine if it has not started."""
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
         raise TypeError("gmlake_torch.set_memory_fraction: fraction must be a float, not %s" % type(fraction).__name__)
     fraction = float(fraction)
-    if not (0 < fraction <= 1):
-        raise ValueError("gmlake_torch.set_memory_fraction: invalid fraction %r: allowed range (0, 1] "
-                         "(1: no cap)" % fraction)
+    if not (0 <= fraction <= 1):
+        raise ValueError("gmlake_torch.set_memory_fraction: invalid fraction %r: allowed range [0, 1] "
+                         "(0: no new memory; 1: no cap)" % fraction)
     d = _current_device() if device is None else _device_index(device)
     torch = sys.modules.get("torch")
     try:

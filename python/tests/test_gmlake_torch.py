@@ -111,7 +111,7 @@ class TestWithoutTorch(unittest.TestCase):
 
     def test_set_memory_fraction_refuses_what_pytorch_refuses(self):
         # Issue 36 item 2: these did nothing, silently; torch.cuda.set_per_process_memory_fraction raises.
-        for bad in (2.0, -1, float("nan"), 0, 0.0, float("inf")):
+        for bad in (2.0, -1, -0.1, float("nan"), float("inf")):
             with self.assertRaises(ValueError, msg=repr(bad)):
                 gt.set_memory_fraction(bad, 0)
         for dev in (-1, 64, 1 << 20):
@@ -123,6 +123,9 @@ class TestWithoutTorch(unittest.TestCase):
         self.assertEqual(gt.load().gmlake_set_memory_fraction(float("nan"), 0), -1)  # the C function too
         self.assertEqual(gt.load().gmlake_set_memory_fraction(0.5, 0), 0)
         self.assertEqual(gt.load().gmlake_get_memory_fraction(0), 0.5)
+        # 0 is a cap of 0 bytes, as torch.cuda.set_per_process_memory_fraction(0) is; get returns it exactly
+        gt.set_memory_fraction(0, 0)
+        self.assertEqual(gt.load().gmlake_get_memory_fraction(0), 0.0)
         gt.set_memory_fraction(1.0, 0)
 
     def test_record_writes_the_trace_format(self):

@@ -1,6 +1,7 @@
 package wrap
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -14,7 +15,7 @@ import (
 // under the cap; the total stays the device's.
 type Limit struct {
 	vmm.Driver
-	limit atomic.Uint64 // 0: no cap. Written by SetLimit, read by Create and MemInfo.
+	limit atomic.Uint64 // the cap in bytes (0 admits nothing); noCap: none. Written by SetLimit and SetCap, read by Create and MemInfo.
 
 	mu struct {
 		sync.Mutex
@@ -23,19 +24,42 @@ type Limit struct {
 	}
 }
 
+// noCap is the stored cap that caps nothing.
+const noCap = math.MaxUint64
+
 // NewLimit wraps d with a cap of limit bytes (0: none).
 func NewLimit(d vmm.Driver, limit uint64) *Limit {
 	l := &Limit{Driver: d}
-	l.limit.Store(limit)
+	l.SetLimit(limit)
 	l.mu.sizes = make(map[vmm.Handle]uint64)
 	return l
 }
 
 // SetLimit changes the cap (0 removes it). Memory already held beyond a new cap stays until released.
-func (l *Limit) SetLimit(bytes uint64) { l.limit.Store(bytes) }
+func (l *Limit) SetLimit(bytes uint64) {
+	if bytes == 0 {
+		bytes = noCap
+	}
+	l.limit.Store(bytes)
+}
 
-// Limit returns the cap (0: none).
-func (l *Limit) Limit() uint64 { return l.limit.Load() }
+// SetCap caps the bytes created at exactly bytes: 0 is a cap that admits no creation
+// (set_per_process_memory_fraction(0), as PyTorch's allocator reads it). Memory already held stays.
+func (l *Limit) SetCap(bytes uint64) { l.limit.Store(bytes) }
+
+// Limit returns the cap (0: none, or a cap of 0 bytes: Cap tells them apart).
+func (l *Limit) Limit() uint64 {
+	if lim := l.limit.Load(); lim != noCap {
+		return lim
+	}
+	return 0
+}
+
+// Cap returns the cap and whether there is one (a cap of 0 bytes is one).
+func (l *Limit) Cap() (bytes uint64, capped bool) {
+	lim := l.limit.Load()
+	return lim, lim != noCap
+}
 
 // Inner returns the wrapped driver.
 func (l *Limit) Inner() vmm.Driver { return l.Driver }
@@ -43,7 +67,7 @@ func (l *Limit) Inner() vmm.Driver { return l.Driver }
 func (l *Limit) Create(size uint64) (vmm.Handle, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if lim := l.limit.Load(); lim != 0 && l.mu.used+size > lim {
+	if lim := l.limit.Load(); lim != noCap && (size > lim || l.mu.used > lim-size) {
 		return 0, vmm.Errorf(vmm.CallCreate, vmm.OutOfMemory,
 			"memory limit: %s held + %s asked > limit %s (set by the memory fraction)",
 			vmm.FormatBytes(l.mu.used), vmm.FormatBytes(size), vmm.FormatBytes(lim))
@@ -69,7 +93,7 @@ func (l *Limit) Release(h vmm.Handle) error {
 
 func (l *Limit) MemInfo() (free, total uint64, err error) {
 	free, total, err = l.Driver.MemInfo()
-	if lim := l.limit.Load(); err == nil && lim != 0 {
+	if lim := l.limit.Load(); err == nil && lim != noCap {
 		l.mu.Lock()
 		used := l.mu.used
 		l.mu.Unlock()

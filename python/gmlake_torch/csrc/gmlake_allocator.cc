@@ -36,8 +36,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -693,19 +695,26 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
   }
 
   void init(int device_count) override {
+    // PYTORCH_CUDA_ALLOC_CONF's per_process_memory_fraction caps every device as PyTorch's allocator does (at
+    // each device's first use here); a bad value fails CUDA's initialisation with PyTorch's words.
+    conf_fraction_ = confFraction();
     device_count_ = device_count;
     initialized_.store(true);
   }
 
   double getMemoryFraction(DeviceIndex device) override {
+    applyConfFraction(device);
     double f = gmlake_get_memory_fraction(device);
     TORCH_CHECK(f >= 0, "gmlake: get_per_process_memory_fraction(", static_cast<int>(device), "): ", lastError());
     return f;
   }
 
   void setMemoryFraction(double fraction, DeviceIndex device) override {
-    TORCH_CHECK(fraction > 0 && fraction <= 1, "gmlake: invalid memory fraction ", fraction,
-                " (must be in (0, 1])");
+    // As PyTorch's allocator: [0, 1]; 0 is a cap of 0 bytes (every allocation that needs new memory fails).
+    TORCH_CHECK(fraction >= 0 && fraction <= 1, "invalid fraction:", fraction, ". Please set within [0, 1].");
+    if (device >= 0 && device < kMaxDevices) {
+      conf_applied_[device].store(true);  // an explicit setting overrides PYTORCH_CUDA_ALLOC_CONF's
+    }
     TORCH_CHECK(gmlake_set_memory_fraction(fraction, device) == 0, "gmlake: set_per_process_memory_fraction(",
                 fraction, ", ", static_cast<int>(device), "): ", lastError());
   }
@@ -933,7 +942,7 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
     for (const auto& a : skip_actions) {
       skip_[static_cast<size_t>(CDA::parseTraceEntryAction(a))] = true;
     }
-    if (clearHistory) {
+    if (clearHistory || !enabled) {  // as PyTorch's allocator: turning history off drops what it recorded
       for (auto& t : traces_) {
         t.clear();
       }
@@ -1011,7 +1020,11 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
       pool = poolFor(device, stream, &capturing);
     }
     if (C10_UNLIKELY(!used_[device].load(std::memory_order_relaxed))) {
+      applyConfFraction(device);
       used_[device].store(true);
+    }
+    if (C10_UNLIKELY(!enabled_.load(std::memory_order_relaxed)) && pool == MempoolId_t{0, 0}) {
+      return uncachedAlloc(size, device);  // torch.cuda.caching_allocator_enable(False)
     }
     void* p = tryAlloc(size, device, stream, pool, capturing);
     if (C10_UNLIKELY(p == nullptr)) {
@@ -1028,6 +1041,9 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
 
   void free(void* ptr) {
     if (ptr == nullptr) {
+      return;
+    }
+    if (C10_UNLIKELY(n_uncached_.load(std::memory_order_relaxed) > 0) && uncachedFree(ptr)) {
       return;
     }
     int device = single_device_.load(std::memory_order_relaxed);
@@ -1160,6 +1176,9 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
   }
 
   void* onFailure(size_t size, DeviceIndex device, cudaStream_t stream, MempoolId_t pool, bool capturing) {
+    // As PyTorch's allocator, which refuses these before rounding could overflow.
+    TORCH_CHECK_WITH(OutOfMemoryError, size < (static_cast<size_t>(1) << 60),
+                     "CUDA out of memory. Tried to allocate more than 1EB memory.");
     gmlake_alloc_failure f;
     std::memset(&f, 0, sizeof f);
     bool have = gmlake_last_failure(&f) == 0;
@@ -1295,6 +1314,91 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
                                      c10::Device(c10::DeviceType::CUDA, device));
   }
 
+  // uncachedAlloc: with the caching allocator disabled (torch.cuda.caching_allocator_enable(False)), as
+  // PyTorch's allocator: straight from cudaMalloc, outside gmlake's engine and its statistics; freed by
+  // cudaFree whenever it is freed, enabled again or not.
+  void* uncachedAlloc(size_t size, DeviceIndex device) {
+    c10::cuda::CUDAGuard guard(device);
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, size);
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", formatSize(size),
+                       " with the caching allocator disabled (torch.cuda.caching_allocator_enable(False)): "
+                       "cudaMalloc failed on GPU ", static_cast<int>(device), ".");
+    }
+    C10_CUDA_CHECK(err);
+    std::lock_guard<std::mutex> lock(mu_);
+    uncached_.emplace(reinterpret_cast<uintptr_t>(p), device);
+    n_uncached_.store(static_cast<int>(uncached_.size()));
+    return p;
+  }
+
+  // uncachedFree frees ptr if uncachedAlloc made it (true), else leaves it to gmlake (false).
+  bool uncachedFree(void* ptr) {
+    DeviceIndex device = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = uncached_.find(reinterpret_cast<uintptr_t>(ptr));
+      if (it == uncached_.end()) {
+        return false;
+      }
+      device = it->second;
+      uncached_.erase(it);
+      n_uncached_.store(static_cast<int>(uncached_.size()));
+    }
+    c10::cuda::CUDAGuard guard(device);
+    C10_CUDA_CHECK(cudaFree(ptr));
+    return true;
+  }
+
+  // confFraction reads per_process_memory_fraction from PYTORCH_CUDA_ALLOC_CONF (-1: not set), refusing
+  // what PyTorch's allocator refuses. gmlake takes no other key of it (docs/pytorch.md).
+  static double confFraction() {
+    const char* env = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
+    if (env == nullptr) {
+      return -1;
+    }
+    std::string conf(env);
+    const std::string key = "per_process_memory_fraction";
+    double f = -1;
+    size_t at = 0;
+    while (at <= conf.size()) {
+      size_t end = conf.find(',', at);
+      if (end == std::string::npos) {
+        end = conf.size();
+      }
+      std::string item = conf.substr(at, end - at);
+      at = end + 1;
+      size_t b = item.find_first_not_of(" \t");
+      if (b == std::string::npos || item.compare(b, key.size(), key) != 0) {
+        continue;
+      }
+      size_t colon = item.find(':', b + key.size());
+      std::string v = colon == std::string::npos ? std::string() : item.substr(colon + 1);
+      char* stop = nullptr;
+      errno = 0;
+      double x = v.empty() ? std::nan("") : std::strtod(v.c_str(), &stop);
+      bool ok = errno == 0 && stop != nullptr && stop != v.c_str() &&
+                std::string(stop).find_first_not_of(" \t") == std::string::npos && x >= 0 && x <= 1;
+      TORCH_CHECK(ok, "per_process_memory_fraction is invalid, set it in [0.0, 1.0] (PYTORCH_CUDA_ALLOC_CONF=\"",
+                  conf, "\", under gmlake)");
+      f = x;
+    }
+    return f;
+  }
+
+  // applyConfFraction caps device by PYTORCH_CUDA_ALLOC_CONF's per_process_memory_fraction, once, unless
+  // set_per_process_memory_fraction came first.
+  void applyConfFraction(DeviceIndex device) {
+    if (conf_fraction_ < 0 || device < 0 || device >= kMaxDevices || conf_applied_[device].exchange(true)) {
+      return;
+    }
+    TORCH_CHECK(gmlake_set_memory_fraction(conf_fraction_, device) == 0, "gmlake: PYTORCH_CUDA_ALLOC_CONF's "
+                "per_process_memory_fraction:", conf_fraction_, " on device ", static_cast<int>(device), ": ",
+                lastError());
+  }
+
   static std::string snapshotJSON(int device) {
     std::string buf(1 << 16, '\0');
     while (true) {
@@ -1313,6 +1417,9 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
 
   std::atomic<bool> initialized_{false};
   std::atomic<bool> enabled_{true};
+  double conf_fraction_ = -1;                       // PYTORCH_CUDA_ALLOC_CONF's fraction (-1: none); set by init
+  std::atomic<bool> conf_applied_[kMaxDevices] = {};  // the device's cap was set (by that fraction or by a call)
+  std::atomic<int> n_uncached_{0};                  // == uncached_.size(); read without mu_ on the hot path
   int device_count_ = 0;
   // single_device_: the one device that has allocations (kUnset before the first; kMulti once a second device
   // allocates: frees then ask the driver for a pointer's device).
@@ -1330,6 +1437,7 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
   std::vector<bool> skip_ = std::vector<bool>(9, false);
   std::deque<CDA::TraceEntry> traces_[kMaxDevices];
   std::unordered_map<uintptr_t, LiveInfo> live_;  // live blocks while history is recorded
+  std::unordered_map<uintptr_t, DeviceIndex> uncached_;  // cudaMalloc'd while caching was disabled: their device
   std::vector<CCA::OutOfMemoryObserver> oom_observers_;
   std::vector<CCA::AllocatorTraceTracker> trackers_;
   IpcImports ipc_;  // CUDA IPC handles this process opened
