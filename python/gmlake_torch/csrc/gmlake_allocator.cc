@@ -42,6 +42,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -282,6 +283,28 @@ struct PoolCheckpoint : public CCA::AllocatorState {
   DeviceIndex device;
   MempoolId_t id;
   std::vector<uint64_t> live;
+};
+
+// A block of a foreign pool (below): its allocator's memory, cached by gmlake for the pool.
+struct ForeignBlock {
+  void* ptr = nullptr;
+  size_t size = 0;
+  cudaStream_t stream = nullptr;       // the stream it was allocated on: reused only there, as native
+  std::vector<cudaStream_t> uses;      // other streams record_stream named while it was live
+  std::vector<cudaEvent_t> pending;    // recorded on those streams at its free: reusable once all complete
+};
+
+// A pool whose memory comes from another allocator (torch.cuda.MemPool(allocator=...), which torch's
+// symmetric memory uses): gmlake keeps it outside its engine, as PyTorch's allocator keeps such a pool: the
+// allocator's blocks are cached for the pool's later requests on the same stream, and returned to the
+// allocator (raw_delete) by empty_cache once the pool is no longer in use, or named by emptyCache(pool).
+// The pool keeps its allocator alive until then. Not in gmlake's statistics, cap or snapshot (docs/pytorch.md).
+struct ForeignPool {
+  std::shared_ptr<CCA::CUDAAllocator> allocator;
+  DeviceIndex device = 0;
+  bool active = true;               // its use count is above 0 (a MemPool object or a graph holds it)
+  size_t live = 0;                  // blocks handed out and not freed
+  std::vector<ForeignBlock> free;   // blocks cached for reuse
 };
 
 void rawDeleter(void* ptr);
@@ -616,15 +639,33 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
     return initialized_.load();
   }
 
-  void emptyCache(MempoolId_t /*mempool_id*/) override {
+  void emptyCache(MempoolId_t mempool_id) override {
     // gmlake releases the free memory of every pool that is not held by a live private pool (a CUDA graph's
     // memory stays mapped until its pool is released), on every device.
     TORCH_CHECK(gmlake_empty_cache() == 0, "gmlake: empty_cache(): ", lastError());
+    if (n_foreign_.load() > 0) {
+      releaseForeign(mempool_id);
+    }
   }
 
   void recordStream(const c10::DataPtr& ptr, c10::cuda::CUDAStream stream) override {
     if (ptr.get() == nullptr || ptr.get_deleter() != &rawDeleter) {
       return;  // not ours (e.g. a tensor over memory gmlake did not hand out): nothing to record, as native
+    }
+    if (C10_UNLIKELY(n_side_.load(std::memory_order_relaxed) > 0)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = foreign_live_.find(reinterpret_cast<uintptr_t>(ptr.get()));
+      if (it != foreign_live_.end()) {
+        ForeignBlock& b = it->second.second;
+        if (stream.stream() != b.stream &&
+            std::find(b.uses.begin(), b.uses.end(), stream.stream()) == b.uses.end()) {
+          b.uses.push_back(stream.stream());
+        }
+        return;
+      }
+      if (uncached_.count(reinterpret_cast<uintptr_t>(ptr.get())) != 0) {
+        return;  // cudaFree waits for the device anyway
+      }
     }
     TORCH_CHECK(gmlake_record_stream(ptr.get(), stream.stream()) == 0, "gmlake: record_stream(): ", lastError());
   }
@@ -739,6 +780,16 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
   }
 
   void* getBaseAllocation(void* ptr, size_t* size) override {
+    if (C10_UNLIKELY(n_side_.load(std::memory_order_relaxed) > 0)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = foreign_live_.find(reinterpret_cast<uintptr_t>(ptr));
+      if (it != foreign_live_.end()) {
+        if (size != nullptr) {
+          *size = it->second.second.size;
+        }
+        return ptr;
+      }
+    }
     void* base = nullptr;
     size_t sz = 0;
     TORCH_CHECK(gmlake_base_allocation(ptr, &base, &sz) == 0, "gmlake: getBaseAllocation(", ptr, "): ",
@@ -874,6 +925,14 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
   void releasePool(DeviceIndex device, MempoolId_t mempool_id) override {
     TORCH_CHECK(gmlake_pool_release(device, mempool_id.first, mempool_id.second) >= 0, "gmlake: releasePool(device ",
                 static_cast<int>(device), ", pool (", mempool_id.first, ", ", mempool_id.second, ")): ", lastError());
+    if (n_foreign_.load() > 0) {
+      int n = gmlake_pool_use_count(device, mempool_id.first, mempool_id.second);
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = foreign_.find({static_cast<int>(device), mempool_id});
+      if (it != foreign_.end() && n <= 0) {
+        it->second->active = false;  // empty_cache now returns its cached blocks to its allocator
+      }
+    }
   }
 
   int getPoolUseCount(DeviceIndex device, MempoolId_t mempool_id) override {
@@ -884,14 +943,23 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
 
   void createOrIncrefPool(DeviceIndex device, MempoolId_t mempool_id,
                           std::shared_ptr<CCA::CUDAAllocator> allocator) override {
-    TORCH_CHECK(allocator == nullptr || allocator.get() == this,
-                "torch.cuda.MemPool(allocator=...) with another allocator is not supported under gmlake: a pool's "
-                "memory comes from gmlake. Use torch.cuda.MemPool() without an allocator, or run without gmlake "
-                "(unset GMLAKE, do not call gmlake_torch.enable()).");
+    // The engine keeps the pool's use count (getPoolUseCount) either way; a pool with another allocator
+    // takes its memory from that allocator (ForeignPool).
     TORCH_CHECK(gmlake_pool_create_or_incref(device, mempool_id.first, mempool_id.second) >= 0,
                 "gmlake: createOrIncrefPool(device ", static_cast<int>(device), ", pool (", mempool_id.first, ", ",
                 mempool_id.second, ")): ", lastError());
     used_[device].store(true);
+    if (allocator != nullptr && allocator.get() != this) {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto& fp = foreign_[{static_cast<int>(device), mempool_id}];
+      if (fp == nullptr) {
+        fp = std::make_shared<ForeignPool>();
+        fp->allocator = std::move(allocator);
+        fp->device = device;
+        n_foreign_.store(static_cast<int>(foreign_.size()));
+      }
+      fp->active = true;
+    }
   }
 
   void setUseOnOOM(DeviceIndex /*device*/, MempoolId_t /*mempool_id*/, bool use_on_oom) override {
@@ -1026,9 +1094,18 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
     if (C10_UNLIKELY(!enabled_.load(std::memory_order_relaxed)) && pool == MempoolId_t{0, 0}) {
       return uncachedAlloc(size, device);  // torch.cuda.caching_allocator_enable(False)
     }
-    void* p = tryAlloc(size, device, stream, pool, capturing);
-    if (C10_UNLIKELY(p == nullptr)) {
-      p = onFailure(size, device, stream, pool, capturing);
+    std::shared_ptr<ForeignPool> fp;
+    if (C10_UNLIKELY(pool != MempoolId_t{0, 0}) && n_foreign_.load(std::memory_order_relaxed) > 0) {
+      fp = foreignPool(device, pool);
+    }
+    void* p = nullptr;
+    if (C10_UNLIKELY(fp != nullptr)) {
+      p = foreignAlloc(size, device, stream, fp, capturing);
+    } else {
+      p = tryAlloc(size, device, stream, pool, capturing);
+      if (C10_UNLIKELY(p == nullptr)) {
+        p = onFailure(size, device, stream, pool, capturing);
+      }
     }
     if (C10_UNLIKELY(slow_.load(std::memory_order_relaxed))) {
       onAlloc(p, size, device, stream, pool);
@@ -1043,7 +1120,7 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
     if (ptr == nullptr) {
       return;
     }
-    if (C10_UNLIKELY(n_uncached_.load(std::memory_order_relaxed) > 0) && uncachedFree(ptr)) {
+    if (C10_UNLIKELY(n_side_.load(std::memory_order_relaxed) > 0) && sideFree(ptr)) {
       return;
     }
     int device = single_device_.load(std::memory_order_relaxed);
@@ -1330,26 +1407,163 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
     C10_CUDA_CHECK(err);
     std::lock_guard<std::mutex> lock(mu_);
     uncached_.emplace(reinterpret_cast<uintptr_t>(p), device);
-    n_uncached_.store(static_cast<int>(uncached_.size()));
+    n_side_.store(static_cast<int>(uncached_.size() + foreign_live_.size()));
     return p;
   }
 
-  // uncachedFree frees ptr if uncachedAlloc made it (true), else leaves it to gmlake (false).
-  bool uncachedFree(void* ptr) {
+  // sideFree frees ptr if it is not the engine's: an uncached block (cudaFree) or a foreign pool's (back to
+  // the pool's cache, reusable once the streams record_stream named are past its free); true if so.
+  bool sideFree(void* ptr) {
     DeviceIndex device = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      auto fit = foreign_live_.find(reinterpret_cast<uintptr_t>(ptr));
+      if (fit != foreign_live_.end()) {
+        std::shared_ptr<ForeignPool> fp = fit->second.first;
+        ForeignBlock b = std::move(fit->second.second);
+        foreign_live_.erase(fit);
+        n_side_.store(static_cast<int>(uncached_.size() + foreign_live_.size()));
+        c10::cuda::CUDAGuard guard(fp->device);
+        for (cudaStream_t u : b.uses) {
+          cudaEvent_t ev = nullptr;
+          C10_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+          C10_CUDA_CHECK(cudaEventRecord(ev, u));
+          b.pending.push_back(ev);
+        }
+        b.uses.clear();
+        fp->live--;
+        fp->free.push_back(std::move(b));
+        return true;
+      }
       auto it = uncached_.find(reinterpret_cast<uintptr_t>(ptr));
       if (it == uncached_.end()) {
         return false;
       }
       device = it->second;
       uncached_.erase(it);
-      n_uncached_.store(static_cast<int>(uncached_.size()));
+      n_side_.store(static_cast<int>(uncached_.size() + foreign_live_.size()));
     }
     c10::cuda::CUDAGuard guard(device);
     C10_CUDA_CHECK(cudaFree(ptr));
     return true;
+  }
+
+  std::shared_ptr<ForeignPool> foreignPool(DeviceIndex device, MempoolId_t pool) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = foreign_.find({static_cast<int>(device), pool});
+    return it == foreign_.end() ? nullptr : it->second;
+  }
+
+  // eventsDone: whether every event a freed foreign block waits on has completed (then destroyed). Under mu_.
+  static bool eventsDone(ForeignBlock& b) {
+    for (cudaEvent_t ev : b.pending) {
+      cudaError_t err = cudaEventQuery(ev);
+      if (err == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return false;
+      }
+      C10_CUDA_CHECK(err);
+    }
+    for (cudaEvent_t ev : b.pending) {
+      C10_CUDA_CHECK(cudaEventDestroy(ev));
+    }
+    b.pending.clear();
+    return true;
+  }
+
+  // foreignAlloc serves a request from a foreign pool: the smallest cached block on the stream that fits and
+  // whose other streams are past its free, else a new block from the pool's allocator. Its failure (a null
+  // pointer) is c10::OutOfMemoryError, after the pool's cached blocks went back to the allocator and one more try.
+  void* foreignAlloc(size_t size, DeviceIndex device, cudaStream_t stream, const std::shared_ptr<ForeignPool>& fp,
+                     bool capturing) {
+    const size_t want = (size + 511) / 512 * 512;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      c10::cuda::CUDAGuard guard(device);
+      size_t best = fp->free.size();
+      for (size_t i = 0; i < fp->free.size(); i++) {
+        ForeignBlock& b = fp->free[i];
+        if (b.stream == stream && b.size >= want && (best == fp->free.size() || b.size < fp->free[best].size) &&
+            eventsDone(b)) {
+          best = i;
+        }
+      }
+      if (best != fp->free.size()) {
+        ForeignBlock b = std::move(fp->free[best]);
+        fp->free.erase(fp->free.begin() + static_cast<std::ptrdiff_t>(best));
+        void* p = b.ptr;
+        foreign_live_[reinterpret_cast<uintptr_t>(p)] = {fp, std::move(b)};
+        fp->live++;
+        n_side_.store(static_cast<int>(uncached_.size() + foreign_live_.size()));
+        return p;
+      }
+    }
+    void* p = nullptr;
+    for (int attempt = 0; attempt < 2 && p == nullptr; attempt++) {
+      if (attempt == 1) {
+        releaseForeignPool(fp);  // its cached blocks back to its allocator, then once more
+      }
+      c10::cuda::CUDAGuard guard(device);
+      c10::cuda::CUDAStreamCaptureModeGuard mode{cudaStreamCaptureModeRelaxed};
+      (void)capturing;
+      p = fp->allocator->raw_alloc_with_stream(want, stream);
+    }
+    TORCH_CHECK_WITH(OutOfMemoryError, p != nullptr, "CUDA out of memory. Tried to allocate ", formatSize(size),
+                     " from a torch.cuda.MemPool whose allocator (", fp->allocator->name(),
+                     ") returned no memory on GPU ", static_cast<int>(device), ".");
+    std::lock_guard<std::mutex> lock(mu_);
+    ForeignBlock b;
+    b.ptr = p;
+    b.size = want;
+    b.stream = stream;
+    foreign_live_[reinterpret_cast<uintptr_t>(p)] = {fp, std::move(b)};
+    fp->live++;
+    n_side_.store(static_cast<int>(uncached_.size() + foreign_live_.size()));
+    return p;
+  }
+
+  // releaseForeignPool returns fp's cached blocks to its allocator (waiting for the streams they wait on).
+  void releaseForeignPool(const std::shared_ptr<ForeignPool>& fp) {
+    std::vector<ForeignBlock> drop;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      drop.swap(fp->free);
+    }
+    c10::cuda::CUDAGuard guard(fp->device);
+    for (ForeignBlock& b : drop) {
+      for (cudaEvent_t ev : b.pending) {
+        C10_CUDA_CHECK(cudaEventSynchronize(ev));
+        C10_CUDA_CHECK(cudaEventDestroy(ev));
+      }
+      fp->allocator->raw_delete(b.ptr);
+    }
+  }
+
+  // releaseForeign: empty_cache's part for foreign pools: every pool no longer in use, and the pool named,
+  // give their cached blocks back; a pool no longer in use and holding nothing is forgotten (its allocator
+  // with it).
+  void releaseForeign(MempoolId_t named) {
+    std::vector<std::shared_ptr<ForeignPool>> pools;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [key, fp] : foreign_) {
+        if (!fp->active || (named != MempoolId_t{0, 0} && key.second == named)) {
+          pools.push_back(fp);
+        }
+      }
+    }
+    for (const auto& fp : pools) {
+      releaseForeignPool(fp);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = foreign_.begin(); it != foreign_.end();) {
+      if (!it->second->active && it->second->live == 0 && it->second->free.empty()) {
+        it = foreign_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    n_foreign_.store(static_cast<int>(foreign_.size()));
   }
 
   // confFraction reads per_process_memory_fraction from PYTORCH_CUDA_ALLOC_CONF (-1: not set), refusing
@@ -1419,7 +1633,10 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
   std::atomic<bool> enabled_{true};
   double conf_fraction_ = -1;                       // PYTORCH_CUDA_ALLOC_CONF's fraction (-1: none); set by init
   std::atomic<bool> conf_applied_[kMaxDevices] = {};  // the device's cap was set (by that fraction or by a call)
-  std::atomic<int> n_uncached_{0};                  // == uncached_.size(); read without mu_ on the hot path
+  // n_side_ == uncached_.size() + foreign_live_.size(): blocks not the engine's (read without mu_ on the hot
+  // path); n_foreign_ == foreign_.size().
+  std::atomic<int> n_side_{0};
+  std::atomic<int> n_foreign_{0};
   int device_count_ = 0;
   // single_device_: the one device that has allocations (kUnset before the first; kMulti once a second device
   // allocates: frees then ask the driver for a pointer's device).
@@ -1438,6 +1655,9 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
   std::deque<CDA::TraceEntry> traces_[kMaxDevices];
   std::unordered_map<uintptr_t, LiveInfo> live_;  // live blocks while history is recorded
   std::unordered_map<uintptr_t, DeviceIndex> uncached_;  // cudaMalloc'd while caching was disabled: their device
+  std::map<std::pair<int, MempoolId_t>, std::shared_ptr<ForeignPool>> foreign_;  // by (device, pool id)
+  // live blocks of foreign pools: their pool and block
+  std::unordered_map<uintptr_t, std::pair<std::shared_ptr<ForeignPool>, ForeignBlock>> foreign_live_;
   std::vector<CCA::OutOfMemoryObserver> oom_observers_;
   std::vector<CCA::AllocatorTraceTracker> trackers_;
   IpcImports ipc_;  // CUDA IPC handles this process opened
