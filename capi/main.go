@@ -480,8 +480,11 @@ func gmlakeGoStatsJSON(device C.int, buf *C.char, n C.size_t) (ret C.int) {
 		return copyOut(fmt.Sprintf(`{"device":%d,"initialized":false,"panics_total":%d}`, int(device), panicsTotal.Load()), buf, n)
 	}
 	if err := s.usable(); err != nil {
-		return copyOut(fmt.Sprintf(`{"device":%d,"initialized":true,"disabled":true,"panics":%d,"panics_total":%d,"error":%q}`,
-			int(device), s.panics.Load(), panicsTotal.Load(), err.Error()), buf, n)
+		// The slot's own counters go on (what the disabled engine refused counts); the engine's are not read.
+		return copyOut(fmt.Sprintf(`{"device":%d,"initialized":true,"disabled":true,"panics":%d,"panics_total":%d,`+
+			`"alloc_failures":%d,"bad_frees":%d,"live_allocations":%d,"error":%q}`,
+			int(device), s.panics.Load(), panicsTotal.Load(), s.allocFailures.Load(), s.badFrees.Load(), s.live.Load(),
+			err.Error()), buf, n)
 	}
 	extra := map[string]any{
 		"alloc_failures": s.allocFailures.Load(), "bad_frees": s.badFrees.Load(), "panics": s.panics.Load(),

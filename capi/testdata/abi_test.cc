@@ -221,9 +221,14 @@ int main(int argc, char **argv) {
 		CHECK(gmlake_alloc(12345, 0, s0) == nullptr && has(last_error(), "internal error") &&
 		          gmlake_last_error_kind() == GMLAKE_ERR_INTERNAL,
 		      "panic: kind %d: %s", gmlake_last_error_kind(), last_error().c_str());
+		auto fails_before = field(stats(0), "alloc_failures");
 		CHECK(gmlake_alloc(MiB, 0, s0) == nullptr && has(last_error(), "disabled") &&
 		          gmlake_last_error_kind() == GMLAKE_ERR_DISABLED,
 		      "disabled: kind %d: %s", gmlake_last_error_kind(), last_error().c_str());
+		// Property: an allocation a disabled engine refuses is an allocation failure in its statistics
+		// (blind-s25's survivor: the count was dropped and nothing noticed).
+		CHECK(field(stats(0), "alloc_failures") == fails_before + 1, "alloc_failures after a refusal by a disabled engine: %s",
+		      stats(0).c_str());
 		// Property (issue 36 item 2): the throwing entry does not call a disabled engine out of memory.
 		std::string thrown = "none";
 		try {

@@ -1095,7 +1095,7 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
       return uncachedAlloc(size, device);  // torch.cuda.caching_allocator_enable(False)
     }
     std::shared_ptr<ForeignPool> fp;
-    if (C10_UNLIKELY(pool != MempoolId_t{0, 0}) && n_foreign_.load(std::memory_order_relaxed) > 0) {
+    if (C10_UNLIKELY((pool != MempoolId_t{0, 0})) && n_foreign_.load(std::memory_order_relaxed) > 0) {
       fp = foreignPool(device, pool);
     }
     void* p = nullptr;
