@@ -93,15 +93,12 @@ func (e *Engine) TotalMemory() uint64 { return e.total }
 // beyond a new cap stays until it is freed and released (EmptyCache).
 func (e *Engine) SetMemoryLimit(bytes uint64) { e.drv.SetLimit(bytes) }
 
-// MemoryLimit returns the cap (0: none, or a cap of 0 bytes: MemoryCap tells them apart).
+// MemoryLimit returns the cap (0: none, or a cap of 0 bytes that SetMemoryCap set).
 func (e *Engine) MemoryLimit() uint64 { return e.drv.Limit() }
 
 // SetMemoryCap caps the physical bytes at exactly bytes: 0 admits no new physical memory (PyTorch's
 // set_per_process_memory_fraction(0)). Memory already held stays until released.
 func (e *Engine) SetMemoryCap(bytes uint64) { e.drv.SetCap(bytes) }
-
-// MemoryCap returns the cap and whether there is one (a cap of 0 bytes is one).
-func (e *Engine) MemoryCap() (bytes uint64, capped bool) { return e.drv.Cap() }
 
 // Stream returns the driver's stream for the caller's stream s: s itself unless Config.MapStreams, else the
 // stream mapped to s, created on first use. An error is the driver's (CreateStream), and maps nothing.

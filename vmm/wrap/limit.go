@@ -47,18 +47,12 @@ func (l *Limit) SetLimit(bytes uint64) {
 // (set_per_process_memory_fraction(0), as PyTorch's allocator reads it). Memory already held stays.
 func (l *Limit) SetCap(bytes uint64) { l.limit.Store(bytes) }
 
-// Limit returns the cap (0: none, or a cap of 0 bytes: Cap tells them apart).
+// Limit returns the cap (0: none, or a cap of 0 bytes that SetCap set).
 func (l *Limit) Limit() uint64 {
 	if lim := l.limit.Load(); lim != noCap {
 		return lim
 	}
 	return 0
-}
-
-// Cap returns the cap and whether there is one (a cap of 0 bytes is one).
-func (l *Limit) Cap() (bytes uint64, capped bool) {
-	lim := l.limit.Load()
-	return lim, lim != noCap
 }
 
 // Inner returns the wrapped driver.
