@@ -968,10 +968,12 @@ class GMLakeAllocator final : public CCA::CUDAAllocator {
                 "serves another pool's requests. Leave use_on_oom False.");
   }
 
-  void setNoSplit(DeviceIndex /*device*/, MempoolId_t /*mempool_id*/) override {
-    TORCH_CHECK(false,
+  // no_split holds for a foreign pool as it is: its blocks are handed out whole, never split (foreignAlloc).
+  // torch's symmetric memory asks for it on its MemPool(allocator=...). gmlake's own pools split and stitch.
+  void setNoSplit(DeviceIndex device, MempoolId_t mempool_id) override {
+    TORCH_CHECK(foreignPool(device, mempool_id) != nullptr,
                 "torch.cuda.MemPool(no_split=True) is not supported under gmlake (gmlake splits and stitches blocks "
-                "by its own rules). Leave no_split False.");
+                "by its own rules; a MemPool with its own allocator= is served unsplit). Leave no_split False.");
   }
 
   bool checkPoolLiveAllocations(DeviceIndex device, MempoolId_t mempool_id,
