@@ -4,14 +4,15 @@ GO      ?= go
 BIN     ?= bin
 TRACES  := $(wildcard testdata/traces/*.trace.gz)
 
-.PHONY: run test vet unit race tla verify cli gpu perf-bins capi wheel wheel-test fuzz bench clean
+.PHONY: run test vet unit race tla cxx-check verify cli gpu perf-bins capi wheel wheel-test fuzz bench clean
 
 ## run: replay the bundled real training traces through every policy on the simulated H200
 run:
 	$(GO) run ./cmd/gmlake replay --targets $(TRACES)
 
-## test: everything that needs no GPU (vet, unit and model-based tests, the race detector, the Quint spec)
-test: vet unit race tla wheel-test
+## test: everything that needs no GPU (vet, unit and model-based tests, the race detector, the Quint spec, the
+## wheel, the C++ allocator's compile check)
+test: vet unit race tla wheel-test cxx-check
 
 vet:
 	$(GO) mod download
@@ -81,6 +82,11 @@ perf-bins:
 	$(GO) test -c $(GPUFLAGS) -o $(BIN)/perf/impl.test ./impl
 	$(GO) test -c $(GPUFLAGS) -o $(BIN)/perf/serve.test ./impl/serve
 	$(GO) test -c $(GPUFLAGS) -o $(BIN)/perf/clib.test ./impl/clib
+
+## cxx-check: the C++ allocator (python/gmlake_torch/csrc) compiles against torch 2.11's headers, without a GPU,
+## CUDA or torch (python/cxxcheck/README.md)
+cxx-check:
+	python/cxxcheck/check.sh
 
 ## capi: the PyTorch pluggable allocator library
 capi:

@@ -1,0 +1,2 @@
+/* cuda.h: see gmlake_cudastub.h */
+#include "gmlake_cudastub.h"

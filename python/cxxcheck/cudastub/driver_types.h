@@ -1,0 +1,2 @@
+/* driver_types.h: see gmlake_cudastub.h */
+#include "gmlake_cudastub.h"
