@@ -125,7 +125,7 @@ type Allocator struct {
 	// neighbour or was released has no entry (a Free of it is ErrUnknownPointer or ErrInteriorPtr).
 	// Invariant: ptrs[p] == b implies b.ptr == p and b is not recycled, so len(ptrs) <= the blocks in use:
 	// host memory is bounded by the live and cached blocks, not by the pointers ever handed out.
-	ptrs map[vmm.DevicePtr]*block
+	ptrs ptrTable
 	segs []*segment // every segment, sorted by base, disjoint
 	// sblocks lists every sBlock, live, pending or cached. Invariant: sblocks[i].sIndex == i.
 	sblocks []*sBlock
@@ -231,7 +231,6 @@ func New(d vmm.Driver, cfg Config) (*Allocator, error) {
 	}
 	a.p = p
 	a.streams = make(map[vmm.Stream]*streamState, 8)
-	a.ptrs = make(map[vmm.DevicePtr]*block, 64) // grows with the blocks; a large hint makes every Snapshot (which ranges over it) slow
 	return a, nil
 }
 
@@ -291,7 +290,7 @@ func (a *Allocator) Free(p vmm.DevicePtr) error {
 	}
 	b := a.liveAtLocked(p)
 	if b == nil {
-		return a.badPtrLocked(p, a.ptrs[p])
+		return a.badPtrLocked(p, a.ptrs.get(p))
 	}
 	return a.freeLocked(b)
 }
@@ -306,7 +305,7 @@ func (a *Allocator) RecordStream(p vmm.DevicePtr, s vmm.Stream) error {
 	}
 	b := a.liveAtLocked(p)
 	if b == nil {
-		return a.badPtrLocked(p, a.ptrs[p])
+		return a.badPtrLocked(p, a.ptrs.get(p))
 	}
 	if _, err := a.streamLocked(s); err != nil {
 		return err
@@ -565,8 +564,8 @@ func (a *Allocator) recycleLocked(b *pBlock) {
 
 // forgetBlockLocked drops b's pointer-table entry and its block event (gmlake-paper): b leaves the engine.
 func (a *Allocator) forgetBlockLocked(b *block) {
-	if a.ptrs[b.ptr] == b {
-		delete(a.ptrs, b.ptr)
+	if a.ptrs.get(b.ptr) == b {
+		a.ptrs.del(b.ptr)
 	}
 	if b.ev != nil {
 		a.evDropLocked(b.ev)
@@ -872,7 +871,7 @@ func (a *Allocator) recordUsesLocked(b *block) error {
 // such start (unknown, interior, freed, or a pBlock held by a live sBlock).
 func (a *Allocator) liveAtLocked(p vmm.DevicePtr) *block {
 	a.assertLocked()
-	if b := a.ptrs[p]; b != nil && b.ptr == p && b.handedOut() {
+	if b := a.ptrs.get(p); b != nil && b.ptr == p && b.handedOut() {
 		return b
 	}
 	return nil
@@ -888,7 +887,7 @@ func (a *Allocator) nextFreeStampLocked() uint64 {
 // block is handed out (a freed or held block keeps its entry until it merges or is recycled).
 func (a *Allocator) liveLocked() iter.Seq2[vmm.DevicePtr, *block] {
 	return func(yield func(vmm.DevicePtr, *block) bool) {
-		for p, b := range a.ptrs {
+		for p, b := range a.ptrs.all {
 			if b.ptr == p && b.handedOut() && !yield(p, b) {
 				return
 			}
@@ -1108,12 +1107,12 @@ func (a *Allocator) mergeFreeLocked(b *pBlock) *pBlock {
 			seg.dropUnmapped(p)
 		}
 		// b now starts at p.ptr: its old start is no block's; p's entry (if any) passes to b.
-		if a.ptrs[b.ptr] == &b.block {
-			delete(a.ptrs, b.ptr)
+		if a.ptrs.get(b.ptr) == &b.block {
+			a.ptrs.del(b.ptr)
 		}
 		b.ptr = p.ptr
-		if a.ptrs[p.ptr] == &p.block {
-			a.ptrs[p.ptr] = &b.block
+		if a.ptrs.get(p.ptr) == &p.block {
+			a.ptrs.set(p.ptr, &b.block)
 		}
 		b.size += p.size
 		b.prev = p.prev
@@ -1175,7 +1174,7 @@ func (a *Allocator) markLiveLocked(b *block, size vmm.Bytes) {
 	b.state = Live
 	b.requested = size
 	b.uses = b.uses[:0]
-	a.ptrs[b.ptr] = b
+	a.ptrs.set(b.ptr, b)
 	st := &a.st
 	st.RequestedBytes += uint64(size)
 	st.AllocatedBytes += a.allocCount(b)

@@ -111,7 +111,7 @@ func (a *Allocator) replayLocked(ops []HostOp) (int, error) {
 func (a *Allocator) hostFreeLocked(p vmm.DevicePtr) error {
 	b := a.liveAtLocked(p)
 	if b == nil {
-		return a.badPtrLocked(p, a.ptrs[p])
+		return a.badPtrLocked(p, a.ptrs.get(p))
 	}
 	if b.p == nil || len(b.uses) > 0 || blockHome(b).mp != nil || a.nCapturing > 0 {
 		return fmt.Errorf("free of %v: not a block the host cache may keep", p)

@@ -160,7 +160,7 @@ func footprint(a *Allocator) map[string]int {
 		fences += len(ss.fences)
 	}
 	return map[string]int{"pend": len(a.pend), "evFree": len(a.evFree), "sblocks": len(a.sblocks), "segs": len(a.segs),
-		"ptrs": len(a.ptrs), "spare": len(a.spare), "spareParts": len(a.spareParts), "fences": fences,
+		"ptrs": a.ptrs.len(), "spare": len(a.spare), "spareParts": len(a.spareParts), "fences": fences,
 		"streams": len(a.streams), "deferred": len(a.deferred), "segEv": len(a.segEv)}
 }
 

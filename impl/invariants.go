@@ -206,7 +206,7 @@ func (a *Allocator) checkInvariantsLocked() error {
 			return fail("block event %d: refs %d, blocks holding it %d", ev.e, ev.refs, n)
 		}
 	}
-	for p, b := range a.ptrs {
+	for p, b := range a.ptrs.all {
 		if b.ptr != p || !inUse[b] {
 			return fail("ptrs[%v] is block %d at %v, in use %v", p, b.id, b.ptr, inUse[b])
 		}

@@ -273,7 +273,7 @@ func TestPaperGCFragmentedFirstStopsAtUnfinishedEvent(t *testing.T) {
 	dev.Complete(0)
 	dev.Launch(0)
 	mustFree(t, a, q) // its event waits for the new work
-	if got := underLock(a, func() vmm.Bytes { return a.paperGCLocked(2, 0, nil) }); uint64(got) != 600*MiB || len(a.sblocks) != 1 || &a.sblocks[0].block != a.ptrs[q] {
+	if got := underLock(a, func() vmm.Bytes { return a.paperGCLocked(2, 0, nil) }); uint64(got) != 600*MiB || len(a.sblocks) != 1 || &a.sblocks[0].block != a.ptrs.get(q) {
 		t.Fatalf("GC(2) with the newer sBlock's event pending: %d bytes, want only the older sBlock", got)
 	}
 	dev.CompleteAll()

@@ -432,7 +432,7 @@ func TestGoneStreamRetiredFenceCountsDuringCapture(t *testing.T) {
 				p = mustAlloc(t, a, 4*MiB, s1)
 			}
 			a.mu.Lock()
-			b := a.ptrs[p]
+			b := a.ptrs.get(p)
 			st := blockHome(b)
 			a.mu.Unlock()
 			mustFree(t, a, p) // nothing pending on s1: the free's fence completes at once

@@ -342,7 +342,7 @@ func (a *Allocator) Close() (CloseReport, error) {
 	a.order = nil
 	a.pools, a.deadPools, a.capturing, a.nCapturing, a.deferred = nil, false, nil, 0, nil
 	a.last = nil
-	a.ptrs = map[vmm.DevicePtr]*block{}
+	a.ptrs.clear()
 	a.st.RequestedBytes, a.st.AllocatedBytes, a.st.ReservedBytes, a.st.MappedBytes, a.st.NumLive = 0, 0, 0, 0, 0
 	for _, s := range a.ts.all() {
 		for i := range s {

@@ -35,7 +35,7 @@ func TestPointerTableBoundedByBlocks(t *testing.T) {
 				}
 			}
 			blocks := a.countBlocks()
-			if got := len(a.ptrs); got > blocks {
+			if got := a.ptrs.len(); got > blocks {
 				t.Fatalf("after %d alloc/free/EmptyCache rounds the pointer table has %d entries for %d blocks (1 live)", n, got, blocks)
 			}
 			if s := a.Snapshot(); len(s.Live) != 1 || s.Live[0].Ptr != keep {

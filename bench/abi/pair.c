@@ -55,6 +55,34 @@ static double cross_ns(void) {
 	return best;
 }
 
+// mixed_ns: the C++ benchmark's mixed pattern (bench/torch/hotpath_bench.py) through the C ABI: a ring of 64
+// live blocks over the sizes in sizes[0..n) (one per line of a file: a real trace's), the oldest freed before
+// each allocation; ns per allocation (with its free), best of 5 passes of `pairs` allocations.
+static double mixed_ns(const size_t *sizes, size_t n) {
+	enum { LIVE = 64 };
+	void *ring[LIVE] = {0};
+	size_t k = 0;
+	double best = 1e18;
+	for (int r = 0; r < 6; r++) { // the first pass warms the cache
+		double t0 = now_ns();
+		for (long i = 0; i < pairs; i++, k++) {
+			if (ring[k % LIVE] != NULL) gmlake_free(ring[k % LIVE], 0, 0, NULL);
+			size_t size = sizes[k % n];
+			ring[k % LIVE] = gmlake_alloc(size, 0, NULL);
+			if (ring[k % LIVE] == NULL) {
+				char buf[512];
+				gmlake_last_error(buf, sizeof buf);
+				fprintf(stderr, "pair: gmlake_alloc(%zu) failed: %s\n", size, buf);
+				exit(1);
+			}
+		}
+		double v = (now_ns() - t0) / pairs;
+		if (r > 0 && v < best) best = v;
+	}
+	for (int i = 0; i < LIVE; i++) gmlake_free(ring[i], 0, 0, NULL);
+	return best;
+}
+
 static void *in_thread(void *arg) {
 	double *out = arg;
 	out[0] = cross_ns();
@@ -64,6 +92,17 @@ static void *in_thread(void *arg) {
 
 int main(int argc, char **argv) {
 	if (argc > 1) pairs = atol(argv[1]);
+	if (argc > 3 && argv[2][0] == 'm') { // pair N mixed FILE: the mixed pattern over FILE's sizes
+		FILE *f = fopen(argv[3], "r");
+		if (f == NULL) { perror(argv[3]); return 1; }
+		static size_t sizes[1 << 16];
+		size_t n = 0;
+		while (n < sizeof sizes / sizeof sizes[0] && fscanf(f, "%zu", &sizes[n]) == 1) n++;
+		fclose(f);
+		if (n == 0) { fprintf(stderr, "pair: no sizes in %s\n", argv[3]); return 1; }
+		printf("abi mixed (%zu sizes) %.1f ns per allocation and free\n", n, mixed_ns(sizes, n));
+		return 0;
+	}
 	if (argc > 2) { // pair N SIZE: only SIZE's pairs (what `perf record` of one size profiles)
 		size_t size = (size_t)atol(argv[2]);
 		printf("abi %zuB %.1f ns per pair\n", size, pair_ns(size));
