@@ -242,3 +242,28 @@ func TestRecorderRefusesAPathAnotherProcessWrites(t *testing.T) {
 	}
 	r.Close("close")
 }
+
+// Property: a trace Record creates is an ordinary data file: readable and writable by its owner, readable by
+// the others the umask allows, executable by nobody (mode 0644 under umask 022), whatever the path's suffix.
+func TestRecordedTraceIsAPlainDataFile(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	for _, name := range []string{"t.trace", "t.trace.gz"} {
+		path := filepath.Join(t.TempDir(), name)
+		r, err := Record(path, RecordOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Alloc(0, 0, 512, 1<<20)
+		if err := r.Close("test"); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != 0o644 {
+			t.Errorf("%s: mode %#o, want 0644 (rw-r--r--) under umask 022", name, got)
+		}
+	}
+}

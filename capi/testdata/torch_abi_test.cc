@@ -226,6 +226,15 @@ int main() {
 	      (long long)ev.mapped, ev.unmaps);
 	gmlake_set_event_callback(nullptr, nullptr);
 
+	// A pool call on a device out of range fails with GMLAKE_ERR_INVALID and says which device (each of the three).
+	CHECK(gmlake_pool_create_or_incref(64, 7, 1) < 0 && gmlake_last_error_kind() == GMLAKE_ERR_INVALID &&
+	          has(last_error(), "device 64"),
+	      "create on device 64: kind %d, %s", gmlake_last_error_kind(), last_error().c_str());
+	CHECK(gmlake_pool_release(-1, 7, 1) < 0 && gmlake_last_error_kind() == GMLAKE_ERR_INVALID,
+	      "release on device -1: kind %d, %s", gmlake_last_error_kind(), last_error().c_str());
+	CHECK(gmlake_pool_use_count(64, 7, 1) < 0 && gmlake_last_error_kind() == GMLAKE_ERR_INVALID,
+	      "use count on device 64: kind %d, %s", gmlake_last_error_kind(), last_error().c_str());
+
 	// Pools: a private pool's block serves only that pool; its live list, use count, release.
 	CHECK(gmlake_pool_create_or_incref(dev, 7, 1) == 1 && gmlake_pool_create_or_incref(dev, 7, 1) == 2 &&
 	          gmlake_pool_use_count(dev, 7, 1) == 2,
