@@ -36,7 +36,6 @@ typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
 typedef struct CUgraph_st *cudaGraph_t;
 typedef struct CUgraphExec_st *cudaGraphExec_t;
-typedef unsigned long long cudaGraphNode_t_id;
 typedef struct CUgraphNode_st *cudaGraphNode_t;
 typedef enum cudaMemcpyKind {
 	cudaMemcpyHostToHost = 0,
