@@ -1,8 +1,11 @@
 package impl
 
 import (
+	"bufio"
+	"compress/gzip"
 	"fmt"
 	"math/rand"
+	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -202,6 +205,77 @@ func BenchmarkAllocFreeParallel(b *testing.B) {
 			}
 			wg.Wait()
 			b.ReportMetric(float64(per*g)/b.Elapsed().Seconds(), "pairs/s")
+		})
+	}
+}
+
+// traceRingSizes are the sizes of the C++ benchmark's mixed pattern (bench/torch/hotpath_bench.py, bench/abi
+// pair.c's `mixed`): the allocations of testdata/traces/llama1b-ckpt.trace.gz from the 1000th on, 4096 of them.
+func traceRingSizes(b *testing.B) []uint64 {
+	f, err := os.Open("../testdata/traces/llama1b-ckpt.trace.gz")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var out []uint64
+	sc := bufio.NewScanner(z)
+	for sc.Scan() && len(out) < 4096 {
+		var id, size uint64
+		if n, _ := fmt.Sscanf(sc.Text(), "a %d %d", &id, &size); n == 2 && id >= 1000 {
+			out = append(out, size)
+		}
+	}
+	if len(out) == 0 {
+		b.Fatal("no allocations in the trace")
+	}
+	return out
+}
+
+// BenchmarkAllocFreeTraceRing is the engine's share of the mixed pattern the GPU benchmarks time: a ring of 64
+// live blocks over a real trace's sizes, the oldest freed before each allocation (warm: one pass first).
+func BenchmarkAllocFreeTraceRing(b *testing.B) {
+	sizes := traceRingSizes(b)
+	for _, pol := range Policies {
+		b.Run(pol, func(b *testing.B) {
+			a, dev := benchAlloc(b, pol)
+			const live = 64
+			var ring [live]vmm.DevicePtr
+			k := 0
+			step := func() {
+				if p := ring[k%live]; p != 0 {
+					if err := a.Free(p); err != nil {
+						b.Fatal(err)
+					}
+				}
+				p, err := a.Alloc(sizes[k%len(sizes)], 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ring[k%live] = p
+				k++
+			}
+			for range sizes {
+				step()
+			}
+			calls0 := dev.Counts()
+			b.ReportAllocs()
+			b.ResetTimer()
+			c0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				step()
+			}
+			reportCPU(b, c0, b.N)
+			b.StopTimer()
+			calls := dev.Counts()
+			var n uint64
+			for i := range calls {
+				n += calls[i] - calls0[i]
+			}
+			b.ReportMetric(float64(n)/float64(b.N), "driver-calls/op")
 		})
 	}
 }
