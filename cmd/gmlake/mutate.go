@@ -34,6 +34,7 @@ func jsonWhere(err error) string {
 func init() {
 	var (
 		dir, keysFile, saveKeys, jsonOut, only string
+		emit                                   string
 		judgeFile, fromJSON                    string
 		sample                                 int
 		seed                                   uint64
@@ -60,6 +61,7 @@ Examples:
   gmlake mutate --dir impl/serve --checkers unit,rapid --sample 40 --seed 11
   gmlake mutate --dir impl/clib,capi,trace --sample 30 --seed 18  # the perimeter: settings, the C ABI, traces
   gmlake mutate --from-json bin/mutants.json         # the figures of a saved run, judged again
+  gmlake mutate --dir python/gmlake_torch/csrc --sample 10 --seed 3 --emit out/cxx  # C++ mutants for the GPU
 
 Survivors named in the judgement list (--judgements, harness/mutate/testdata/equivalent.txt: one
 "KEY ## VERDICT: reason" a line) print with their verdict; those judged equivalent leave the score's
@@ -181,6 +183,13 @@ denominator and print apart, and a judged mutant that some checker kills prints 
 					return err
 				}
 			}
+			if emit != "" {
+				if err := mutate.EmitCXX(".", emit, ms); err != nil {
+					return badFlag("--emit %s: %v", emit, err)
+				}
+				fmt.Fprintf(os.Stderr, "%d mutated files and their keys (mutants.tsv) written to %s\n", len(ms), emit)
+				return nil
+			}
 			if list {
 				for _, m := range ms {
 					fmt.Println(m)
@@ -241,6 +250,7 @@ denominator and print apart, and a judged mutant that some checker kills prints 
 	f.StringVar(&fromJSON, "from-json", "", "print the figures of a run saved with --json (judged with --judgements) and stop")
 	f.StringVar(&only, "checkers", "", "comma-separated checker names to run (default: all)")
 	f.BoolVar(&list, "list", false, "list the mutants and stop")
+	f.StringVar(&emit, "emit", "", "write each chosen mutant's whole mutated file into this folder, with mutants.tsv naming them, and stop: the C++ allocator's mutants, judged on a GPU machine (harness/mutate/gpu/cxx_mutants.sh)")
 	f.BoolVar(&failOnSurvivor, "fail-on-survivor", false, "exit 1 if a mutant that compiles survives")
 	f.DurationVar(&timeout, "timeout", 0, "per-checker timeout (0: 3x its unmutated time + 20s)")
 	f.IntVar(&workers, "workers", 2, "checkers run at once for one mutant")

@@ -184,8 +184,8 @@ func (m Mutant) Apply(src []byte) []byte {
 // there changes a message or a check that fires only on an engine already broken).
 var Skip = map[string]bool{"debug.go": true, "invariants.go": true}
 
-// Generate parses every non-test Go file of dir (relative to root, e.g. "impl") except the skipped base
-// names and returns every mutant, in file and source order.
+// Generate parses every non-test Go file and every C or C++ source (cxx.go) of dir (relative to root, e.g.
+// "impl") except the skipped base names and returns every mutant, in file and source order.
 func Generate(root, dir string, skip map[string]bool) ([]Mutant, error) {
 	ents, err := os.ReadDir(filepath.Join(root, dir))
 	if err != nil {
@@ -194,13 +194,18 @@ func Generate(root, dir string, skip map[string]bool) ([]Mutant, error) {
 	var all []Mutant
 	for _, e := range ents {
 		name := e.Name()
-		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") || skip[name] {
+		isC := cxxExt(name)
+		if e.IsDir() || (!isC && (!strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go"))) || skip[name] {
 			continue
 		}
 		rel := filepath.ToSlash(filepath.Join(dir, name))
 		src, err := os.ReadFile(filepath.Join(root, rel))
 		if err != nil {
 			return nil, err
+		}
+		if isC {
+			all = append(all, generateCXX(rel, src)...)
+			continue
 		}
 		ms, err := generateFile(rel, src)
 		if err != nil {

@@ -592,6 +592,9 @@ func TestCgoExportCommentsStayOnTheirFunc(t *testing.T) {
 	src := map[string][]byte{}
 	exports := 0
 	for _, m := range ms {
+		if !strings.HasSuffix(m.File, ".go") {
+			continue // capi's C (cxx_test.go checks its mutants)
+		}
 		if src[m.File] == nil {
 			if src[m.File], err = os.ReadFile(filepath.Join("../..", m.File)); err != nil {
 				t.Fatal(err)

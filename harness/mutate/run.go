@@ -387,7 +387,7 @@ func build(ctx context.Context, root, tmp string, m *Mutant, cs []Checker) (bina
 		if err != nil {
 			return binaries{}, err
 		}
-		mf := filepath.Join(dir, "mutant.go")
+		mf := filepath.Join(dir, "mutant"+filepath.Ext(m.File)) // a C file's compiler goes by the extension
 		if err := os.WriteFile(mf, m.Apply(src), 0o644); err != nil {
 			return binaries{}, err
 		}
