@@ -43,6 +43,7 @@ import (
 	"bytes"
 	"fmt"
 	"go/ast"
+	"go/build/constraint"
 	"go/parser"
 	"go/token"
 	"hash/fnv"
@@ -182,7 +183,7 @@ func (m Mutant) Apply(src []byte) []byte {
 
 // Skip is the files of impl/ that are not mutated: the debugging dump and the engine's self-check (a mutant
 // there changes a message or a check that fires only on an engine already broken).
-var Skip = map[string]bool{"debug.go": true, "invariants.go": true}
+var Skip = map[string]bool{"debug.go": true, "invariants.go": true, "seeded_off.go": true}
 
 // Generate parses every non-test Go file and every C or C++ source (cxx.go) of dir (relative to root, e.g.
 // "impl") except the skipped base names and returns every mutant, in file and source order.
@@ -270,21 +271,32 @@ func generateFile(rel string, src []byte) ([]Mutant, error) {
 	return g.out, nil
 }
 
-// hasBuildTag reports a //go:build line: files compiled only under a tag (the seeded bugs) are not the
-// production engine.
+// hasBuildTag reports a //go:build line that the shipped build does not satisfy: files compiled only under a
+// tag (the seeded bugs, the C ABI's test hooks) or only elsewhere (another OS, no cgo) are not the product.
+// The shipped build is Linux with cgo (libgmlake.so, the real driver): driver.go's `cgo` and trace's `unix`
+// files are mutated, their stand-ins are not. impl/seeded_off.go is skipped by name (Skip): its one function is
+// the seeded-bug switch itself.
 func hasBuildTag(f *ast.File) bool {
 	for _, cg := range f.Comments {
 		if cg.Pos() > f.Package {
 			break
 		}
 		for _, c := range cg.List {
-			if strings.HasPrefix(c.Text, "//go:build") {
+			if !constraint.IsGoBuild(c.Text) {
+				continue
+			}
+			e, err := constraint.Parse(c.Text)
+			if err != nil {
 				return true
 			}
+			return !e.Eval(func(tag string) bool { return shippedTags[tag] })
 		}
 	}
 	return false
 }
+
+// shippedTags are the build tags true in the build that ships (linux/amd64, cgo, the gc toolchain).
+var shippedTags = map[string]bool{"linux": true, "unix": true, "amd64": true, "cgo": true, "gc": true}
 
 func funcName(fd *ast.FuncDecl) string {
 	if fd.Recv == nil || len(fd.Recv.List) == 0 {
