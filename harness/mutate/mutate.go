@@ -1,9 +1,12 @@
 // Package mutate is the project's mutation-testing tool: it generates mutants of the engine's source (impl/),
 // of the layers libgmlake runs over it (impl/serve, impl/clib), of libgmlake.so's own Go code (capi: cgo, its
 // //export comments untouched, since a mutant replaces text inside a function body only), of the trace format
-// and recorder (trace) and of replay's figures (harness/replay) with go/ast, compiles each one through
-// `go test -overlay` (no file of the tree is touched), runs every checker's test set that calls the mutated
-// folder against it separately, and reports which checkers killed it. The score is the share of
+// and recorder (trace) and of replay's figures (harness/replay) with go/ast, and of the C and C++ the product
+// ships (capi's C, impl/cudavmm's cuda.c, the C++ allocator) with a token-level generator (cxx.go), compiles
+// each one through `go test -overlay` (no file of the tree is touched; cgo reads an overlaid C file too), runs
+// every checker's test set that calls the mutated folder against it separately, and reports which checkers
+// killed it. Mutants only a GPU can judge (the C++ allocator, the real driver) are written out (EmitCXX,
+// `--emit`) and run there by harness/mutate/gpu's scripts. The score is the share of
 // mutants that compile which at least one checker killed; the target (issue 12) is every non-equivalent mutant
 // killed by at least two independent checkers.
 //
