@@ -92,6 +92,7 @@ func TestEveryFlagRefusesHostileValues(t *testing.T) {
 			"from-json":        append(slices.Clone(inFiles[:2]), "/dev/null", file),
 			"checkers":         {"nope", "unit,nope"},
 			"list":             bools,
+			"emit":             {file, noDir, missing + "/sub"},
 			"fail-on-survivor": bools,
 			"timeout":          {"-5s", "abc", "NaN"},
 			"workers":          append(slices.Clone(ints), "0"),

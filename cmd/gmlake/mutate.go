@@ -96,6 +96,14 @@ denominator and print apart, and a judged mutant that some checker kills prints 
 					}
 				}
 			}
+			if emit != "" {
+				if st, err := os.Stat(emit); err == nil && !st.IsDir() {
+					return badFlag("--emit %s: a file, want a folder for the mutated sources (made if missing)", emit)
+				}
+				if st, err := os.Stat(path.Dir(path.Clean(emit))); err != nil || !st.IsDir() {
+					return badFlag("--emit %s: its parent folder %s does not exist", emit, path.Dir(path.Clean(emit)))
+				}
+			}
 			for _, name := range strings.Split(only, ",") {
 				if only != "" && !slices.ContainsFunc(mutate.Checkers, func(c mutate.Checker) bool { return c.Name == name }) {
 					var names []string
