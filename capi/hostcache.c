@@ -292,6 +292,28 @@ void gmlake_hc_forget(uintptr_t ptr) {
 	}
 }
 
+void gmlake_hc_info(int device, gmlake_hc_state *out) {
+	memset(out, 0, sizeof *out);
+	hc_dev *h = hc_lock(device);
+	if (h == NULL) {
+		return;
+	}
+	out->n = h->n;
+	out->slots = h->cap;
+	out->freed = (uint64_t)h->nfreed;
+	out->log = (uint64_t)h->nlog;
+	out->findable = 1;
+	for (size_t i = 0; i < h->cap; i++) {
+		if (h->tab[i].ptr != 0) {
+			out->scanned++;
+			if (hc_find(h, h->tab[i].ptr) != i) {
+				out->findable = 0;
+			}
+		}
+	}
+	pthread_mutex_unlock(&h->mu);
+}
+
 void gmlake_hc_capturing(int device, int delta) {
 	hc_dev *h = hc_lock(device);
 	if (h == NULL) {

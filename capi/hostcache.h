@@ -22,4 +22,12 @@ GMLAKE_HIDDEN void gmlake_hc_forget(uintptr_t ptr);
 GMLAKE_HIDDEN void gmlake_hc_capturing(int device, int delta);
 GMLAKE_HIDDEN int gmlake_hc_close(int device); /* gmlake_close: the replay, the close and the new table at once */
 
+// What the cache of a device holds, for the statistics and their judges (FuzzABI): its count of live entries
+// (n), the live entries a scan of its table finds, the table's slots, the cached frees and the log's entries
+// not handed over, and whether every live entry is found where its probe run puts it (1) or not (0).
+typedef struct {
+	uint64_t n, scanned, slots, freed, log, findable;
+} gmlake_hc_state;
+GMLAKE_HIDDEN void gmlake_hc_info(int device, gmlake_hc_state *out);
+
 #endif

@@ -26,6 +26,7 @@ package main
 #include <stdint.h>
 #include <stdlib.h>
 #include "gmlake.h"
+#include "hostcache.h"
 
 int gmlake_copy_out(const char *s, size_t n, char *buf, size_t len);
 */
@@ -492,6 +493,14 @@ func gmlakeGoStatsJSON(device C.int, buf *C.char, n C.size_t) (ret C.int) {
 		"live_allocations": s.live.Load(), "test_hooks": testHooksBuilt,
 		"host_cache_hits": s.hostHits.Load(), "host_cache_frees": s.hostFrees.Load(),
 	}
+	var hc C.gmlake_hc_state
+	C.gmlake_hc_info(device, &hc)
+	// The host cache's own state (hostcache.c's invariants, judged by FuzzABI): live counts its table's entries
+	// (live_scanned: a scan's count, equal), none past the device's live allocations; the entry's own
+	// flush leaves no cached free and no log; findable 1: every entry lies where its probe run finds it.
+	extra["host_cache_live"], extra["host_cache_live_scanned"] = uint64(hc.n), uint64(hc.scanned)
+	extra["host_cache_slots"], extra["host_cache_freed"] = uint64(hc.slots), uint64(hc.freed)
+	extra["host_cache_log"], extra["host_cache_findable"] = uint64(hc.log), uint64(hc.findable)
 	if e := s.lastError.Load(); e != nil {
 		extra["last_error"] = *e
 	}

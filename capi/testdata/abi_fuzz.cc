@@ -418,6 +418,21 @@ struct Harness {
 			if (int64_t n = jsonInt(js, "num_live", &found); found && n != liveCount(d)) {
 				failf("judge: num_live %" PRId64 ", the ledger %" PRId64, n, liveCount(d));
 			}
+			// The host cache (hostcache.c): its count of live entries is what a scan of its table finds, each
+			// entry where its probe run finds it, no more entries than live allocations, and the statistics'
+			// own entry handed its log over (no cached free, no entry left).
+			if (int64_t hn = jsonInt(js, "host_cache_live", &found); found) {
+				int64_t scanned = jsonInt(js, "host_cache_live_scanned", &found);
+				int64_t findable = jsonInt(js, "host_cache_findable", &found);
+				int64_t freed = jsonInt(js, "host_cache_freed", &found);
+				int64_t nlog = jsonInt(js, "host_cache_log", &found);
+				if (hn != scanned || hn > liveCount(d) || (hn > 0 && findable != 1) || freed != 0 || nlog != 0) {
+					failf("judge: device %d: the host cache counts %" PRId64 " live entries, its table holds %" PRId64
+					      " (findable %" PRId64 "), %" PRId64 " cached frees and %" PRId64 " log entries after the "
+					      "statistics' hand-over; the ledger has %" PRId64 " live allocations",
+					      d, hn, scanned, findable, freed, nlog, liveCount(d));
+				}
+			}
 			// The engine still serves.
 			started(d);
 			void *p = gmlake_alloc(512, d, nullptr);
