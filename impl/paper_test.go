@@ -726,6 +726,37 @@ func TestPaperReAllocFailedRequestKeepsNoSegment(t *testing.T) {
 	closeClean(t, a, dev)
 }
 
+// The same failed request, with the cache release before the retry failing to return the segment the
+// first growth made (its first unmap fails): the segment stays cached and free, and the failed request
+// returns it at its end (INV-FAILCLEAN). blind-s27's dropped first `grown = append(grown, seg)` survived every
+// checker: the release before the retry returns that segment on every path but this one.
+func TestPaperReAllocFailedRequestReturnsASegmentTheFlushKept(t *testing.T) {
+	a, dev := newPaper(t, Config{ReAlloc: true, StitchMin: 8 * MiB}, 64*MiB, true)
+	live := mustAlloc(t, a, 8*MiB, 0)
+	reserved := a.Stats().ReservedBytes
+	used, handles := deviceHeld(dev)
+	for n := 2; n <= 40; n++ { // every Reserve after the first growth's: no stitch, no second segment
+		dev.FailNth(vmm.CallReserve, n, vmm.InvalidValue)
+	}
+	dev.FailNth(vmm.CallUnmap, 1, vmm.InvalidValue) // the flush's first unmap: the grown segment's
+	if _, err := a.Alloc(24*MiB, 0); !errors.Is(err, vmm.ErrOutOfMemory) {
+		t.Fatalf("Alloc(24 MiB) with every stitch failing: %v, want out of memory", err)
+	}
+	dev.ClearFaults()
+	if r := a.Stats().ReservedBytes; r != reserved {
+		t.Errorf("a failed request moved reserved bytes from %s to %s", vmm.FormatBytes(reserved), vmm.FormatBytes(r))
+	}
+	if u, h := deviceHeld(dev); u != used || h != handles {
+		t.Errorf("a failed request left the device holding %s in %d handles, %s in %d before", vmm.FormatBytes(u), h, vmm.FormatBytes(used), handles)
+	}
+	if n := a.Stats().DriverCalls[vmm.CallUnmap]; n < 2 && !t.Failed() {
+		t.Fatalf("the scene made %d Unmap calls, want the flush's failed one and the request's own: the fault missed", n)
+	}
+	checkState(t, a, dev)
+	mustFree(t, a, live)
+	closeClean(t, a, dev)
+}
+
 // A cached stitched block freed while work that uses it is pending on its own stream, and recorded on
 // another stream, is not torn down by EmptyCache until that work completed (INV-RELEASESAFE: cuMemUnmap
 // does not wait for in-flight work). Its free waited for the other stream's event only, and the collection
