@@ -88,8 +88,9 @@ func TestRecorderWritesWithinItsInterval(t *testing.T) {
 }
 
 // Property: Flush writes every event recorded before it at once: a reader of the file sees them while the
-// recorder is open, with neither the block's count nor its interval reached (gmlake_trace_flush, the
-// recorder's checkpoint before a fork, rely on it; blind-s27's dropped Commit survived every checker).
+// recorder is open, with neither the block's count nor its interval reached. (Flush is the package's API for
+// a Go program that records; libgmlake flushes on count, time, signal and close instead. blind-s27's dropped
+// Commit survived every checker.)
 func TestFlushWritesEveryEventBeforeIt(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "flush.trace")
 	r, err := Record(path, RecordOptions{FlushEvents: MaxBlockEvents, FlushInterval: time.Hour})
