@@ -16,6 +16,7 @@
 // Replays run under the mutex (recursive: an event callback run by the replay may call the library), so two
 // logs are never applied out of order.
 
+#define _GNU_SOURCE // PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -52,24 +53,14 @@ typedef struct {
 	int nlog;
 } hc_dev;
 
-static hc_dev hc[HC_DEVICES];
-static pthread_once_t hc_once = PTHREAD_ONCE_INIT;
-
-static void hc_init(void) {
-	pthread_mutexattr_t at;
-	pthread_mutexattr_init(&at);
-	pthread_mutexattr_settype(&at, PTHREAD_MUTEX_RECURSIVE);
-	for (int i = 0; i < HC_DEVICES; i++) {
-		pthread_mutex_init(&hc[i].mu, &at);
-	}
-	pthread_mutexattr_destroy(&at);
-}
+// Each device's mutex is recursive (a replay's event callback may call the library again) and initialised
+// statically (glibc's initializer): no first-use initialisation on the hot path, no attribute calls to fail.
+static hc_dev hc[HC_DEVICES] = {[0 ... HC_DEVICES - 1] = {.mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP}};
 
 static hc_dev *hc_lock(int device) {
 	if (device < 0 || device >= HC_DEVICES) {
 		return NULL;
 	}
-	pthread_once(&hc_once, hc_init);
 	hc_dev *h = &hc[device];
 	pthread_mutex_lock(&h->mu);
 	return h;
@@ -268,8 +259,7 @@ void gmlake_hc_flush(int device) {
 	}
 	int lo = device < 0 ? 0 : device, hi = device < 0 ? HC_DEVICES : device + 1;
 	for (int d = lo; d < hi; d++) {
-		pthread_once(&hc_once, hc_init);
-		if (!__atomic_load_n(&hc[d].used, __ATOMIC_ACQUIRE)) {
+			if (!__atomic_load_n(&hc[d].used, __ATOMIC_ACQUIRE)) {
 			continue; // nothing was ever cached there: nothing to hand over
 		}
 		hc_dev *h = hc_lock(d);
@@ -280,8 +270,7 @@ void gmlake_hc_flush(int device) {
 
 void gmlake_hc_forget(uintptr_t ptr) {
 	for (int d = 0; d < HC_DEVICES; d++) {
-		pthread_once(&hc_once, hc_init);
-		if (!__atomic_load_n(&hc[d].used, __ATOMIC_ACQUIRE)) {
+			if (!__atomic_load_n(&hc[d].used, __ATOMIC_ACQUIRE)) {
 			continue;
 		}
 		hc_dev *h = hc_lock(d);
