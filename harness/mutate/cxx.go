@@ -449,8 +449,8 @@ func cInt(s string) (uint64, bool) {
 	return n, true
 }
 
-// EmitCXX writes each mutant's whole mutated file into dir as NNN-<base name> (in the order given), and
-// dir/mutants.tsv: one "NNN<TAB>file<TAB>key-with-site" a line. It is how the C++ allocator's mutants travel
+// EmitCXX writes each mutant's whole mutated file into dir as NNN-<base name> (in the order given; a Go
+// file's name ends in .go.txt), and dir/mutants.tsv: one "NNN<TAB>file<TAB>key-with-site" a line. It is how the C++ allocator's mutants travel
 // to the GPU machine, where no Go toolchain runs them.
 func EmitCXX(root, dir string, ms []Mutant) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -463,6 +463,9 @@ func EmitCXX(root, dir string, ms []Mutant) error {
 			return err
 		}
 		name := fmt.Sprintf("%03d-%s", i+1, filepath.Base(m.File))
+		if strings.HasSuffix(name, ".go") {
+			name += ".txt" // not a Go file of the module to go vet ./..., the layering test or the build
+		}
 		if err := os.WriteFile(filepath.Join(dir, name), m.Apply(src), 0o644); err != nil {
 			return err
 		}

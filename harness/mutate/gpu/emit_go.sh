@@ -30,7 +30,9 @@ build() { # build NNN [OVERLAY]
 }
 build 000
 while IFS=$'\t' read -r n file key; do
-	printf '{"Replace":{"%s":"%s"}}' "$ROOT/$file" "$DIR/src/$n-$(basename "$file")" >"$DIR/src/$n.json"
+	src=$DIR/src/$n-$(basename "$file")
+	[ -f "$src" ] || src=$src.txt # a Go file is written as NAME.go.txt (EmitCXX)
+	printf '{"Replace":{"%s":"%s"}}' "$ROOT/$file" "$src" >"$DIR/src/$n.json"
 	build "$n" "$DIR/src/$n.json"
 	echo "emit_go.sh: $n $([ -f "$DIR/$n/invalid" ] && echo invalid || echo built) $key"
 done <"$DIR/mutants.tsv"
