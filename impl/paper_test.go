@@ -692,6 +692,18 @@ func TestPaperDeferredFreeRetriedAfterFailedCaptureEnd(t *testing.T) {
 	closeClean(t, a, dev)
 }
 
+// heldAsBefore fails t unless the engine reserves and the device holds what they did before a failed request
+// (INV-FAILCLEAN).
+func heldAsBefore(t *testing.T, a *Allocator, dev *sim.Device, reserved, used uint64, handles int) {
+	t.Helper()
+	if r := a.Stats().ReservedBytes; r != reserved {
+		t.Errorf("a failed request moved reserved bytes from %s to %s", vmm.FormatBytes(reserved), vmm.FormatBytes(r))
+	}
+	if u, h := deviceHeld(dev); u != used || h != handles {
+		t.Errorf("a failed request left the device holding %s in %d handles, %s in %d before", vmm.FormatBytes(u), h, vmm.FormatBytes(used), handles)
+	}
+}
+
 // A failed request holds no more than before, under gmlake-paper's reAlloc too (INV-FAILCLEAN): reAlloc grows
 // a segment for the part of a request the stream's free large blocks do not cover and stitches at once; when
 // that stitch and the later ones fail (every stitched view's reservation fails here), the request fails and
@@ -715,12 +727,7 @@ func TestPaperReAllocFailedRequestKeepsNoSegment(t *testing.T) {
 		t.Fatalf("the scene made %d Reserve calls, want at least 14: the faults missed their calls", n)
 	}
 	dev.ClearFaults()
-	if r := a.Stats().ReservedBytes; r != reserved {
-		t.Errorf("a failed request moved reserved bytes from %s to %s", vmm.FormatBytes(reserved), vmm.FormatBytes(r))
-	}
-	if u, h := deviceHeld(dev); u != used || h != handles {
-		t.Errorf("a failed request left the device holding %s in %d handles, %s in %d before", vmm.FormatBytes(u), h, vmm.FormatBytes(used), handles)
-	}
+	heldAsBefore(t, a, dev, reserved, used, handles)
 	checkState(t, a, dev)
 	mustFree(t, a, live)
 	closeClean(t, a, dev)
@@ -743,12 +750,7 @@ func TestPaperReAllocFailedRequestReturnsASegmentTheFlushKept(t *testing.T) {
 		t.Fatalf("Alloc(24 MiB) with every stitch failing: %v, want out of memory", err)
 	}
 	dev.ClearFaults()
-	if r := a.Stats().ReservedBytes; r != reserved {
-		t.Errorf("a failed request moved reserved bytes from %s to %s", vmm.FormatBytes(reserved), vmm.FormatBytes(r))
-	}
-	if u, h := deviceHeld(dev); u != used || h != handles {
-		t.Errorf("a failed request left the device holding %s in %d handles, %s in %d before", vmm.FormatBytes(u), h, vmm.FormatBytes(used), handles)
-	}
+	heldAsBefore(t, a, dev, reserved, used, handles)
 	if n := a.Stats().DriverCalls[vmm.CallUnmap]; n < 2 && !t.Failed() {
 		t.Fatalf("the scene made %d Unmap calls, want the flush's failed one and the request's own: the fault missed", n)
 	}
