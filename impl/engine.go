@@ -105,8 +105,11 @@ type Allocator struct {
 	d meteredDriver // the driver, counting every call the engine makes (Stats.DriverCalls); safe without mu
 	// sync: the driver's own wait (vmm.StreamSyncer, impl/cudavmm), nil if it has none. Only the
 	// out-of-memory path calls it (syncCappedLocked), never the hot path.
-	sync   vmm.StreamSyncer
-	p      params
+	sync vmm.StreamSyncer
+	// devSync: the driver's wait for the whole device (vmm.DeviceSyncer, impl/cudavmm), nil if it has none.
+	// Only a released pool's memory waits for it (waitDeviceLocked), once per release.
+	devSync vmm.DeviceSyncer
+	p       params
 	mut    Mutation
 	gran   vmm.Bytes // the driver's granularity: a power of two, a multiple of 512 B; fixed at New
 	total  vmm.Bytes // device capacity (MemInfo total at New)
@@ -216,6 +219,7 @@ func New(d vmm.Driver, cfg Config) (*Allocator, error) {
 	}
 	a := &Allocator{d: meteredDriver{wrap.NewCounter(d)}, mut: cfg.TestOnlyMutations}
 	a.sync, _ = d.(vmm.StreamSyncer)
+	a.devSync, _ = d.(vmm.DeviceSyncer)
 	a.gran = a.d.Granularity()
 	if a.gran == 0 || a.gran&(a.gran-1) != 0 || a.gran%minBlockSize != 0 {
 		return nil, fmt.Errorf("%w: driver granularity %d is not a power of two multiple of 512", ErrBadConfig, a.gran)
@@ -1052,28 +1056,72 @@ func (a *Allocator) syncCappedLocked() bool {
 			continue // a failed wait proves nothing: its frees stay as they were
 		}
 		synced = true
-		a.mu.poll++ // the wait made the streams progress: their events may be asked again
-		a.markDoneLocked(s, a.recs)
 		a.st.NumSyncs++
-		settle := func(ss *streamState) {
-			if ss == nil {
-				return
-			}
-			for _, f := range ss.fences {
-				a.evFree = append(a.evFree, f.ev)
-			}
-			ss.fences = ss.fences[:0]
-			ss.safeSeq = a.freeSeq
-		}
-		settle(d)
-		for _, mp := range a.pools {
-			settle(mp.streams[s])
-		}
+		a.settleStreamLocked(d)
 	}
 	if synced {
 		a.processEventsLocked(nil)
 	}
 	return synced
+}
+
+// settleStreamLocked records that a wait for stream d.s just returned: every free on it so far is safe. Its
+// fences retire (their events back to the pool) and safeSeq reaches freeSeq in each of the stream's states
+// (the default pool's and every private pool's).
+func (a *Allocator) settleStreamLocked(d *streamState) {
+	a.mu.poll++ // the wait made the streams progress: their events may be asked again
+	a.markDoneLocked(d.s, a.recs)
+	settle := func(ss *streamState) {
+		if ss == nil {
+			return
+		}
+		for _, f := range ss.fences {
+			a.evFree = append(a.evFree, f.ev)
+		}
+		ss.fences = ss.fences[:0]
+		ss.safeSeq = a.freeSeq
+	}
+	settle(d)
+	for _, mp := range a.pools {
+		settle(mp.streams[d.s])
+	}
+}
+
+// waitDeviceLocked waits for all work submitted so far on every stream, those the engine never met
+// included, and reports whether it did: with the driver's device-wide wait (vmm.DeviceSyncer), else with a
+// wait for each stream the engine knows (vmm.StreamSyncer; work on a stream it never met is then not waited
+// for), else, on a driver that can wait for nothing (the simulated device: its work completes on the test's
+// clock), it waits for nothing and reports true. Not while a stream captures (no stream may be
+// synchronised then) and not after a failed wait: false, and nothing changed. Never on the hot path.
+func (a *Allocator) waitDeviceLocked() bool {
+	a.assertLocked()
+	if a.nCapturing > 0 {
+		return false
+	}
+	switch {
+	case a.devSync != nil:
+		if a.devSync.SynchronizeDevice() != nil {
+			return false
+		}
+	case a.sync != nil:
+		for _, d := range a.order {
+			if d.gone || a.goneDefaultLocked(d) != nil {
+				continue // its last event covers it
+			}
+			if a.sync.Synchronize(d.s) != nil {
+				return false // what was waited for is not recorded: the next wait waits again
+			}
+		}
+	default:
+		return true
+	}
+	for _, d := range a.order {
+		if !d.gone {
+			a.settleStreamLocked(d)
+		}
+	}
+	a.processEventsLocked(nil)
+	return true
 }
 
 // recordFenceLocked records a fence on ss now, covering every free so far. Failures are ignored: safe() records

@@ -293,6 +293,9 @@ func (a *Allocator) checkInvariantsLocked() error {
 	holds := a.poolsHoldingLocked()
 	anyDead := false
 	for id, mp := range a.pools {
+		if mp.drained && !mp.dead {
+			return fail("pool %v is drained but lives: a pool created again must wait for the device again when it is released", id)
+		}
 		if !mp.dead {
 			continue
 		}

@@ -10,6 +10,16 @@ package impl
 // pool (use count 0) returns its free memory to the device at once, and the memory of its remaining
 // allocations as they are freed; from then on nothing is allocated from it.
 //
+// Replays and the release: a graph's replays use its pool's memory on whatever stream they are launched
+// on, blocks freed during the capture included, and the engine is told of none of it. So no fence of the
+// pool's own streams covers them, and a replay still running when the graph is destroyed would touch
+// memory the release unmapped (found on the GPU: PyTorch's test_repeat_graph_capture_cublas_workspace_memory
+// hit an illegal address when other work delayed the replay; docs/results/cxx-s27.md). A released pool's
+// memory therefore goes back only after a wait for the whole device that began after the release
+// (waitDeviceLocked, once per release: mempool.drained), as PyTorch's cudaFree of a freed graph pool waits.
+// While a stream captures no wait is allowed: the memory stays until the next call that may wait (a free
+// of the pool's blocks, EmptyCache, the out-of-memory release, the end of the capture).
+//
 // Capture: while any stream captures (SetCapturing), the engine records and queries no event (illegal
 // during capture) and synchronises nothing; the free of a block used on other streams (RecordStream) is
 // deferred until no stream captures, as PyTorch's insert_events_deferred_until_no_capture.
@@ -40,7 +50,11 @@ type mempool struct {
 	uses int
 	// dead: released; nothing is allocated from it, and its memory goes back to the device as it frees.
 	// A dead pool is forgotten once it holds no memory.
-	dead    bool
+	dead bool
+	// drained: a wait for the whole device returned after the pool was released, so no replay of its graphs
+	// still runs and its memory may go back under its own streams' fences alone. Invariant: drained implies
+	// dead (a pool created again is not drained).
+	drained bool
 	streams map[vmm.Stream]*streamState
 	order   []*streamState // streams in id order (deterministic stitching)
 }
@@ -48,8 +62,9 @@ type mempool struct {
 // defaultPool reports whether ss belongs to the default pool.
 func (ss *streamState) defaultPool() bool { return ss != nil && ss.mp == nil }
 
-// keepsMemory reports whether ss's memory must stay: it belongs to a private pool that lives.
-func (ss *streamState) keepsMemory() bool { return ss != nil && ss.mp != nil && !ss.mp.dead }
+// keepsMemory reports whether ss's memory must stay: it belongs to a private pool that lives, or to a
+// released one whose graphs' replays may still run (not drained).
+func (ss *streamState) keepsMemory() bool { return ss != nil && ss.mp != nil && !ss.mp.drained }
 
 // samePool reports whether x and y are states of the same pool.
 func samePool(x, y *streamState) bool { return x.mp == y.mp }
@@ -80,14 +95,15 @@ func (a *Allocator) CreateOrIncrefPool(id PoolID) (int, error) {
 	}
 	mp.uses++
 	if mp.dead {
-		mp.dead = false
+		mp.dead, mp.drained = false, false
 		a.forgetEmptyPoolsLocked() // recounts deadPools: this one holds memory again as a living pool's
 	}
 	return mp.uses, nil
 }
 
-// ReleasePool decrements pool id's use count and returns the new count. At 0 the pool is released: its
-// free memory goes back to the device now (what in-flight work still uses, once it completed: at the next
+// ReleasePool decrements pool id's use count and returns the new count. At 0 the pool is released: if it
+// holds memory, the engine waits for the whole device (its graphs' replays may still run: see above), then
+// its free memory goes back to the device (what in-flight work still uses, once it completed: at the next
 // EmptyCache or out-of-memory release), the memory of its live allocations as they are freed. With an error
 // the count is 0 and nothing changed.
 func (a *Allocator) ReleasePool(id PoolID) (int, error) {
@@ -216,15 +232,16 @@ func (a *Allocator) releaseDeadLocked() {
 	if !a.deadPools {
 		return
 	}
+	a.drainDeadLocked()
 	for i := 0; i < len(a.sblocks); {
 		sb := a.sblocks[i]
-		if sb.state == Free && sb.home.mp != nil && sb.home.mp.dead && a.safeLocked(sb.home, sb.freeSeq) && a.stitchFreeLocked(sb) == nil {
+		if sb.state == Free && sb.home.mp != nil && sb.home.mp.drained && a.safeLocked(sb.home, sb.freeSeq) && a.stitchFreeLocked(sb) == nil {
 			continue // stitchFreeLocked moved the last sBlock to i
 		}
 		i++
 	}
 	for _, seg := range slices.Clone(a.segs) {
-		if seg.ss.mp == nil || !seg.ss.mp.dead {
+		if seg.ss.mp == nil || !seg.ss.mp.drained {
 			continue
 		}
 		if seg.arena {
@@ -234,6 +251,25 @@ func (a *Allocator) releaseDeadLocked() {
 		}
 	}
 	a.forgetEmptyPoolsLocked()
+}
+
+// drainDeadLocked waits for the whole device (waitDeviceLocked) if a released pool that holds memory is not
+// drained yet, and then marks every released pool drained: none of their graphs' replays still runs. A wait
+// that cannot be made now (a stream captures, or it failed) leaves them as they are, their memory held.
+func (a *Allocator) drainDeadLocked() {
+	held := a.poolsHoldingLocked()
+	need := false
+	for _, mp := range a.pools {
+		need = need || mp.dead && !mp.drained && held[mp]
+	}
+	if !need || !a.waitDeviceLocked() {
+		return
+	}
+	for _, mp := range a.pools {
+		if mp.dead {
+			mp.drained = true
+		}
+	}
 }
 
 // poolsHoldingLocked returns the pools that hold a segment or a stitched block (nil: the default pool).
@@ -303,7 +339,11 @@ func (a *Allocator) SetCapturing(s vmm.Stream, on bool) error {
 		delete(a.capturing, s)
 		a.nCapturing--
 	}
-	return a.flushDeferredLocked()
+	err := a.flushDeferredLocked()
+	if a.nCapturing == 0 {
+		a.releaseDeadLocked() // a pool released during the capture could not wait for the device then
+	}
+	return err
 }
 
 // Capturing reports whether any stream captures.

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
+	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
 )
 
@@ -460,5 +462,87 @@ func TestGoneStreamRetiredFenceCountsDuringCapture(t *testing.T) {
 			checkState(t, a, dev)
 			closeClean(t, a, dev)
 		})
+	}
+}
+
+// deviceWaiter is the simulated device with a wait for the whole device (vmm.DeviceSyncer): it completes
+// every stream's work, and logs each wait and each unmap in call order.
+type deviceWaiter struct {
+	*sim.Device
+	log []string
+	// pendingAtUnmap: stream work that was still pending at some Unmap (a replay the unmap raced).
+	pendingAtUnmap bool
+	replay         vmm.Stream
+}
+
+func (d *deviceWaiter) SynchronizeDevice() error {
+	d.log = append(d.log, "wait")
+	d.Device.CompleteAll()
+	return nil
+}
+
+func (d *deviceWaiter) Unmap(p vmm.DevicePtr, size uint64) error {
+	d.log = append(d.log, "unmap")
+	d.pendingAtUnmap = d.pendingAtUnmap || d.Device.Pending(d.replay) > 0
+	return d.Device.Unmap(p, size)
+}
+
+// INV-RELEASESAFE for a graph's replays, scene: a graph pool's block freed during the capture is used by a
+// replay launched on a stream the engine never met; releasing the pool waits for the whole device once
+// before any of its memory is unmapped (the real GPU's illegal address in PyTorch's
+// test_repeat_graph_capture_cublas_workspace_memory). While a stream captures no wait is allowed: the
+// memory stays, and goes back (after the wait) when the capture ends.
+func TestReleasedPoolWaitsForItsGraphsReplays(t *testing.T) {
+	for _, pol := range []string{PolicyGMLake, PolicyCaching, PolicyExpandable} {
+		for _, duringCapture := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/capturing=%v", pol, duringCapture), func(t *testing.T) {
+				dev := &deviceWaiter{Device: sim.NewDevice(sim.DeviceConfig{Capacity: 1 << 30})}
+				a, err := New(dev, Config{Policy: pol})
+				if err != nil {
+					t.Fatal(err)
+				}
+				capture, _ := dev.CreateStream()
+				dev.replay, _ = dev.CreateStream() // the replays' stream: the engine is never told of it
+				mustPool(t, a, graphPool)
+				if err := a.SetCapturing(capture, true); err != nil {
+					t.Fatal(err)
+				}
+				mustFree(t, a, mustAllocPool(t, a, 8*MiB, capture, graphPool)) // the graph's temporary
+				if err := a.SetCapturing(capture, false); err != nil {
+					t.Fatal(err)
+				}
+				dev.Launch(dev.replay) // torch_graph.replay() on the current stream
+				other, _ := dev.CreateStream()
+				if duringCapture {
+					if err := a.SetCapturing(other, true); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if n, err := a.ReleasePool(graphPool); n != 0 || err != nil {
+					t.Fatalf("ReleasePool = %d, %v", n, err)
+				}
+				if duringCapture {
+					if len(dev.log) != 0 || a.Stats().ReservedBytes == 0 {
+						t.Fatalf("pool released while a stream captures: driver calls %v, reserved %d; want no wait, no unmap, the memory kept",
+							dev.log, a.Stats().ReservedBytes)
+					}
+					if err := a.SetCapturing(other, false); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if len(dev.log) < 2 || dev.log[0] != "wait" || dev.pendingAtUnmap {
+					t.Fatalf("releasing the pool: calls %v (replay pending at an unmap: %v); want one device wait, then the unmaps",
+						dev.log, dev.pendingAtUnmap)
+				}
+				if n := len(slices.DeleteFunc(slices.Clone(dev.log), func(s string) bool { return s != "wait" })); n != 1 {
+					t.Fatalf("%d device waits for one pool release, want 1: %v", n, dev.log)
+				}
+				if r := a.Stats().ReservedBytes; r != 0 {
+					t.Fatalf("reserved %d after the released pool's memory was waited for, want 0", r)
+				}
+				checkState(t, a, dev.Device)
+				closeClean(t, a, dev.Device)
+			})
+		}
 	}
 }

@@ -22,6 +22,9 @@ func (a *Allocator) releaseCachedLocked() error {
 		}
 	}
 	note(a.flushDeferredLocked())
+	if a.deadPools {
+		a.drainDeadLocked() // a released pool's memory waits for its graphs' replays (pool.go)
+	}
 	a.processEventsLocked(nil)
 	note(a.releaseHeldOrphansLocked())
 	for i := 0; i < len(a.sblocks); {

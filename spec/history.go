@@ -32,7 +32,12 @@ type History struct {
 	// (it waits for every stream in its Clock); Flush stamps it with the streams' launched units. INV-STREAM
 	// and INV-RELEASESAFE never read them: they judge what the work at the free requires (marks).
 	// Invariant: a Deferred lazy mark was made while capturing was true, and Flush ran with capturing false.
-	lazy      []Mark
+	lazy []Mark
+	// replays are the physical bytes a CUDA graph's replay may still touch (Replay): the memory its pool
+	// handed out, used by work on the replay's stream that the engine is never told of. Only INV-RELEASESAFE
+	// reads them: within the living pool, reusing that memory is the graph owner's business (PyTorch's
+	// graph pools are the same), but no release may take it from under the replay.
+	replays   []Mark
 	capturing bool // some stream captures (SetCapturing)
 }
 
@@ -102,6 +107,22 @@ func (h *History) Flush() {
 // free (a lazy mark waits): the contract's "nothing live or waiting" then says nothing about an out of
 // memory, and INV-NOSPURIOUSOOM, which counts the lazy marks, judges it alone.
 func (h *History) LazyWaiting() bool { return len(h.lazy) > 0 }
+
+// Replay records that the work just launched on s (Launch(s) came first) is a CUDA graph's replay: it may
+// use every byte behind the virtual ranges its pool handed out (v is the View now), whatever the engine was
+// told. INV-RELEASESAFE keeps those bytes backed until the work completes.
+func (h *History) Replay(v View, ranges []vmm.Range, s vmm.Stream) {
+	if h.Pending(s) == 0 {
+		return
+	}
+	for _, r := range ranges {
+		phys, _ := v.Device.Backing(r)
+		for _, p := range phys {
+			h.replays = append(h.replays, Mark{Phys: p, FreedOn: s, Clock: map[vmm.Stream]uint64{s: h.launched[s]},
+				VA: vmm.Range{Base: p.VA, Size: p.Hi - p.Lo}})
+		}
+	}
+}
 
 // Pending returns the units launched on s not known to have completed.
 func (h *History) Pending(s vmm.Stream) uint64 { return h.launched[s] - h.done[s] }
@@ -237,25 +258,29 @@ func (h *History) CheckRelease(v View) []Violation {
 		alive[d.Handle] = true
 	}
 	var out []Violation
-	var keep []Mark
-	for _, m := range h.marks {
-		w := h.waitingFor(m, 0, false)
-		if len(w) == 0 {
-			continue
+	check := func(ms []Mark, what string) []Mark {
+		var keep []Mark
+		for _, m := range ms {
+			w := h.waitingFor(m, 0, false)
+			if len(w) == 0 {
+				continue
+			}
+			switch {
+			case !alive[m.Phys.Handle]:
+				out = append(out, violation(InvReleaseSafe, "handle %d was released while work on streams %v that may use bytes [%#x, %#x) (%s stream %d) is pending",
+					m.Phys.Handle, w, m.Phys.Lo, m.Phys.Hi, what, m.FreedOn))
+				continue // report once
+			case !mappedTo(v.Device, m.VA, m.Phys.Handle):
+				out = append(out, violation(InvReleaseSafe, "%v (handle %d) was unmapped while work on streams %v that may use it (%s stream %d) is pending",
+					m.VA, m.Phys.Handle, w, what, m.FreedOn))
+				continue
+			}
+			keep = append(keep, m)
 		}
-		switch {
-		case !alive[m.Phys.Handle]:
-			out = append(out, violation(InvReleaseSafe, "handle %d was released while work on streams %v that may use bytes [%#x, %#x) (freed on stream %d) is pending",
-				m.Phys.Handle, w, m.Phys.Lo, m.Phys.Hi, m.FreedOn))
-			continue // report once
-		case !mappedTo(v.Device, m.VA, m.Phys.Handle):
-			out = append(out, violation(InvReleaseSafe, "%v (handle %d) was unmapped while work on streams %v that may use it (freed on stream %d) is pending",
-				m.VA, m.Phys.Handle, w, m.FreedOn))
-			continue
-		}
-		keep = append(keep, m)
+		return keep
 	}
-	h.marks = keep
+	h.marks = check(h.marks, "freed on")
+	h.replays = check(h.replays, "a graph replay on")
 	return dedupe(out)
 }
 
@@ -263,6 +288,7 @@ func (h *History) CheckRelease(v View) []Violation {
 func (h *History) prune() {
 	h.marks = h.pruned(h.marks)
 	h.lazy = h.pruned(h.lazy)
+	h.replays = h.pruned(h.replays)
 }
 
 func (h *History) pruned(ms []Mark) []Mark {

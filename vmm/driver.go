@@ -161,6 +161,15 @@ type StreamSyncer interface {
 	Synchronize(s Stream) error
 }
 
+// DeviceSyncer is the optional interface of drivers that can wait for the whole device (impl/cudavmm:
+// cuCtxSynchronize): SynchronizeDevice returns once all work submitted to every stream of the device so far,
+// the streams the caller never named included, has completed. The engine needs it for memory that work it
+// was never told of may use: a released CUDA graph pool's, which the graph's replays used on whatever stream
+// they were launched on (PyTorch frees such memory with cudaFree, which waits for the device).
+type DeviceSyncer interface {
+	SynchronizeDevice() error
+}
+
 // CallCounter is the optional interface of drivers that count their calls and charge the cost model (the
 // simulated device): what a replay reports as driver calls and modeled driver time.
 type CallCounter interface {

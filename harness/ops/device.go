@@ -23,6 +23,29 @@ type Device interface {
 
 var _ Device = (*sim.Device)(nil)
 
+// deviceWait is the engine's wait for the whole device in an Env (vmm.DeviceSyncer, serve.Config.DeviceSync:
+// a released pool's memory waits for its graphs' replays): it completes the work of every stream of the Env
+// and notes each (Env.synced, so the contract and the history learn it), counted apart from the serving
+// layer's synchronisations (Env.devWaited: INV-SERVE judges the layer's own). An armed fail-sync does not
+// fail it: fail-sync counts the layer's synchronisations and the bare engine's out-of-memory wait.
+type deviceWait struct{ e *Env }
+
+func (w deviceWait) SynchronizeDevice() error {
+	e := w.e
+	e.devSyncs++
+	for _, s := range e.Streams {
+		if !e.syncTellsOnly {
+			e.Device.Complete(s)
+		}
+		e.synced = append(e.synced, s)
+		e.devWaited++
+		if e.calls != nil {
+			e.calls.events = append(e.calls.events, eventCall{kind: callSynchronize, stream: s, done: !e.syncTellsOnly})
+		}
+	}
+	return nil
+}
+
 // clockSync is the serving layer's synchroniser in an Env (serve.Config.Sync): it completes the stream's
 // work on the Env's device and notes the stream, so the Env tells the contract and the history that the
 // work completed (a synchronisation moves the stream clock) before it judges the call that synchronised.

@@ -106,6 +106,9 @@ type Env struct {
 	callers []vmm.Stream
 	other   vmm.Stream // the device stream callers[len(Streams)] maps to (Serve with mapping), else 0
 	synced  []vmm.Stream
+	// devWaited: how many of synced the engine's device waits (deviceWait) added; devSyncs: the device
+	// waits so far.
+	devWaited, devSyncs int
 	// syncTellsOnly: a synchronisation tells the judges without completing the work (a test that the
 	// judges account for the synchronisation: TestServeOOMAfterSyncIsJudgedSpurious).
 	syncTellsOnly bool
@@ -130,6 +133,9 @@ type Env struct {
 	// live pointer was asked from; pooled: a pool op ran (INV-POOL is checked from then on).
 	pools  map[int]int
 	poolOf map[vmm.DevicePtr]int
+	// poolVA: the virtual ranges each living private pool handed out (a replay of its graphs may use them
+	// all: OpReplay), forgotten when the pool is released.
+	poolVA map[int][]vmm.Range
 	// handed: every pointer an Alloc returned (C-FREE-KIND: a pointer never handed out is unknown, exactly).
 	handed  map[vmm.DevicePtr]bool
 	pooled  bool
@@ -281,7 +287,7 @@ func NewEnv(cfg Config) (*Env, error) {
 		}
 	}
 	e := &Env{limit: cfg.MemoryLimit, capped: cfg.MemoryLimit != 0, fraction: -1, Cfg: cfg, Hist: spec.NewHistory(), ptrs: map[int]vmm.DevicePtr{}, live: map[int]bool{},
-		pools: map[int]int{}, poolOf: map[vmm.DevicePtr]int{}, handed: map[vmm.DevicePtr]bool{}, capturing: map[int]bool{}, size: map[int]uint64{},
+		pools: map[int]int{}, poolOf: map[vmm.DevicePtr]int{}, poolVA: map[int][]vmm.Range{}, handed: map[vmm.DevicePtr]bool{}, capturing: map[int]bool{}, size: map[int]uint64{},
 		gone: map[int]bool{}, forgot: map[vmm.Stream]bool{}}
 	e.Device = cfg.Device
 	if e.Device == nil {
@@ -343,7 +349,7 @@ func NewEnv(cfg Config) (*Env, error) {
 	} else {
 		// The engine waits for a stream on its out-of-memory path when its driver can (F6): through the
 		// Env's clock, so the judges are told the stream's work completed (tellSynced), as under the layer.
-		a, err := impl.New(syncDriver{drv, clockSync{e}}, kc)
+		a, err := impl.New(syncDriver{drv, clockSync{e}, deviceWait{e}}, kc)
 		if err != nil {
 			return nil, fmt.Errorf("ops: opening policy %q: %w", cfg.Policy, err)
 		}
@@ -408,7 +414,7 @@ func (e *Env) openServe(drv vmm.Driver, kc impl.Config, mapped bool) (*serve.Eng
 	if e.Cfg.CLib {
 		return e.openCLib(drv, kc, mapped)
 	}
-	s, err := serve.New(drv, serve.Config{Engine: kc, MemoryLimit: e.Cfg.MemoryLimit, MapStreams: mapped, Sync: clockSync{e}})
+	s, err := serve.New(drv, serve.Config{Engine: kc, MemoryLimit: e.Cfg.MemoryLimit, MapStreams: mapped, Sync: clockSync{e}, DeviceSync: deviceWait{e}})
 	if err != nil {
 		return nil, fmt.Errorf("ops: opening policy %q through the serving layer: %w", e.Cfg.Policy, err)
 	}
@@ -440,7 +446,7 @@ func (e *Env) tellSynced() {
 		}
 		e.Hist.Completed(s)
 	}
-	e.synced, e.syncFailed = e.synced[:0], e.syncFailed[:0]
+	e.synced, e.syncFailed, e.devWaited = e.synced[:0], e.syncFailed[:0], 0
 }
 
 // View returns the judge's picture now.
@@ -782,6 +788,9 @@ func (e *Env) step(op Op) StepResult {
 			e.live[op.ID] = true
 			e.size[op.ID] = op.Size
 			e.poolOf[res.Ptr] = op.Pool
+			if op.Pool != 0 {
+				e.poolVA[op.Pool] = append(e.poolVA[op.Pool], vmm.Range{Base: res.Ptr, Size: op.Size})
+			}
 			e.handed[res.Ptr] = true
 			if e.Cfg.Patterns {
 				if err := Fill(e.Device, res.Ptr, op.Size, PatternByte(uint64(op.ID)), e.checker); err != nil {
@@ -897,6 +906,24 @@ func (e *Env) step(op Op) StepResult {
 		res.Violations = append(res.Violations, e.judgePoolOp(op, n, res.Err)...)
 		if res.Err == nil {
 			e.pools[op.Pool] = n
+			if n == 0 {
+				delete(e.poolVA, op.Pool) // its graphs are destroyed: no replay of them comes any more
+			}
+		}
+	case OpReplay:
+		// A graph captured in the pool replays on the stream: work the engine is not told of, which may use
+		// everything the pool handed out (blocks freed during the capture included). The contract sees a
+		// launch; the history keeps those bytes backed until it completes (INV-RELEASESAFE).
+		in = contract.ContractInput{Op: contract.COpLaunch, Stream: e.stream(op.Stream)}
+		switch {
+		case e.pools[op.Pool] <= 0 || e.closed || e.gone[op.Stream]:
+			refused = true // no living pool, so no graph of it; or a destroyed stream runs no more work
+		case op.Stream < 0 || op.Stream >= len(e.Streams) || e.Cfg.SyncStreams:
+			unjudged = true
+		default:
+			e.Device.Launch(in.Stream)
+			e.Hist.Launch(in.Stream)
+			e.Hist.Replay(e.View(), e.poolVA[op.Pool], in.Stream)
 		}
 	case OpForget:
 		// ForgetStream, called by the engine's users before cuStreamDestroy (gmlake.Allocator.DestroyStream),

@@ -238,6 +238,10 @@ var Rules = []Rule{
 		sz := g.size(src)
 		seq := []Op{{Kind: OpPoolCreate, Pool: p}, {Kind: OpAlloc, ID: x, Size: sz, Stream: s, Pool: p},
 			{Kind: OpFree, ID: x}, {Kind: OpAlloc, ID: x + 1, Size: sz, Stream: s}}
+		if src.Intn(2, "pool-replay?") == 0 {
+			// a graph of the pool replays, on any stream, over its freed block: the release must wait for it
+			seq = append(seq, Op{Kind: OpReplay, Pool: p, Stream: g.stream(src, "replay-on")})
+		}
 		if src.Intn(2, "pool-release?") == 0 {
 			seq = append(seq, Op{Kind: OpPoolRelease, Pool: p})
 		}

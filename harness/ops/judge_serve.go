@@ -79,7 +79,7 @@ func (e *Env) judgeServe(op Op, res StepResult, refused bool) []spec.Violation {
 	if j.served == nil {
 		j.served = map[vmm.Stream]bool{}
 	}
-	synced := len(e.synced)+len(e.syncFailed) > 0
+	synced := len(e.synced)-e.devWaited+len(e.syncFailed) > 0 // the layer's own: not the engine's device waits
 	if synced {
 		j.want.Syncs++
 	}
@@ -169,6 +169,7 @@ func (e *Env) judgeServe(op Op, res StepResult, refused bool) []spec.Violation {
 type syncDriver struct {
 	vmm.Driver
 	clockSync
+	deviceWait
 }
 
 // openCLib opens the C library over drv (Config.CLib) and returns its serving layer. The knobs go over as
@@ -186,7 +187,7 @@ func (e *Env) openCLib(drv vmm.Driver, kc impl.Config, mapped bool) (*serve.Engi
 	if e.Dev == nil {
 		name = "cuda"
 	}
-	c, err := clib.New(syncDriver{drv, clockSync{e}}, clib.Config{Driver: name, Policy: kc.Policy, OwnStreams: mapped,
+	c, err := clib.New(syncDriver{drv, clockSync{e}, deviceWait{e}}, clib.Config{Driver: name, Policy: kc.Policy, OwnStreams: mapped,
 		Knobs: knobs, MemoryLimit: e.Cfg.MemoryLimit})
 	if err != nil {
 		return nil, fmt.Errorf("ops: opening policy %q through the C library: %w", kc.Policy, err)

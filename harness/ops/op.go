@@ -31,6 +31,8 @@ package ops
 //	stats                      the C library's statistics as JSON and its snapshot JSON, parsed back and judged
 //	fail-sync 2                the 2nd next stream synchronisation fails (the serving layer's, or the bare engine's
 //	                           wait on its out-of-memory path): its work stays pending
+//	replay p1 s1               a CUDA graph of pool 1 replays on stream 1: one unit of work on stream 1 that may
+//	                           use every byte pool 1 handed out, live or freed, and that the engine is not told of
 //	close                      Close()
 //
 // Misuse is not a separate kind: it is an op whose arguments the engine must refuse. A free of an id no
@@ -91,15 +93,17 @@ const (
 	OpFraction // the C library's ops (judge_serve.go): refused without Config.CLib
 	OpStats
 	OpSyncFail // the Env's synchroniser (the serving layer's, or the bare engine's wait: clockSync)
+	OpReplay   // a graph of a private pool replays on a stream (INV-RELEASESAFE: spec.History.Replay)
 	numOpKinds
 )
 
 var opNames = [numOpKinds]string{"alloc", "free", "free-interior", "record", "launch", "complete", "completeall",
 	"emptycache", "fail", "clearfaults", "close", "pool-create", "pool-release", "capture-begin", "capture-end",
-	"forget", "largest", "reset-peak", "reset-acc", "snapshot", "limit", "fraction", "stats", "fail-sync"}
+	"forget", "largest", "reset-peak", "reset-acc", "snapshot", "limit", "fraction", "stats", "fail-sync",
+	"replay"}
 
 // opFields is the number of fields after the verb each kind takes (alloc: 3, or 4 with a pool).
-var opFields = [numOpKinds]int{3, 1, 2, 2, 1, 1, 0, 0, 3, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0, 1}
+var opFields = [numOpKinds]int{3, 1, 2, 2, 1, 1, 0, 0, 3, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0, 1, 2}
 
 func (k OpKind) String() string {
 	if k < numOpKinds {
@@ -113,8 +117,8 @@ type Op struct {
 	Kind   OpKind
 	ID     int          // alloc, free, free-interior, record: the allocation id (>= 0)
 	Size   uint64       // alloc: bytes requested (0 is a request the engine must refuse or serve); limit: the cap
-	Stream int          // alloc, record, launch, complete, capture-begin/end, forget: index into the environment's streams
-	Pool   int          // alloc (0: the default pool), pool-create, pool-release: the private pool's number
+	Stream int          // alloc, record, launch, complete, capture-begin/end, forget, replay: index into the environment's streams
+	Pool   int          // alloc (0: the default pool), pool-create, pool-release, replay: the private pool's number
 	Offset uint64       // free-interior
 	Call   vmm.CallKind // fail
 	N      int          // fail, fail-sync: the N-th next call of kind Call (the N-th next synchronisation) fails (N >= 1)
@@ -148,6 +152,8 @@ func (o Op) String() string {
 		return "fraction " + strconv.FormatFloat(o.Frac, 'g', -1, 64)
 	case OpSyncFail:
 		return fmt.Sprintf("fail-sync %d", o.N)
+	case OpReplay:
+		return fmt.Sprintf("replay p%d s%d", o.Pool, o.Stream)
 	}
 	return o.Kind.String()
 }
@@ -222,6 +228,8 @@ func ParseOp(line string) (Op, error) {
 		o.Stream = num(f[1], "s")
 	case OpPoolCreate, OpPoolRelease:
 		o.Pool = num(f[1], "p")
+	case OpReplay:
+		o.Pool, o.Stream = num(f[1], "p"), num(f[2], "s")
 	case OpFail:
 		k, ok := vmm.ParseCallKind(f[1])
 		if !ok {

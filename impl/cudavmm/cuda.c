@@ -50,6 +50,7 @@ static CUresult (*p_cuStreamCreate)(CUstream *, unsigned int);
 static CUresult (*p_cuStreamDestroy)(CUstream);                        // _v2
 static CUresult (*p_cuStreamQuery)(CUstream);
 static CUresult (*p_cuStreamSynchronize)(CUstream);
+static CUresult (*p_cuCtxSynchronize)(void);
 static CUresult (*p_cuEventCreate)(CUevent *, unsigned int);
 static CUresult (*p_cuEventRecord)(CUevent, CUstream);
 static CUresult (*p_cuEventQuery)(CUevent);
@@ -106,6 +107,7 @@ int gm_load(char *err, int errlen) {
 	LOAD(p_cuStreamDestroy, "cuStreamDestroy_v2");
 	LOAD(p_cuStreamQuery, "cuStreamQuery");
 	LOAD(p_cuStreamSynchronize, "cuStreamSynchronize");
+	LOAD(p_cuCtxSynchronize, "cuCtxSynchronize");
 	LOAD(p_cuEventCreate, "cuEventCreate");
 	LOAD(p_cuEventRecord, "cuEventRecord");
 	LOAD(p_cuEventQuery, "cuEventQuery");
@@ -283,6 +285,11 @@ CUresult gm_stream_query(CUcontext ctx, uint64_t stream) {
 CUresult gm_stream_sync(CUcontext ctx, uint64_t stream) {
 	CTX(ctx);
 	return p_cuStreamSynchronize((CUstream)(uintptr_t)stream);
+}
+
+CUresult gm_ctx_sync(CUcontext ctx) {
+	CTX(ctx);
+	return p_cuCtxSynchronize();
 }
 
 CUresult gm_event_create(CUcontext ctx, uint64_t *event) {

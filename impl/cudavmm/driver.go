@@ -43,6 +43,7 @@ type Driver struct {
 var (
 	_ vmm.Driver       = (*Driver)(nil)
 	_ vmm.StreamSyncer = (*Driver)(nil)
+	_ vmm.DeviceSyncer = (*Driver)(nil)
 	_ vmm.Exporter     = (*Driver)(nil)
 )
 
@@ -452,6 +453,14 @@ func (d *Driver) Synchronize(s vmm.Stream) error {
 		return err
 	}
 	return d.fail(vmm.CallStreamQuery, C.gm_stream_sync(d.ctx, C.uint64_t(s)), "cuStreamSynchronize(stream %#x)", uint64(s))
+}
+
+// SynchronizeDevice waits for all work on every stream of the device (cuCtxSynchronize on its primary context).
+func (d *Driver) SynchronizeDevice() error {
+	if err := d.closedErr(vmm.CallStreamQuery); err != nil {
+		return err
+	}
+	return d.fail(vmm.CallStreamQuery, C.gm_ctx_sync(d.ctx), "cuCtxSynchronize")
 }
 
 // CreateStreamNonBlocking is cuStreamCreate with CU_STREAM_NON_BLOCKING: the stream does not synchronise

@@ -20,6 +20,7 @@ type Driver struct {
 var (
 	_ vmm.Driver       = (*Driver)(nil)
 	_ vmm.StreamSyncer = (*Driver)(nil)
+	_ vmm.DeviceSyncer = (*Driver)(nil)
 )
 
 var errNoCgo = fmt.Errorf("cudavmm: no CUDA driver was found: this binary was built without cgo (CGO_ENABLED=0); "+
@@ -100,6 +101,9 @@ func (d *Driver) Memset(ptr vmm.DevicePtr, size uint64, value byte, s vmm.Stream
 func (d *Driver) Read(ptr vmm.DevicePtr, dst []byte, s vmm.Stream) error { return errNoCgo }
 
 func (d *Driver) Synchronize(s vmm.Stream) error { return errNoCgo }
+
+// SynchronizeDevice fails: built without cgo.
+func (d *Driver) SynchronizeDevice() error { return errNoCgo }
 
 // MemAlloc and MemFree need cgo.
 func (d *Driver) MemAlloc(size uint64) (vmm.DevicePtr, error) { return 0, errNoCgo }

@@ -27,6 +27,11 @@ type Config struct {
 	// sync-and-retry (the simulated device's work completes on the test's clock). The harness passes its
 	// own, which completes the work on the simulated device and tells the oracle.
 	Sync vmm.StreamSyncer
+	// DeviceSync waits for the whole device; the engine calls it before a released private pool's memory
+	// goes back (its graphs' replays may still run on streams it was never told of: impl/pool.go). nil: the
+	// driver's own (vmm.DeviceSyncer) if it has one. The harness passes its own, which completes every
+	// stream's work on the simulated device and tells the oracle.
+	DeviceSync vmm.DeviceSyncer
 
 	_ struct{}
 }
@@ -57,6 +62,12 @@ type Engine struct {
 	ooms       atomic.Uint64 // allocations that failed with out of memory after every retry (oversize included)
 }
 
+// deviceSyncing is the capped driver the engine runs on, with the device's wait (Config.DeviceSync).
+type deviceSyncing struct {
+	*wrap.Limit
+	vmm.DeviceSyncer
+}
+
 // New starts an engine on d. On error nothing of d's is held (the caller still owns d and closes it).
 func New(d vmm.Driver, cfg Config) (*Engine, error) {
 	e := &Engine{drv: wrap.NewLimit(d, cfg.MemoryLimit), sync: cfg.Sync}
@@ -71,7 +82,15 @@ func New(d vmm.Driver, cfg Config) (*Engine, error) {
 	if _, total, err := d.MemInfo(); err == nil {
 		e.total = total
 	}
-	a, err := impl.New(e.drv, cfg.Engine)
+	var ed vmm.Driver = e.drv
+	ds := cfg.DeviceSync
+	if ds == nil {
+		ds, _ = d.(vmm.DeviceSyncer)
+	}
+	if ds != nil {
+		ed = deviceSyncing{e.drv, ds} // the cap stays (wrap.Limit), and the engine finds the device's wait
+	}
+	a, err := impl.New(ed, cfg.Engine)
 	if err != nil {
 		return nil, err
 	}
