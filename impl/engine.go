@@ -110,10 +110,10 @@ type Allocator struct {
 	// Only a released pool's memory waits for it (waitDeviceLocked), once per release.
 	devSync vmm.DeviceSyncer
 	p       params
-	mut    Mutation
-	gran   vmm.Bytes // the driver's granularity: a power of two, a multiple of 512 B; fixed at New
-	total  vmm.Bytes // device capacity (MemInfo total at New)
-	closed bool
+	mut     Mutation
+	gran    vmm.Bytes // the driver's granularity: a power of two, a multiple of 512 B; fixed at New
+	total   vmm.Bytes // device capacity (MemInfo total at New)
+	closed  bool
 
 	streams map[vmm.Stream]*streamState
 	// order lists the values of streams sorted by stream id (deterministic iteration without sorting on
