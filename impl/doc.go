@@ -72,7 +72,9 @@
 // across streams stays inside the pool, and EmptyCache, the out-of-memory release and the stitched-block
 // cache limit skip a pool that lives (INV-POOL; they return only an arena of it with nothing mapped, which
 // holds nobody's memory). ReleasePool at use count 0 returns its free memory, and the rest as its
-// allocations are freed; created again while it still holds memory, the pool takes that memory back. While a stream captures (SetCapturing) no event is recorded or queried
+// allocations are freed, each only after one wait for the whole device (vmm.DeviceSyncer: its graphs'
+// replays ran on streams the engine was never told of, over blocks freed during the capture; mempool.drained,
+// INV-RELEASESAFE's replay marks); created again while it still holds memory, the pool takes that memory back. While a stream captures (SetCapturing) no event is recorded or queried
 // and frees of blocks used on other streams wait for the capture's end (one whose event could not be
 // recorded then is retried by every Alloc outside a capture, PyTorch's process_events). The engine also
 // keeps PyTorch's DeviceStats (small/large pool, a stitched block one large allocation of its physical bytes), a snapshot

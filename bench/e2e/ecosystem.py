@@ -18,6 +18,8 @@ raises is recorded with its error and the next test runs. Tests:
   cudnn      cudnn.benchmark=True convnet (torchvision resnet18) training steps: losses
   graphs     torch.cuda.graph capture of a training step with intermediates, replayed: the same results as eager;
              torch.cuda.MemPool + use_mem_pool
+  replayfree a graph destroyed while its replay still runs (a captured sleep): the temporary it freed during the
+             capture must stay mapped until the replay ends; the outputs are right and nothing faults
   compile    torch.compile(mode="reduce-overhead") on an MLP: losses against eager in the same process
   snapshot   _record_memory_history over training steps, _dump_snapshot -> torch.cuda._memory_viz (trace and
              segment plots) and -> `gmlake replay` (peaks), observers of out-of-memory
@@ -326,6 +328,42 @@ def t_graphs(a):
     return res
 
 
+def t_replayfree(a):
+    """A graph destroyed while its replay still runs (PyTorch's test_repeat_graph_capture_cublas_workspace_memory,
+    made deterministic): the graph's temporary, freed during the capture, is written by the replay after a
+    captured sleep, and the graph dies (releasePool) while the replay sleeps. Its pool's memory must stay mapped
+    until the replay ends: an allocator that unmaps at releasePool makes the replay touch an unmapped address
+    (illegal memory access). Twice 8 rounds: `del g` alone, and `del g` then empty_cache()."""
+    import torch
+    reset()
+    d = dev()
+    x = torch.ones(4 * MiB, device=d)  # 16 MiB of float32: the temporary below is as large
+    want = 2.0 * x.numel()
+    outs, rounds = [], 0
+    t0 = time.time()
+    for empty in (False, True):
+        for _ in range(8):
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                torch.cuda._sleep(200_000_000)  # ~0.1 s at the H100's clock: the replay is still sleeping at `del g`
+                tmp = x * 2  # the graph's temporary: freed when the capture ends
+                out = tmp.sum()
+                del tmp
+            g.replay()
+            del g  # releasePool while the replay sleeps
+            if empty:
+                torch.cuda.empty_cache()
+            outs.append(out)
+            rounds += 1
+    torch.cuda.synchronize()  # an illegal access raises here (or at .item())
+    vals = [float(o.item()) for o in outs]
+    res = dict(rounds=rounds, all_right=all(v == want for v in vals), wrong=[v for v in vals if v != want][:4],
+               seconds=round(time.time() - t0, 2))
+    del outs
+    res["ok"] = res["all_right"]
+    return res
+
+
 def t_compile(a):
     import torch
     reset()
@@ -508,7 +546,7 @@ def t_pyloop(a):
 
 
 TESTS = dict(stats=t_stats, hf=t_hf, accel=t_accel, lightning=t_lightning, cudnn=t_cudnn, graphs=t_graphs,
-             compile=t_compile, snapshot=t_snapshot, maxseq=t_maxseq, pyloop=t_pyloop)
+             replayfree=t_replayfree, compile=t_compile, snapshot=t_snapshot, maxseq=t_maxseq, pyloop=t_pyloop)
 
 
 def main():
