@@ -109,11 +109,13 @@ type Allocator struct {
 	// devSync: the driver's wait for the whole device (vmm.DeviceSyncer, impl/cudavmm), nil if it has none.
 	// Only a released pool's memory waits for it (waitDeviceLocked), once per release.
 	devSync vmm.DeviceSyncer
-	p       params
-	mut     Mutation
-	gran    vmm.Bytes // the driver's granularity: a power of two, a multiple of 512 B; fixed at New
-	total   vmm.Bytes // device capacity (MemInfo total at New)
-	closed  bool
+	// capq: the driver's stream check that is legal during a capture (vmm.CaptureQuerier), nil if none.
+	capq   vmm.CaptureQuerier
+	p      params
+	mut    Mutation
+	gran   vmm.Bytes // the driver's granularity: a power of two, a multiple of 512 B; fixed at New
+	total  vmm.Bytes // device capacity (MemInfo total at New)
+	closed bool
 
 	streams map[vmm.Stream]*streamState
 	// order lists the values of streams sorted by stream id (deterministic iteration without sorting on
@@ -219,7 +221,8 @@ func New(d vmm.Driver, cfg Config) (*Allocator, error) {
 	}
 	a := &Allocator{d: meteredDriver{wrap.NewCounter(d)}, mut: cfg.TestOnlyMutations}
 	a.sync, _ = d.(vmm.StreamSyncer)
-	a.devSync, _ = d.(vmm.DeviceSyncer)
+	a.devSync, _ = vmm.Find[vmm.DeviceSyncer](d)
+	a.capq, _ = vmm.Find[vmm.CaptureQuerier](d)
 	a.gran = a.d.Granularity()
 	if a.gran == 0 || a.gran&(a.gran-1) != 0 || a.gran%minBlockSize != 0 {
 		return nil, fmt.Errorf("%w: driver granularity %d is not a power of two multiple of 512", ErrBadConfig, a.gran)
@@ -354,7 +357,7 @@ func (a *Allocator) streamLocked(s vmm.Stream) (*streamState, error) {
 			return nil, fmt.Errorf("%w %d: it was destroyed (ForgetStream)", ErrUnknownStream, s)
 		}
 		if ss.recheck {
-			if _, err := a.d.StreamQuery(s); err != nil {
+			if err := a.checkStreamLocked(s); err != nil {
 				return nil, streamErr(s, err)
 			}
 			ss.recheck = false
@@ -362,13 +365,27 @@ func (a *Allocator) streamLocked(s vmm.Stream) (*streamState, error) {
 		a.last = ss
 		return ss, nil
 	}
-	if _, err := a.d.StreamQuery(s); err != nil {
+	if err := a.checkStreamLocked(s); err != nil {
 		return nil, streamErr(s, err)
 	}
 	ss := a.newStreamStateLocked(s)
 	a.addStreamLocked(ss)
 	a.last = ss
 	return ss, nil
+}
+
+// checkStreamLocked asks the driver whether stream s exists: StreamQuery, or, while a stream captures, the
+// driver's capture-safe check (vmm.CaptureQuerier) where it has one. A stream that joined a capture (it
+// waited on a capturing stream's event, as PyTorch's side streams inside torch.cuda.graph do) is not known to
+// capture (SetCapturing names only the capture's origin), and querying it would invalidate the capture
+// (found on the GPU: PyTorch's test_graph_record_stream, record_stream on a new side stream during capture).
+func (a *Allocator) checkStreamLocked(s vmm.Stream) error {
+	if a.nCapturing > 0 && a.capq != nil {
+		_, err := a.capq.StreamCapturing(s)
+		return err
+	}
+	_, err := a.d.StreamQuery(s)
+	return err
 }
 
 func streamErr(s vmm.Stream, err error) error {

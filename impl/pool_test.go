@@ -9,6 +9,7 @@ import (
 
 	"github.com/gmlake/gmlake/model/sim"
 	"github.com/gmlake/gmlake/vmm"
+	"github.com/gmlake/gmlake/vmm/wrap"
 )
 
 var graphPool = PoolID{A: 1, B: 1}
@@ -543,6 +544,70 @@ func TestReleasedPoolWaitsForItsGraphsReplays(t *testing.T) {
 				checkState(t, a, dev.Device)
 				closeClean(t, a, dev.Device)
 			})
+		}
+	}
+}
+
+// captureChecker is the simulated device with a capture-safe stream check (vmm.CaptureQuerier), and a
+// StreamQuery that notes being called while the test says a capture runs (it would invalidate it).
+type captureChecker struct {
+	*sim.Device
+	capturing   bool
+	queried     []vmm.Stream // StreamQuery calls during the capture
+	checkedSafe []vmm.Stream
+}
+
+func (d *captureChecker) StreamQuery(s vmm.Stream) (bool, error) {
+	if d.capturing {
+		d.queried = append(d.queried, s)
+	}
+	return d.Device.StreamQuery(s)
+}
+
+func (d *captureChecker) StreamCapturing(s vmm.Stream) (bool, error) {
+	d.checkedSafe = append(d.checkedSafe, s)
+	_, err := d.Device.StreamQuery(s) // the simulated device's validation, standing in for cuStreamIsCapturing's
+	return false, err
+}
+
+// Property: while a stream captures, a stream the engine meets for the first time (a side stream that joined
+// the capture: PyTorch's test_graph_record_stream records b on it) is checked with the capture-safe check,
+// never StreamQuery, through the bare engine and through the capped driver of the serving layer (vmm.Find);
+// a stream that does not exist is still refused as unknown, and outside captures StreamQuery checks as before.
+func TestNewStreamDuringCaptureIsNotQueried(t *testing.T) {
+	dev := &captureChecker{Device: sim.NewDevice(sim.DeviceConfig{Capacity: 1 << 30, SyncStreams: true})}
+	for _, d := range []vmm.Driver{dev, wrap.NewLimit(dev, 0)} {
+		dev.queried, dev.checkedSafe = nil, nil
+		a, err := New(d, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		origin, _ := dev.CreateStream()
+		side, _ := dev.CreateStream()
+		mustPool(t, a, graphPool)
+		if err := a.SetCapturing(origin, true); err != nil {
+			t.Fatal(err)
+		}
+		dev.capturing = true
+		b := mustAllocPool(t, a, 4096, origin, graphPool)
+		if err := a.RecordStream(b, side); err != nil {
+			t.Fatalf("RecordStream on a side stream during the capture: %v", err)
+		}
+		mustAllocPool(t, a, 4096, side, graphPool)
+		if err := a.RecordStream(b, vmm.Stream(0xdead)); !errors.Is(err, ErrUnknownStream) {
+			t.Fatalf("RecordStream on a stream that does not exist, during a capture: %v, want ErrUnknownStream", err)
+		}
+		dev.capturing = false
+		if len(dev.queried) > 0 || !slices.Contains(dev.checkedSafe, side) {
+			t.Fatalf("%T: during the capture StreamQuery asked %v (it invalidates a capture), the capture-safe check %v; want none, and the side stream checked safely",
+				d, dev.queried, dev.checkedSafe)
+		}
+		if err := a.SetCapturing(origin, false); err != nil {
+			t.Fatal(err)
+		}
+		mustFree(t, a, b)
+		if _, err := a.Close(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -170,6 +170,37 @@ type DeviceSyncer interface {
 	SynchronizeDevice() error
 }
 
+// CaptureQuerier is the optional interface of drivers that can check a stream while streams capture CUDA
+// graphs (impl/cudavmm: cuStreamIsCapturing, which is legal then): StreamCapturing reports whether s
+// captures, and fails with ErrInvalidHandle for a stream that does not exist. StreamQuery of a stream that
+// joined a capture (it waited on an event of a capturing stream) would invalidate that capture.
+type CaptureQuerier interface {
+	StreamCapturing(s Stream) (bool, error)
+}
+
+// Wrapper is a driver that wraps another (vmm/wrap's meters and cap): Inner returns the driver it wraps.
+type Wrapper interface {
+	Inner() Driver
+}
+
+// Find returns the first driver of d's wrapping chain (d, then each Wrapper's Inner) that implements T: an
+// optional interface (DeviceSyncer, CaptureQuerier) stays reachable through the wrappers, which implement
+// only the required methods.
+func Find[T any](d Driver) (T, bool) {
+	for d != nil {
+		if t, ok := d.(T); ok {
+			return t, true
+		}
+		w, ok := d.(Wrapper)
+		if !ok {
+			break
+		}
+		d = w.Inner()
+	}
+	var zero T
+	return zero, false
+}
+
 // CallCounter is the optional interface of drivers that count their calls and charge the cost model (the
 // simulated device): what a replay reports as driver calls and modeled driver time.
 type CallCounter interface {

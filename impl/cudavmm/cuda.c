@@ -51,6 +51,7 @@ static CUresult (*p_cuStreamDestroy)(CUstream);                        // _v2
 static CUresult (*p_cuStreamQuery)(CUstream);
 static CUresult (*p_cuStreamSynchronize)(CUstream);
 static CUresult (*p_cuCtxSynchronize)(void);
+static CUresult (*p_cuStreamIsCapturing)(CUstream, int *); /* CUstreamCaptureStatus: 0 is NONE */
 static CUresult (*p_cuEventCreate)(CUevent *, unsigned int);
 static CUresult (*p_cuEventRecord)(CUevent, CUstream);
 static CUresult (*p_cuEventQuery)(CUevent);
@@ -108,6 +109,7 @@ int gm_load(char *err, int errlen) {
 	LOAD(p_cuStreamQuery, "cuStreamQuery");
 	LOAD(p_cuStreamSynchronize, "cuStreamSynchronize");
 	LOAD(p_cuCtxSynchronize, "cuCtxSynchronize");
+	LOAD(p_cuStreamIsCapturing, "cuStreamIsCapturing");
 	LOAD(p_cuEventCreate, "cuEventCreate");
 	LOAD(p_cuEventRecord, "cuEventRecord");
 	LOAD(p_cuEventQuery, "cuEventQuery");
@@ -285,6 +287,14 @@ CUresult gm_stream_query(CUcontext ctx, uint64_t stream) {
 CUresult gm_stream_sync(CUcontext ctx, uint64_t stream) {
 	CTX(ctx);
 	return p_cuStreamSynchronize((CUstream)(uintptr_t)stream);
+}
+
+CUresult gm_stream_is_capturing(CUcontext ctx, uint64_t stream, int *capturing) {
+	CTX(ctx);
+	int st = 0; /* CU_STREAM_CAPTURE_STATUS_NONE */
+	CUresult r = p_cuStreamIsCapturing((CUstream)(uintptr_t)stream, &st);
+	*capturing = st != 0;
+	return r;
 }
 
 CUresult gm_ctx_sync(CUcontext ctx) {

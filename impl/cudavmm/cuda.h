@@ -73,6 +73,7 @@ CUresult gm_stream_destroy(CUcontext ctx, uint64_t stream);
 CUresult gm_stream_query(CUcontext ctx, uint64_t stream);
 CUresult gm_stream_sync(CUcontext ctx, uint64_t stream);
 CUresult gm_ctx_sync(CUcontext ctx);
+CUresult gm_stream_is_capturing(CUcontext ctx, uint64_t stream, int *capturing);
 CUresult gm_event_create(CUcontext ctx, uint64_t *event);
 CUresult gm_event_record(CUcontext ctx, uint64_t event, uint64_t stream);
 CUresult gm_event_query(CUcontext ctx, uint64_t event);

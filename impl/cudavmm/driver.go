@@ -41,10 +41,11 @@ type Driver struct {
 }
 
 var (
-	_ vmm.Driver       = (*Driver)(nil)
-	_ vmm.StreamSyncer = (*Driver)(nil)
-	_ vmm.DeviceSyncer = (*Driver)(nil)
-	_ vmm.Exporter     = (*Driver)(nil)
+	_ vmm.Driver         = (*Driver)(nil)
+	_ vmm.StreamSyncer   = (*Driver)(nil)
+	_ vmm.DeviceSyncer   = (*Driver)(nil)
+	_ vmm.CaptureQuerier = (*Driver)(nil)
+	_ vmm.Exporter       = (*Driver)(nil)
 )
 
 var loadOnce struct {
@@ -453,6 +454,19 @@ func (d *Driver) Synchronize(s vmm.Stream) error {
 		return err
 	}
 	return d.fail(vmm.CallStreamQuery, C.gm_stream_sync(d.ctx, C.uint64_t(s)), "cuStreamSynchronize(stream %#x)", uint64(s))
+}
+
+// StreamCapturing reports whether s captures a CUDA graph (cuStreamIsCapturing: legal during a capture,
+// unlike cuStreamQuery).
+func (d *Driver) StreamCapturing(s vmm.Stream) (bool, error) {
+	if err := d.closedErr(vmm.CallStreamQuery); err != nil {
+		return false, err
+	}
+	var c C.int
+	if err := d.fail(vmm.CallStreamQuery, C.gm_stream_is_capturing(d.ctx, C.uint64_t(s), &c), "cuStreamIsCapturing(stream %#x)", uint64(s)); err != nil {
+		return false, err
+	}
+	return c != 0, nil
 }
 
 // SynchronizeDevice waits for all work on every stream of the device (cuCtxSynchronize on its primary context).

@@ -18,9 +18,10 @@ type Driver struct {
 }
 
 var (
-	_ vmm.Driver       = (*Driver)(nil)
-	_ vmm.StreamSyncer = (*Driver)(nil)
-	_ vmm.DeviceSyncer = (*Driver)(nil)
+	_ vmm.Driver         = (*Driver)(nil)
+	_ vmm.StreamSyncer   = (*Driver)(nil)
+	_ vmm.DeviceSyncer   = (*Driver)(nil)
+	_ vmm.CaptureQuerier = (*Driver)(nil)
 )
 
 var errNoCgo = fmt.Errorf("cudavmm: no CUDA driver was found: this binary was built without cgo (CGO_ENABLED=0); "+
@@ -101,6 +102,9 @@ func (d *Driver) Memset(ptr vmm.DevicePtr, size uint64, value byte, s vmm.Stream
 func (d *Driver) Read(ptr vmm.DevicePtr, dst []byte, s vmm.Stream) error { return errNoCgo }
 
 func (d *Driver) Synchronize(s vmm.Stream) error { return errNoCgo }
+
+// StreamCapturing fails: built without cgo.
+func (d *Driver) StreamCapturing(s vmm.Stream) (bool, error) { return false, errNoCgo }
 
 // SynchronizeDevice fails: built without cgo.
 func (d *Driver) SynchronizeDevice() error { return errNoCgo }

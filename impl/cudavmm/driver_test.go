@@ -269,6 +269,41 @@ func TestWaitValueHoldsAStreamUntilWritten(t *testing.T) {
 	}
 }
 
+// Property (on the GPU): SynchronizeDevice waits for work on every stream, a stream the caller never named
+// to it included: work held back behind WaitValue32 on a non-blocking stream is complete once the gate
+// opens and SynchronizeDevice returns. StreamCapturing says false for an idle stream.
+func TestSynchronizeDeviceWaitsForEveryStreamAndStreamCapturingChecks(t *testing.T) {
+	d := open(t)
+	word, err := d.MemAlloc(64 * vmm.KiB)
+	must(t, err)
+	defer func() { must(t, d.MemFree(word)) }()
+	s, err := d.CreateStreamNonBlocking()
+	must(t, err)
+	sig, err := d.CreateStreamNonBlocking()
+	must(t, err)
+	defer func() { must(t, d.DestroyStream(s)); must(t, d.DestroyStream(sig)) }()
+	must(t, d.Memset(word, 4, 0, sig))
+	must(t, d.Synchronize(sig))
+	if err := d.WaitValue32(s, word, 1); err != nil {
+		t.Fatalf("WaitValue32: %v", err)
+	}
+	ev, err := d.CreateEvent()
+	must(t, err)
+	defer func() { must(t, d.DestroyEvent(ev)) }()
+	must(t, d.RecordEvent(ev, s))
+	if done, err := d.QueryEvent(ev); err != nil || done {
+		t.Fatalf("the event behind a closed gate: done=%v err=%v, want not done", done, err)
+	}
+	must(t, d.WriteValue32(sig, word, 1))
+	must(t, d.SynchronizeDevice())
+	if done, err := d.QueryEvent(ev); err != nil || !done {
+		t.Fatalf("after SynchronizeDevice: the held-back stream's event done=%v err=%v, want done", done, err)
+	}
+	if c, err := d.StreamCapturing(s); err != nil || c {
+		t.Fatalf("StreamCapturing(idle stream) = %v, %v; want false, nil", c, err)
+	}
+}
+
 // Property (CUDA IPC, on the GPU): ExportFD of a POSIX-fd handle (the default request) gives an open
 // descriptor, the same one on a second call, and Release closes it; a driver asked for plain handles
 // (RequestHandles("none")) refuses with ErrNotSupported, and the handle stays usable.
