@@ -53,13 +53,28 @@ func (l *failLog) StreamQuery(s vmm.Stream) (bool, error) {
 	return l.Device.StreamQuery(s)
 }
 
+// callStreamCapturing marks, among the step's stream calls, the capture-safe stream check (vmm.CaptureQuerier,
+// impl/cudavmm's cuStreamIsCapturing): legal while streams capture.
+const callStreamCapturing = vmm.NumCallKinds + 1
+
+// StreamCapturing is the Env device's capture-safe stream check (vmm.CaptureQuerier): the simulated device
+// validates s as StreamQuery does, and the call is noted as legal during a capture. The simulated device
+// knows no capture, so it answers false.
+func (l *failLog) StreamCapturing(s vmm.Stream) (bool, error) {
+	l.syncs = append(l.syncs, streamCall{callStreamCapturing, s})
+	_, err := l.Device.StreamQuery(s)
+	return false, err
+}
+
 // judgeCapture judges the two capture rules (spec/SPEC.md) after a step:
 //
 // INV-CAPTURESAFE: while a stream captures a CUDA graph (after the step, so capture-begin's own call counts and
 // capture-end's flush, once no stream captures, does not), the engine queries no event (PyTorch's
 // process_events waits until no capture is underway: cudaEventQuery is illegal then, and its frees wait in
 // insert_events_deferred_until_no_capture), and neither records an event on a capturing stream (it would
-// become a node of the graph) nor queries one (cuStreamQuery invalidates the capture). A stream that does not
+// become a node of the graph) nor queries any stream (cuStreamQuery invalidates the capture of a capturing
+// stream, and of one that joined the capture unbeknown to the engine: the Env's driver has the capture-safe
+// check, vmm.CaptureQuerier, for streams met during a capture). A stream that does not
 // capture may be recorded on (ForgetStream's last event); ForgetStream of a stream that captures is refused
 // (C-FORGET, judgeForgetCapturing) and records nothing.
 //
@@ -75,7 +90,10 @@ func (e *Env) judgeCapture(op Op, err error, after spec.View) []spec.Violation {
 			capturing[e.stream(i)] = true
 		}
 		for _, c := range e.calls.syncs {
-			if c.kind == vmm.CallQueryEvent || c.kind == callSynchronize || capturing[c.stream] {
+			// With a capture-safe stream check on the driver, no stream is queried while streams capture:
+			// one that joined a capture (a side stream waiting on a capturing stream's event, which
+			// SetCapturing never names) would be invalidated by cuStreamQuery.
+			if c.kind == vmm.CallQueryEvent || c.kind == callSynchronize || c.kind == vmm.CallStreamQuery || capturing[c.stream] && c.kind != callStreamCapturing {
 				out = append(out, spec.Violation{Inv: spec.InvCaptureSafe, Msg: fmt.Sprintf(
 					"%v called %v (stream %d) while streams %v capture", op, c.kind, c.stream, slices.Sorted(maps.Keys(e.capturing)))})
 				break

@@ -58,7 +58,9 @@ func TestCaptureJudgesBite(t *testing.T) {
 		{streamCall{vmm.CallRecordEvent, env.stream(0)}, false},
 		{streamCall{vmm.CallQueryEvent, 0}, true},
 		{streamCall{vmm.CallStreamQuery, env.stream(1)}, true},
-		{streamCall{vmm.CallStreamQuery, env.stream(0)}, false},
+		{streamCall{vmm.CallStreamQuery, env.stream(0)}, true}, // it may have joined the capture
+		{streamCall{callStreamCapturing, env.stream(0)}, false},
+		{streamCall{callStreamCapturing, env.stream(1)}, false},
 	} {
 		env.calls.syncs = append(env.calls.syncs[:0], c.call)
 		vs := env.judgeCapture(during, nil, env.View())

@@ -172,6 +172,9 @@ type syncDriver struct {
 	deviceWait
 }
 
+// Inner returns the Env's device driver (vmm.Wrapper: the engine finds its optional interfaces there).
+func (d syncDriver) Inner() vmm.Driver { return d.Driver }
+
 // openCLib opens the C library over drv (Config.CLib) and returns its serving layer. The knobs go over as
 // text (KnobText), which must parse back to the Config the Env holds (the Env's judges read Knobs).
 func (e *Env) openCLib(drv vmm.Driver, kc impl.Config, mapped bool) (*serve.Engine, error) {
