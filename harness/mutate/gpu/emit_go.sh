@@ -31,7 +31,13 @@ build() { # build NNN [OVERLAY]
 build 000
 while IFS=$'\t' read -r n file key; do
 	src=$DIR/src/$n-$(basename "$file")
-	[ -f "$src" ] || src=$src.txt # a Go file is written as NAME.go.txt (EmitCXX)
+	if [ ! -f "$src" ]; then
+		# A Go file is written as NAME.go.txt (EmitCXX), but cgo compiles only a file named .go: the overlay
+		# gets a copy under _go/ (a folder ./... patterns skip, so go vet ./... never sees it).
+		mkdir -p "$DIR/_go/$n"
+		cp "$src.txt" "$DIR/_go/$n/$(basename "$file")"
+		src=$DIR/_go/$n/$(basename "$file")
+	fi
 	printf '{"Replace":{"%s":"%s"}}' "$ROOT/$file" "$src" >"$DIR/src/$n.json"
 	build "$n" "$DIR/src/$n.json"
 	echo "emit_go.sh: $n $([ -f "$DIR/$n/invalid" ] && echo invalid || echo built) $key"
