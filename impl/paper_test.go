@@ -354,6 +354,29 @@ func TestPaperAutoGC(t *testing.T) {
 	}
 }
 
+// get_fused_fragmented_blocks' trigger is strict: total_fuse_size > autoGC. The same scene as TestPaperAutoGC
+// run with autoGC at exactly the stitched bytes it reaches collects nothing; one byte lower, it collects.
+func TestPaperAutoGCTriggersOnlyAbove(t *testing.T) {
+	scene := func(autoGC uint64) (fused vmm.Bytes, frees uint64) {
+		a, dev := newPaper(t, Config{AutoGC: autoGC}, 0, true)
+		separate(t, a, 300*MiB, 300*MiB, 200*MiB, 400*MiB)
+		mustFree(t, a, mustAlloc(t, a, 600*MiB, 0))
+		mustAlloc(t, a, 200*MiB, 0)
+		mustAlloc(t, a, 600*MiB+1, 0)
+		fused, frees = a.fused, a.Stats().NumStitchFrees
+		checkState(t, a, dev)
+		closeClean(t, a, dev)
+		return fused, frees
+	}
+	total, _ := scene(0) // 1000 GiB: never collects
+	if _, n := scene(uint64(total)); n != 0 {
+		t.Errorf("autoGC equal to the %v stitched: %d sBlocks collected, want 0 (GMLake collects once they exceed it)", vmm.FormatBytes(uint64(total)), n)
+	}
+	if _, n := scene(uint64(total) - 1); n != 1 {
+		t.Errorf("autoGC one byte below the %v stitched: %d sBlocks collected, want 1", vmm.FormatBytes(uint64(total)), n)
+	}
+}
+
 // emptyCache: release_cached_blocks (unsplit free segments, with the sBlocks viewing them), then
 // garbage_collect_fused_blocks(2, 0): nothing is left cached.
 func TestPaperEmptyCacheReleasesAndCollects(t *testing.T) {

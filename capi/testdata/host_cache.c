@@ -6,6 +6,7 @@
 //   - a size that rounds elsewhere, or another stream, misses;
 //   - a double free, a free of an unknown pointer, an interior pointer are refused at the call itself, with
 //     GMLAKE_ERR_INVALID, as without the cache; a RecordStream'd block's free goes to the engine;
+//   - many live blocks freed in a shuffled order leave every remaining entry findable after each free (on);
 //   - gmlake_close after cached frees reports 0 live allocations.
 #include <inttypes.h>
 #include <stdio.h>
@@ -79,6 +80,36 @@ int main(int argc, char **argv) {
 	void *e2 = gmlake_alloc(4096, 0, NULL);
 	CHECK(stat_of(0, "host_cache_frees") == f0, "a block used on another stream was kept by the cache");
 	gmlake_free(e2, 0, 0, NULL);
+
+	// Many live blocks, freed in a shuffled order: the table of live entries keeps every remaining one where
+	// its probe run finds it after each deletion (the backward shift across the table's end included).
+	enum { many = 3000 };
+	static void *ps[many];
+	for (int i = 0; i < many; i++) {
+		ps[i] = gmlake_alloc(512 + (size_t)(i % 3) * 512, 0, NULL);
+		CHECK(ps[i] != NULL, "alloc %d of %d failed", i, many);
+	}
+	uint64_t x = 2801;
+	for (int i = many - 1; i > 0; i--) { // Fisher-Yates with a fixed LCG: the same order every run
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		int j = (int)((x >> 33) % (uint64_t)(i + 1));
+		void *t = ps[i];
+		ps[i] = ps[j];
+		ps[j] = t;
+	}
+	int bad = 0;
+	for (int i = 0; i < many && bad < 3; i++) {
+		gmlake_free(ps[i], 0, 0, NULL);
+		if (on && (i % 7 == 0 || i > many - 40)) {
+			int64_t findable = stat_of(0, "host_cache_findable"), n = stat_of(0, "host_cache_live"),
+				scanned = stat_of(0, "host_cache_live_scanned");
+			if (findable != 1 || n != scanned || n != many - 1 - i) {
+				bad++;
+				CHECK(0, "after %d of %d shuffled frees: host_cache_findable %" PRId64 ", live %" PRId64 ", scanned %" PRId64 ", want 1, %d, %d",
+				      i + 1, many, findable, n, scanned, many - 1 - i, many - 1 - i);
+			}
+		}
+	}
 
 	int64_t live = stat_of(0, "live_allocations");
 	CHECK(live == 0, "live_allocations %" PRId64 " after every free", live);
