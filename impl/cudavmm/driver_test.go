@@ -230,28 +230,36 @@ func TestRealDriverFromManyGoroutines(t *testing.T) {
 	}
 }
 
-// TestWaitValueHoldsAStreamUntilWritten: work queued behind WaitValue32 on a non-blocking stream does not
-// complete until WriteValue32 from another stream releases it (the stream clock of harness/gpu), and a
-// non-blocking stream held back holds back neither the legacy default stream nor another stream.
-func TestWaitValueHoldsAStreamUntilWritten(t *testing.T) {
-	d := open(t)
+// gatedStream returns a non-blocking stream held back behind WaitValue32, an event recorded on it behind the
+// gate, and the function that opens the gate (WriteValue32 from a second stream); t.Cleanup frees them.
+func gatedStream(t *testing.T, d *Driver) (s vmm.Stream, ev vmm.Event, open func()) {
+	t.Helper()
 	word, err := d.MemAlloc(64 * vmm.KiB)
 	must(t, err)
-	defer func() { must(t, d.MemFree(word)) }()
-	s, err := d.CreateStreamNonBlocking()
+	t.Cleanup(func() { must(t, d.MemFree(word)) })
+	s, err = d.CreateStreamNonBlocking()
 	must(t, err)
 	sig, err := d.CreateStreamNonBlocking()
 	must(t, err)
-	defer func() { must(t, d.DestroyStream(s)); must(t, d.DestroyStream(sig)) }()
+	t.Cleanup(func() { must(t, d.DestroyStream(s)); must(t, d.DestroyStream(sig)) })
 	must(t, d.Memset(word, 4, 0, sig))
 	must(t, d.Synchronize(sig))
 	if err := d.WaitValue32(s, word, 1); err != nil {
 		t.Fatalf("WaitValue32: %v (stream memory operations unsupported here?)", err)
 	}
-	ev, err := d.CreateEvent()
+	ev, err = d.CreateEvent()
 	must(t, err)
-	defer func() { must(t, d.DestroyEvent(ev)) }()
+	t.Cleanup(func() { must(t, d.DestroyEvent(ev)) })
 	must(t, d.RecordEvent(ev, s))
+	return s, ev, func() { must(t, d.WriteValue32(sig, word, 1)) }
+}
+
+// TestWaitValueHoldsAStreamUntilWritten: work queued behind WaitValue32 on a non-blocking stream does not
+// complete until WriteValue32 from another stream releases it (the stream clock of harness/gpu), and a
+// non-blocking stream held back holds back neither the legacy default stream nor another stream.
+func TestWaitValueHoldsAStreamUntilWritten(t *testing.T) {
+	d := open(t)
+	s, ev, release := gatedStream(t, d)
 	other, err := d.CreateEvent()
 	must(t, err)
 	defer func() { must(t, d.DestroyEvent(other)) }()
@@ -262,7 +270,7 @@ func TestWaitValueHoldsAStreamUntilWritten(t *testing.T) {
 			t.Fatalf("the event behind a closed gate: done=%v err=%v, want not done", done, err)
 		}
 	}
-	must(t, d.WriteValue32(sig, word, 1))
+	release()
 	must(t, d.Synchronize(s))
 	if done, err := d.QueryEvent(ev); err != nil || !done {
 		t.Fatalf("after the gate opened and the stream synchronised: done=%v err=%v", done, err)
@@ -274,27 +282,11 @@ func TestWaitValueHoldsAStreamUntilWritten(t *testing.T) {
 // opens and SynchronizeDevice returns. StreamCapturing says false for an idle stream.
 func TestSynchronizeDeviceWaitsForEveryStreamAndStreamCapturingChecks(t *testing.T) {
 	d := open(t)
-	word, err := d.MemAlloc(64 * vmm.KiB)
-	must(t, err)
-	defer func() { must(t, d.MemFree(word)) }()
-	s, err := d.CreateStreamNonBlocking()
-	must(t, err)
-	sig, err := d.CreateStreamNonBlocking()
-	must(t, err)
-	defer func() { must(t, d.DestroyStream(s)); must(t, d.DestroyStream(sig)) }()
-	must(t, d.Memset(word, 4, 0, sig))
-	must(t, d.Synchronize(sig))
-	if err := d.WaitValue32(s, word, 1); err != nil {
-		t.Fatalf("WaitValue32: %v", err)
-	}
-	ev, err := d.CreateEvent()
-	must(t, err)
-	defer func() { must(t, d.DestroyEvent(ev)) }()
-	must(t, d.RecordEvent(ev, s))
+	s, ev, release := gatedStream(t, d)
 	if done, err := d.QueryEvent(ev); err != nil || done {
 		t.Fatalf("the event behind a closed gate: done=%v err=%v, want not done", done, err)
 	}
-	must(t, d.WriteValue32(sig, word, 1))
+	release()
 	must(t, d.SynchronizeDevice())
 	if done, err := d.QueryEvent(ev); err != nil || !done {
 		t.Fatalf("after SynchronizeDevice: the held-back stream's event done=%v err=%v, want done", done, err)
