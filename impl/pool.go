@@ -257,10 +257,15 @@ func (a *Allocator) releaseDeadLocked() {
 // drained yet, and then marks every released pool drained: none of their graphs' replays still runs. A wait
 // that cannot be made now (a stream captures, or it failed) leaves them as they are, their memory held.
 func (a *Allocator) drainDeadLocked() {
-	held := a.poolsHoldingLocked()
 	need := false
+	var held map[*mempool]bool
 	for _, mp := range a.pools {
-		need = need || mp.dead && !mp.drained && held[mp]
+		if mp.dead && !mp.drained {
+			if held == nil {
+				held = a.poolsHoldingLocked() // only when a released pool still waits (not on every free)
+			}
+			need = need || held[mp]
+		}
 	}
 	if !need || !a.waitDeviceLocked() {
 		return

@@ -93,10 +93,7 @@ func New(d vmm.Driver, cfg Config) (*Engine, error) {
 		closeDriver()
 		return nil, err
 	}
-	// The waits are d's own: the timing wrapper does not pass them through.
-	sy, _ := d.(vmm.StreamSyncer)
-	ds, _ := d.(vmm.DeviceSyncer)
-	s, err := serve.New(under, serve.Config{Engine: icfg, MemoryLimit: limit, MapStreams: cfg.OwnStreams, Sync: sy, DeviceSync: ds})
+	s, err := serve.New(under, serve.Config{Engine: icfg, MemoryLimit: limit, MapStreams: cfg.OwnStreams})
 	if err != nil {
 		closeDriver()
 		return nil, fmt.Errorf("gmlake: starting policy %q on %s device %d: %w", cfg.Policy, cfg.Driver, cfg.Device, err)

@@ -29,7 +29,7 @@ type Config struct {
 	Sync vmm.StreamSyncer
 	// DeviceSync waits for the whole device; the engine calls it before a released private pool's memory
 	// goes back (its graphs' replays may still run on streams it was never told of: impl/pool.go). nil: the
-	// driver's own (vmm.DeviceSyncer) if it has one. The harness passes its own, which completes every
+	// driver's own (vmm.DeviceSyncer, found through its wrappers) if it has one. The harness passes its own, which completes every
 	// stream's work on the simulated device and tells the oracle.
 	DeviceSync vmm.DeviceSyncer
 
@@ -72,9 +72,7 @@ type deviceSyncing struct {
 func New(d vmm.Driver, cfg Config) (*Engine, error) {
 	e := &Engine{drv: wrap.NewLimit(d, cfg.MemoryLimit), sync: cfg.Sync}
 	if e.sync == nil {
-		if sy, ok := d.(vmm.StreamSyncer); ok {
-			e.sync = sy
-		}
+		e.sync, _ = vmm.Find[vmm.StreamSyncer](d) // through any wrapper (clib's timing meter)
 	}
 	if cfg.MapStreams {
 		e.mapped = map[vmm.Stream]vmm.Stream{0: vmm.DefaultStream}
@@ -82,13 +80,9 @@ func New(d vmm.Driver, cfg Config) (*Engine, error) {
 	if _, total, err := d.MemInfo(); err == nil {
 		e.total = total
 	}
-	var ed vmm.Driver = e.drv
-	ds := cfg.DeviceSync
-	if ds == nil {
-		ds, _ = d.(vmm.DeviceSyncer)
-	}
-	if ds != nil {
-		ed = deviceSyncing{e.drv, ds} // the cap stays (wrap.Limit), and the engine finds the device's wait
+	var ed vmm.Driver = e.drv // the engine finds d's own device wait through the cap (vmm.Find)
+	if cfg.DeviceSync != nil {
+		ed = deviceSyncing{e.drv, cfg.DeviceSync} // the cap stays (wrap.Limit), with the caller's wait
 	}
 	a, err := impl.New(ed, cfg.Engine)
 	if err != nil {
