@@ -1,8 +1,8 @@
 package impl
 
 // The engine's data structures: segments (reservations), chunks (physical handles), blocks (pBlocks that
-// tile a segment, and sBlocks that view chunks of several pBlocks), and the intrusive treap that orders
-// free blocks by (size, address) for best fit. See doc.go for the design.
+// tile a segment, and sBlocks that view chunks of several pBlocks). The free sets that order free blocks by
+// (size, address) for best fit are in freeset.go. See doc.go for the design.
 
 import (
 	"github.com/gmlake/gmlake/vmm"
@@ -276,8 +276,8 @@ type pBlock struct {
 	// Invariant: xwait != nil implies Pending and events == 1; nil otherwise.
 	xwait *streamState
 	xseq  uint64
-	// node links the block into its pool's free set, seg.ss.free[pool].
-	node treapNode
+	// node is the block's membership of its pool's free set, seg.ss.free[pool].
+	node fsNode
 }
 
 func (b *pBlock) segOff() vmm.Bytes { return vmm.Bytes(b.ptr - b.seg.base) }
@@ -304,194 +304,4 @@ type sBlock struct {
 	lastUse uint64
 	// sIndex is the sBlock's place in Allocator.sblocks. Invariant: sblocks[sIndex] == b.
 	sIndex sblockIdx
-}
-
-// less orders blocks by (size, address): PyTorch's BlockComparatorSize within one stream's pool.
-func less(size vmm.Bytes, ptr vmm.DevicePtr, b *pBlock) bool {
-	if size != b.size {
-		return size < b.size
-	}
-	return ptr < b.ptr
-}
-
-// freeSet is a treap of free, mapped pBlocks of one (stream, pool), ordered by (size, address): a binary
-// search tree by key and a heap by priority. It is intrusive (the links are the blocks' treapNode): insertion
-// and deletion allocate nothing.
-type freeSet struct {
-	// root is the treap's root. Invariant: every block under it has node.inSet, state Free, mapped, and
-	// belongs to this (stream, pool); keys strictly increase in order and no node's prio exceeds its parent's.
-	root *pBlock
-	// n and bytes count the blocks under root and their sizes.
-	n     int
-	bytes vmm.Bytes
-	ts    *torchStats // where inactive split blocks are counted (nil: not counted)
-	pool  poolKind    // the pool whose blocks the set holds
-}
-
-// treapNode is a pBlock's link into a free set.
-type treapNode struct {
-	// left and right are the subtrees: keys below, resp. above, the block's. nil while not inSet.
-	left, right *pBlock
-	// prio is the heap priority, derived from the block's id (prioOf) so that runs are deterministic.
-	prio uint32
-	// inSet: the block is in its pool's free set. Invariant: inSet implies state == Free and mapped.
-	inSet bool
-	// splitCounted: counted in DeviceStats.InactiveSplit (it had a mapped neighbour when inserted).
-	// Invariant: splitCounted implies inSet.
-	splitCounted bool
-}
-
-func treapMerge(a, b *pBlock) *pBlock {
-	if a == nil {
-		return b
-	}
-	if b == nil {
-		return a
-	}
-	if a.node.prio > b.node.prio {
-		a.node.right = treapMerge(a.node.right, b)
-		return a
-	}
-	b.node.left = treapMerge(a, b.node.left)
-	return b
-}
-
-func (s *freeSet) insert(b *pBlock) {
-	if b.node.inSet {
-		panicf("block %d inserted twice", b.id)
-	}
-	b.node.inSet = true
-	b.node.left, b.node.right = nil, nil
-	s.n++
-	s.bytes += b.size
-	// Iterative descent to the insertion point, then split there.
-	link := &s.root
-	for *link != nil && (*link).node.prio >= b.node.prio {
-		if less(b.size, b.ptr, *link) {
-			link = &(*link).node.left
-		} else {
-			link = &(*link).node.right
-		}
-	}
-	b.node.left, b.node.right = treapSplitKey(*link, b)
-	*link = b
-	s.noteInserted(b)
-}
-
-// treapSplitKey splits t around b's key without allocating.
-func treapSplitKey(t, b *pBlock) (l, r *pBlock) {
-	if t == nil {
-		return nil, nil
-	}
-	if less(t.size, t.ptr, b) {
-		a, c := treapSplitKey(t.node.right, b)
-		t.node.right = a
-		return t, c
-	}
-	a, c := treapSplitKey(t.node.left, b)
-	t.node.left = c
-	return a, t
-}
-
-func (s *freeSet) remove(b *pBlock) {
-	if !b.node.inSet {
-		panicf("block %d not in free set", b.id)
-	}
-	s.noteRemoved(b)
-	link := &s.root
-	for *link != b {
-		if *link == nil {
-			panicf("block %d missing from free set", b.id)
-		}
-		if less(b.size, b.ptr, *link) {
-			link = &(*link).node.left
-		} else {
-			link = &(*link).node.right
-		}
-	}
-	*link = treapMerge(b.node.left, b.node.right)
-	b.node.left, b.node.right = nil, nil
-	b.node.inSet = false
-	s.n--
-	s.bytes -= b.size
-}
-
-// lowerBound returns the smallest block with key >= (size, ptr), or nil.
-func (s *freeSet) lowerBound(size vmm.Bytes, ptr vmm.DevicePtr) *pBlock {
-	var best *pBlock
-	t := s.root
-	for t != nil {
-		if t.size > size || (t.size == size && t.ptr >= ptr) {
-			best = t
-			t = t.node.left
-		} else {
-			t = t.node.right
-		}
-	}
-	return best
-}
-
-// upperBelow returns the largest block with key < (size, ptr), or nil.
-func (s *freeSet) upperBelow(size vmm.Bytes, ptr vmm.DevicePtr) *pBlock {
-	var best *pBlock
-	t := s.root
-	for t != nil {
-		if t.size < size || (t.size == size && t.ptr < ptr) {
-			best = t
-			t = t.node.right
-		} else {
-			t = t.node.left
-		}
-	}
-	return best
-}
-
-// max returns the largest block, or nil.
-func (s *freeSet) max() *pBlock {
-	t := s.root
-	if t == nil {
-		return nil
-	}
-	for t.node.right != nil {
-		t = t.node.right
-	}
-	return t
-}
-
-// each visits blocks in increasing (size, address) order until f returns false.
-func (s *freeSet) each(f func(*pBlock) bool) {
-	var walk func(t *pBlock) bool
-	walk = func(t *pBlock) bool {
-		if t == nil {
-			return true
-		}
-		return walk(t.node.left) && f(t) && walk(t.node.right)
-	}
-	walk(s.root)
-}
-
-// prioOf derives a treap priority from a block id (splitmix64), so runs are deterministic.
-func prioOf(id uint64) uint32 {
-	z := id + 0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return uint32(z ^ (z >> 31))
-}
-
-// eachFrom visits, in increasing (size, address) order, the blocks of at least minSize bytes until f
-// returns false. f must not change the set.
-func (s *freeSet) eachFrom(minSize vmm.Bytes, f func(*pBlock) bool) {
-	var walk func(t *pBlock) bool
-	walk = func(t *pBlock) bool {
-		if t == nil {
-			return true
-		}
-		if t.size >= minSize {
-			if !walk(t.node.left) || !f(t) {
-				return false
-			}
-		}
-		return walk(t.node.right)
-	}
-	walk(s.root)
 }

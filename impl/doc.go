@@ -22,8 +22,10 @@
 //     and its free stamp. The pointer table and the pending waits hold *block; block.p or block.s (exactly
 //     one is set) leads to the kind's own fields with one load, no type switch, no allocation.
 //   - pBlock: a range of a segment; the blocks of a segment tile it (prev, next). Free mapped pBlocks of a
-//     (stream, pool) are in a treap ordered by (size, address) for best fit; the links are the pBlock's
-//     treapNode (intrusive: no allocation on the hot path). pBlock structs are recycled.
+//     (stream, pool) are in a free set ordered by (size, address) for best fit (freeset.go): a sorted sequence
+//     cut into leaves of 64 entries, each entry the block's key beside its pointer, so a search reads one or
+//     two short arrays and no block; full leaves split, thin neighbours merge, emptied leaves are reused (no
+//     allocation on the hot path). pBlock structs are recycled.
 //   - sBlock: its own reservation mapping whole chunks of several free pBlocks side by side. While it is live,
 //     the pBlock exactly under each of its chunks is held (State Live, heldBy = the sBlock), so no physical
 //     byte backs two live allocations (INV: a chunk backs at most one live allocation). A freed sBlock stays

@@ -558,7 +558,6 @@ func (a *Allocator) newPBlockLocked() *pBlock {
 	}
 	a.nextID++
 	b.id = a.nextID
-	b.node.prio = prioOf(b.id)
 	return b
 }
 
@@ -579,7 +578,7 @@ func (a *Allocator) recycleLocked(b *pBlock) {
 	b.block = block{uses: b.uses[:0], p: b}
 	b.mapped, b.seg, b.prev, b.next, b.heldBy = false, nil, nil, nil, nil
 	b.xwait, b.xseq = nil, 0
-	b.node = treapNode{}
+	b.node = fsNode{}
 	a.spare = append(a.spare, b)
 }
 

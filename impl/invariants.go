@@ -415,39 +415,3 @@ func (a *Allocator) checkInvariantsLocked() error {
 	}
 	return nil
 }
-
-// check verifies the treap: search order by (size, address), heap order by prio, the counts, and that
-// every block in it is a free mapped pBlock of ss's pool.
-func (s *freeSet) check(ss *streamState, pool poolKind) error {
-	n, bytes := 0, vmm.Bytes(0)
-	var last *pBlock
-	var walk func(t, parent *pBlock) error
-	walk = func(t, parent *pBlock) error {
-		if t == nil {
-			return nil
-		}
-		if err := walk(t.node.left, t); err != nil {
-			return err
-		}
-		if !t.node.inSet || t.state != Free || !t.mapped || t.seg.ss != ss || t.pool != pool {
-			return fmt.Errorf("block %d in the free set: inSet %v, %v, mapped %v, other pool", t.id, t.node.inSet, t.state, t.mapped)
-		}
-		if parent != nil && t.node.prio > parent.node.prio {
-			return fmt.Errorf("block %d: priority above its parent's", t.id)
-		}
-		if last != nil && !less(last.size, last.ptr, t) {
-			return fmt.Errorf("blocks %d and %d out of (size, address) order", last.id, t.id)
-		}
-		last = t
-		n++
-		bytes += t.size
-		return walk(t.node.right, t)
-	}
-	if err := walk(s.root, nil); err != nil {
-		return err
-	}
-	if n != s.n || bytes != s.bytes {
-		return fmt.Errorf("counts %d blocks, %d B; the tree holds %d, %d B", s.n, s.bytes, n, bytes)
-	}
-	return nil
-}
