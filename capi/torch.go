@@ -237,8 +237,8 @@ func gmlakeGoTPool(device C.int, id0, id1 C.uint64_t, op C.int) (ret C.int) {
 	default:
 		n = s.eng.PoolUseCount(id)
 	}
-	if err == nil && n > math.MaxInt32 {
-		err = withKind(errOther, fmt.Errorf("the use count %d does not fit the int this function returns", n))
+	if err == nil {
+		err = fitsCInt(n, "the use count")
 	}
 	if err != nil {
 		setError(s, kindOf(err), fmt.Sprintf("%s(device %d, pool (%d, %d)): %v", call, int(device), uint64(id0), uint64(id1), err))
@@ -247,22 +247,33 @@ func gmlakeGoTPool(device C.int, id0, id1 C.uint64_t, op C.int) (ret C.int) {
 	return C.int(n)
 }
 
+// fitsCInt reports, as an error of kind errOther, a count n (of what) that the int a C function returns
+// cannot hold; nil when it fits.
+func fitsCInt(n int, what string) error {
+	if n < 0 || n > math.MaxInt32 {
+		return withKind(errOther, fmt.Errorf("%s: %d, more than the int this function returns can hold", what, n))
+	}
+	return nil
+}
+
 //export gmlakeGoTPoolLive
 func gmlakeGoTPoolLive(device C.int, id0, id1 C.uint64_t, ptrs *C.uint64_t, n C.size_t) (ret C.int) {
 	var s *slot
 	defer guard(&s, "gmlake_pool_live", &ret)
 	s, err := startedSlot("gmlake_pool_live", device)
+	var live []uintptr
+	if err == nil && s != nil {
+		live = s.eng.PoolLive(clib.PoolID{A: uint64(id0), B: uint64(id1)})
+		if err = fitsCInt(len(live), "the live allocations"); err != nil {
+			err = fmt.Errorf("gmlake_pool_live: %w", err)
+		}
+	}
 	if err != nil {
 		fail(s, err)
 		return -1
 	}
 	if s == nil {
 		return 0
-	}
-	live := s.eng.PoolLive(clib.PoolID{A: uint64(id0), B: uint64(id1)})
-	if len(live) > math.MaxInt32 {
-		fail(s, withKind(errOther, fmt.Errorf("gmlake_pool_live: %d live allocations do not fit the int this function returns", len(live))))
-		return -1
 	}
 	if ptrs != nil {
 		// At most n entries, however large n is (no Go slice of the caller's count: an n beyond what the

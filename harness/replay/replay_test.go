@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"image/png"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -418,5 +419,42 @@ func TestReplaySnapshot(t *testing.T) {
 	}
 	if r.Unfreed != 3 {
 		t.Errorf("Unfreed = %d, want 3", r.Unfreed)
+	}
+}
+
+// TestWritePlotLayout: the PNG is 11 by 4 inches a trace at 110 dpi (one panel per trace, stacked), and each
+// panel's legend sits in the headroom at the top left (the curves start near 0 at the left and the y axis
+// leaves 30% above the highest peak for it).
+func TestWritePlotLayout(t *testing.T) {
+	rs := sampleReplayResults()
+	two := append(rs, &Result{Trace: "other", Policy: impl.PolicyGMLake, Device: "sim", PeakReservedBytes: 1 << 30,
+		Timeline: []Sample{{0, 1 << 20, 1 << 20, 1 << 30}, {10, 1 << 20, 1 << 20, 1 << 30}}})
+	for panels, in := range map[int][]*Result{1: rs, 2: two} {
+		path := filepath.Join(t.TempDir(), "p.png")
+		if err := WritePlot(path, in); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := png.DecodeConfig(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Width != 11*110 || cfg.Height != panels*4*110 {
+			t.Errorf("%d panels: %dx%d px, want %dx%d", panels, cfg.Width, cfg.Height, 11*110, panels*4*110)
+		}
+	}
+	p, err := tracePlot("llama1b-ckpt", rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Legend.Top || !p.Legend.Left {
+		t.Errorf("legend top %v left %v, want the top left", p.Legend.Top, p.Legend.Left)
+	}
+	if want := float64(rs[0].PeakReservedBytes)/float64(vmm.GiB)*1.3 + 0.01; p.Y.Min != 0 || p.Y.Max != want {
+		t.Errorf("y axis [%v, %v], want [0, %v]", p.Y.Min, p.Y.Max, want)
 	}
 }
