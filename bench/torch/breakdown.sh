@@ -4,6 +4,7 @@
 # order alternates, so a drift of the machine shows as a spread), then the Go layers below the C ABI from the
 # test binaries that `make perf-bins` builds into bin/perf (no Go on the GPU machine), then the table.
 #   bench/torch/breakdown.sh            # needs dist/gmlake_torch-*.whl and bin/perf/*.test (carry dist, bin/perf)
+# WHEEL: another wheel; PERF: another folder of perf binaries (the same commit as WHEEL, for a before/after).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -15,6 +16,7 @@ unset PYTORCH_CUDA_ALLOC_CONF GMLAKE_LIB GMLAKE
 RES=$OUT/breakdown.jsonl
 : >"$RES"
 WHL=${WHEEL:-$(ls "$REPO"/dist/gmlake_torch-*.whl | head -1)}
+PERF=${PERF:-$REPO/bin/perf}
 "$PY" -m pip install -q --no-index --no-deps --force-reinstall "$WHL" 2>&1 | tail -2
 cd /
 for round in 1 2; do
@@ -34,6 +36,6 @@ GO=$OUT/go-bench.txt
 : >"$GO"
 for b in "impl:BenchmarkAllocFree$/gmlake/" "serve:BenchmarkServeAllocFree" "clib:BenchmarkCLibAllocFree"; do
 	bin=${b%%:*}
-	(cd "$REPO" && "bin/perf/$bin.test" -test.run '^$' -test.bench "${b#*:}" -test.benchtime 2000000x -test.count 3 -test.benchmem) | grep '^Benchmark' | tee -a "$GO"
+	(cd "$REPO" && "$PERF/$bin.test" -test.run '^$' -test.bench "${b#*:}" -test.benchtime 2000000x -test.count 3 -test.benchmem) | grep '^Benchmark' | tee -a "$GO"
 done
 "$PY" "$HERE/breakdown_table.py" "$RES" "$GO" | tee "$OUT/breakdown.md"

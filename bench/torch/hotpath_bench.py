@@ -106,6 +106,7 @@ def main():
     p.add_argument("--pairs", type=int, default=100000)
     p.add_argument("--pypairs", type=int, default=20000)
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--threads", default="1,2,4,8", help="thread counts of the tN rows, comma-separated; empty: none")
     a = p.parse_args()
     import torch
     from torch.utils.cpp_extension import load_inline
@@ -123,7 +124,7 @@ def main():
         print("hotpath %s %d: py %s raw %s" % (alloc, s, res["py-%d" % s], res["raw-%d" % s]), file=sys.stderr, flush=True)
     sizes = trace_sizes()
     res["mixed"] = best(lambda: m.mixed(sizes, 20))
-    for n in (1, 2, 4, 8):
+    for n in [int(x) for x in a.threads.split(",") if x]:
         for s in SIZES:
             res["t%d-%d" % (n, s)] = best(lambda: m.threads(n, s, a.pairs // 4), max)
         print("hotpath %s threads %d: %s" % (alloc, n, [res["t%d-%d" % (n, s)] for s in SIZES]), file=sys.stderr, flush=True)

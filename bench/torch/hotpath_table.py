@@ -31,6 +31,8 @@ def main():
         label = k if k == "mixed" else "%s %s" % ("Python torch.empty" if k.startswith("py") else "C++ raw pair", name(int(k.split("-")[1])))
         ratio = "%.2fx" % (v[2] / v[0]) if v[0] and v[2] else "-"
         print("| %s | %s | %s | %s | %s |" % (label, *("-" if x is None else x for x in v), ratio))
+    if not any(k.startswith("t") for (_, k) in best):
+        return  # hotpath_bench.py --threads= : no thread rows were measured
     print("\n## threads, each on its own stream: pairs per microsecond (higher is better; scaling = vs 1 thread)\n")
     print("| size | threads | native | expandable | gmlake | gmlake / native | scaling native | scaling gmlake |")
     print("|---|---|---|---|---|---|---|---|")
