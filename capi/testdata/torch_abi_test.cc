@@ -252,6 +252,9 @@ int main() {
 	CHECK(gmlake_pool_live(dev, 7, 1, lp, 4) == 1 && lp[0] == (uint64_t)(uintptr_t)g2, "pool live: %llu",
 	      (unsigned long long)lp[0]);
 	CHECK(gmlake_pool_live(dev, 0, 0, nullptr, 0) == 1, "default pool live count");
+	CHECK(gmlake_pool_live(99, 7, 1, lp, 4) == -1 && gmlake_pool_live(-1, 7, 1, nullptr, 0) == -1 &&
+	          gmlake_pool_use_count(99, 7, 1) == -1,
+	      "a device that does not exist is refused with -1 (pool live, use count): %s", last_error().c_str());
 	CHECK(has(snapshot(dev), "\"pool_id\":[7,1]"), "snapshot lacks the pool: %s", snapshot(dev).c_str());
 	CHECK(gmlake_alloc_pool(4 * MiB, dev, stream, 9, 9) == nullptr, "alloc from an unknown pool");
 	CHECK(gmlake_last_failure(&f) == 0 && f.kind == GMLAKE_FAIL_INVALID, "unknown pool failure kind %d", f.kind);

@@ -199,6 +199,7 @@ func FuzzParseEnv(f *testing.F) {
 	for i := range table {
 		for j, v := range vals {
 			f.Add(uint8(i), v, uint8((i+j)%len(table)), vals[(i+j)%len(vals)])
+			f.Add(uint8(i), v, uint8(i), v) // the setting alone (twice: the first counts), so no partner's refusal hides it
 		}
 	}
 	f.Fuzz(func(t *testing.T, i uint8, v string, j uint8, w string) {
@@ -223,6 +224,17 @@ func FuzzParseEnv(f *testing.F) {
 		for _, s := range []Setting{a, b} {
 			if val := given[s.Name]; val != "" && (s.Retired != "" || !inRange(s, val)) {
 				t.Fatalf("%q: %s=%q accepted, outside the table's range %q", env, s.Name, val, s.Range)
+			}
+		}
+		// An accepted setting takes effect: what the EnvConfig holds for it is what its value says.
+		for _, s := range []Setting{a, b} {
+			val := given[s.Name]
+			if val == "" {
+				continue
+			}
+			if got, ok := effective(c, s); ok && got != canonical(s, val) {
+				t.Fatalf("%q: %s=%q accepted, but the configuration holds %q for it, want %q", env, s.Name, val,
+					got, canonical(s, val))
 			}
 		}
 		cfg := c.Engine
