@@ -42,6 +42,7 @@ var allowedImports = map[string][]string{
 	"harness":             {"harness/ops", "trace", "impl", "impl/serve", "model/contract", "model/sim", "spec", "vmm"},
 	"harness/conformance": {"impl", "model/sim", "vmm"},
 	"harness/mutate":      {},
+	"harness/golden":      {},
 	"harness/gpu":         {"impl/cudavmm", "model/sim", "vmm"},
 	"fuzz":                {"harness/gpu", "harness/ops", "trace", "impl", "impl/cudavmm", "impl/serve", "model/sim", "spec", "vmm"},
 
@@ -54,7 +55,7 @@ var allowedImports = map[string][]string{
 
 // judges are the packages the product must not link: the oracle, the invariants, the checkers and the
 // fuzzers. trace is a pure format package (libgmlake writes traces with it), not a judge.
-var judges = []string{"model/contract", "spec", "harness/ops", "harness", "harness/gpu", "harness/conformance", "harness/mutate", "fuzz", "cmd/gmlake"}
+var judges = []string{"model/contract", "spec", "harness/ops", "harness", "harness/gpu", "harness/conformance", "harness/mutate", "harness/golden", "fuzz", "cmd/gmlake"}
 
 // projectImports parses the non-test Go files of the module and returns, for each folder, the project
 // packages it imports (module-relative, "." for the root) and the files that import "C" or unsafe.

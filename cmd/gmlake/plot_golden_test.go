@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
 	"testing"
-)
 
-var updateGolden = flag.Bool("update", false, "rewrite the golden files in testdata/ from what the command writes now")
+	"github.com/gmlake/gmlake/harness/golden"
+)
 
 // Property: the figure `gmlake replay --plot` writes changes only on purpose. A small saw-tooth trace of two
 // streams (testdata/saw.trace) is replayed under caching and gmlake on the simulated device and drawn as SVG
@@ -27,25 +25,6 @@ func TestReplayPlotMatchesGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "saw-plot.svg")
-	const update = "go test ./cmd/gmlake -run TestReplayPlotMatchesGolden -update"
-	if *updateGolden {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (write it: %s)", err, update)
-	}
-	if !bytes.Equal(got, want) {
-		i := 0
-		for i < len(got) && i < len(want) && got[i] == want[i] {
-			i++
-		}
-		t.Fatalf("the plot differs from %s from byte %d (%d bytes, want %d): %q, want %q; if the change is meant, "+
-			"look at the new plot and rewrite the golden file: %s", golden, i, len(got), len(want),
-			got[max(0, i-40):min(len(got), i+40)], want[max(0, i-40):min(len(want), i+40)], update)
-	}
+	golden.Check(t, got, filepath.Join("testdata", "saw-plot.svg"),
+		"go test ./cmd/gmlake -run TestReplayPlotMatchesGolden -update")
 }
