@@ -251,4 +251,11 @@
 // AllocHost replays the log, then allocates and classes the new block (the separate Replay, Alloc and
 // HostClass calls, whose answers it gives: TestReplayIsTheSeparateCalls checks it on half the misses).
 // GMLAKE_HOST_CACHE=0 turns it off.
+//
+// A miss empties the cache's freed list, since the crossing may change the engine under any of its blocks.
+// So on a ring of mixed sizes the cache serves few requests (18% of bench/abi's mixed ring). Keeping the
+// blocks that the engine still had free after the miss was built and measured in session 29: hits rose to
+// 80%, and the pair got slower, because a replayed hit still does an allocation's split and block lookup
+// (docs/results/hotpath-breakdown.md, session 29). What the mixed pair pays for is that engine work, not the
+// crossing.
 package impl
