@@ -864,8 +864,10 @@ func (a *Allocator) holdPartsLocked(sb *sBlock) {
 		held += c.size
 		b := c.seg.blockAt(c.off)
 		if home != nil && waitsOnlyFor(b, home) {
-			// Still waiting for sb's own stream: taken back by that stream, its wait is dropped.
+			// Still waiting for sb's own stream: taken back by that stream, its wait is dropped (its entry
+			// in pend goes at the next pass).
 			b.xwait, b.events = nil, 0
+			a.staleWaits = true
 			b.state = Live
 			b.heldBy = sb
 			sb.parts = append(sb.parts, b)

@@ -135,6 +135,11 @@ type Allocator struct {
 	// sblocks lists every sBlock, live, pending or cached. Invariant: sblocks[i].sIndex == i.
 	sblocks []*sBlock
 	pend    []pendingEv
+	// staleWaits: pend may hold a cross-stream entry no part waits on any more (a part taken back by its own
+	// stream, or recycled) since the last pass of processEventsOnceLocked, which drops every such entry.
+	// Invariant: false implies each cross-stream entry of pend (ev == 0, !last) lists a part that waitsOn it
+	// (check: the entries must not pile up, one per Free of an sBlock its stream takes back at once).
+	staleWaits bool
 	evFree  []vmm.Event // pooled events: created, not recorded anywhere that is still waited on
 	spare   []*pBlock   // recycled pBlock structs (recycleLocked). Invariant: none is in use (zero but p).
 	ready   []*block    // scratch: blocks whose waits all completed (processEventsOnceLocked); empty between calls
@@ -577,6 +582,9 @@ func (a *Allocator) recycleLocked(b *pBlock) {
 	a.forgetBlockLocked(&b.block)
 	b.block = block{uses: b.uses[:0], p: b}
 	b.mapped, b.seg, b.prev, b.next, b.heldBy = false, nil, nil, nil, nil
+	if b.xwait != nil {
+		a.staleWaits = true // its entry in pend waits for nothing now
+	}
 	b.xwait, b.xseq = nil, 0
 	b.node = fsNode{}
 	a.spare = append(a.spare, b)
@@ -765,6 +773,7 @@ func (a *Allocator) processEventsOnceLocked(by *streamState) bool {
 	}
 	clear(a.pend[j:])
 	a.pend = a.pend[:j]
+	a.staleWaits = false
 	for i, b := range ready {
 		ready[i] = nil
 		a.freeBlockLocked(b)

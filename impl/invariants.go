@@ -264,6 +264,14 @@ func (a *Allocator) checkInvariantsLocked() error {
 			return fail("a pending wait lists block %d, which left the engine", b.id)
 		}
 	}
+	if !a.staleWaits {
+		for _, pe := range a.pend {
+			if pe.ev == 0 && !pe.last && !slices.ContainsFunc(pe.blocks, func(b *block) bool { return waitsOn(b.p, pe) }) {
+				return fail("a cross-stream wait on stream %d lists %d parts and none waits on it, after the pass "+
+					"that drops such entries", pe.st.s, len(pe.blocks))
+			}
+		}
+	}
 	for b := range inUse {
 		if b.events != waits[b] {
 			return fail("block %d: %d events, %d pending waits list it", b.id, b.events, waits[b])
