@@ -140,9 +140,9 @@ type Allocator struct {
 	// Invariant: false implies each cross-stream entry of pend (ev == 0, !last) lists a part that waitsOn it
 	// (check: the entries must not pile up, one per Free of an sBlock its stream takes back at once).
 	staleWaits bool
-	evFree  []vmm.Event // pooled events: created, not recorded anywhere that is still waited on
-	spare   []*pBlock   // recycled pBlock structs (recycleLocked). Invariant: none is in use (zero but p).
-	ready   []*block    // scratch: blocks whose waits all completed (processEventsOnceLocked); empty between calls
+	evFree     []vmm.Event // pooled events: created, not recorded anywhere that is still waited on
+	spare      []*pBlock   // recycled pBlock structs (recycleLocked). Invariant: none is in use (zero but p).
+	ready      []*block    // scratch: blocks whose waits all completed (processEventsOnceLocked); empty between calls
 	// spareParts recycles the blocks slices of dropped cross-stream entries of pend (freeSBlockLocked takes
 	// one per Free of an sBlock over another stream's memory). Invariant: each is empty, its array cleared.
 	spareParts [][]*block
