@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/gmlake/gmlake/harness/golden"
-	"github.com/gmlake/gmlake/impl"
 )
 
 // Property: the figure WritePlot draws changes only on purpose. Two traces' panels (sizes, paddings, axes,
@@ -16,11 +15,8 @@ import (
 //
 //	go test ./harness/replay -run TestWritePlotMatchesGolden -update
 func TestWritePlotMatchesGolden(t *testing.T) {
-	rs := sampleReplayResults()
-	rs = append(rs, &Result{Trace: "other", Policy: impl.PolicyGMLake, Device: "sim", PeakReservedBytes: 1 << 30,
-		Timeline: []Sample{{0, 1 << 20, 1 << 20, 1 << 30}, {10, 1 << 29, 1 << 29, 1 << 30}, {20, 1 << 20, 1 << 20, 1 << 30}}})
 	path := filepath.Join(t.TempDir(), "p.svg")
-	if err := WritePlot(path, rs); err != nil {
+	if err := WritePlot(path, twoTraceResults()); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(path)

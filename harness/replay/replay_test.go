@@ -222,6 +222,13 @@ func TestBundledTracesLivePeakMatchesTorch(t *testing.T) {
 	}
 }
 
+// twoTraceResults is sampleReplayResults and one replay of a second trace: a plot of two panels.
+func twoTraceResults() []*Result {
+	return append(sampleReplayResults(), &Result{Trace: "other", Policy: impl.PolicyGMLake, Device: "sim",
+		PeakReservedBytes: 1 << 30,
+		Timeline:          []Sample{{0, 1 << 20, 1 << 20, 1 << 30}, {10, 1 << 29, 1 << 29, 1 << 30}, {20, 1 << 20, 1 << 20, 1 << 30}}})
+}
+
 func sampleReplayResults() []*Result {
 	var calls vmm.CallCounts
 	calls[vmm.CallCreate], calls[vmm.CallMap], calls[vmm.CallSetAccess] = 3, 3, 2
@@ -427,9 +434,7 @@ func TestReplaySnapshot(t *testing.T) {
 // leaves 30% above the highest peak for it).
 func TestWritePlotLayout(t *testing.T) {
 	rs := sampleReplayResults()
-	two := append(rs, &Result{Trace: "other", Policy: impl.PolicyGMLake, Device: "sim", PeakReservedBytes: 1 << 30,
-		Timeline: []Sample{{0, 1 << 20, 1 << 20, 1 << 30}, {10, 1 << 20, 1 << 20, 1 << 30}}})
-	for panels, in := range map[int][]*Result{1: rs, 2: two} {
+	for panels, in := range map[int][]*Result{1: rs, 2: twoTraceResults()} {
 		path := filepath.Join(t.TempDir(), "p.png")
 		if err := WritePlot(path, in); err != nil {
 			t.Fatal(err)
