@@ -251,7 +251,7 @@ func gmlakeGoTPool(device C.int, id0, id1 C.uint64_t, op C.int) (ret C.int) {
 // cannot hold; nil when it fits.
 func fitsCInt(n int, what string) error {
 	if n < 0 || n > math.MaxInt32 {
-		return withKind(errOther, fmt.Errorf("%s: %d, more than the int this function returns can hold", what, n))
+		return withKind(errOther, fmt.Errorf("%s: %d, which the int this function returns cannot hold", what, n))
 	}
 	return nil
 }

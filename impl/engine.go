@@ -135,14 +135,14 @@ type Allocator struct {
 	// sblocks lists every sBlock, live, pending or cached. Invariant: sblocks[i].sIndex == i.
 	sblocks []*sBlock
 	pend    []pendingEv
+	evFree  []vmm.Event // pooled events: created, not recorded anywhere that is still waited on
+	spare   []*pBlock   // recycled pBlock structs (recycleLocked). Invariant: none is in use (zero but p).
+	ready   []*block    // scratch: blocks whose waits all completed (processEventsOnceLocked); empty between calls
 	// staleWaits: pend may hold a cross-stream entry no part waits on any more (a part taken back by its own
 	// stream, or recycled) since the last pass of processEventsOnceLocked, which drops every such entry.
 	// Invariant: false implies each cross-stream entry of pend (ev == 0, !last) lists a part that waitsOn it
 	// (check: the entries must not pile up, one per Free of an sBlock its stream takes back at once).
 	staleWaits bool
-	evFree     []vmm.Event // pooled events: created, not recorded anywhere that is still waited on
-	spare      []*pBlock   // recycled pBlock structs (recycleLocked). Invariant: none is in use (zero but p).
-	ready      []*block    // scratch: blocks whose waits all completed (processEventsOnceLocked); empty between calls
 	// spareParts recycles the blocks slices of dropped cross-stream entries of pend (freeSBlockLocked takes
 	// one per Free of an sBlock over another stream's memory). Invariant: each is empty, its array cleared.
 	spareParts [][]*block
@@ -732,7 +732,7 @@ func (a *Allocator) processEventsOnceLocked(by *streamState) bool {
 			}
 		case pe.last:
 			done = a.lastDoneLocked(pe.st)
-		case !slices.ContainsFunc(pe.blocks, func(b *block) bool { return waitsOn(b.p, pe) }):
+		case !pe.partWaits():
 			// Parts taken back by their own stream, or recycled, wait no more: an entry no part waits on is
 			// dropped without asking the device (INV-BUDGET: nothing waits for the answer). by's own entries
 			// too: kept, they would pile up, one per Free of an sBlock its stream takes back at once.
@@ -811,6 +811,11 @@ func (a *Allocator) markDoneLocked(s vmm.Stream, rec uint64) {
 }
 
 // waitsOn reports whether pBlock pb, a part of another stream's freed sBlock, still waits on the fence entry pe.
+// partWaits reports whether a part listed by cross-stream entry pe still waits on it.
+func (pe pendingEv) partWaits() bool {
+	return slices.ContainsFunc(pe.blocks, func(b *block) bool { return waitsOn(b.p, pe) })
+}
+
 func waitsOn(pb *pBlock, pe pendingEv) bool {
 	return pb.xwait == pe.st && pb.xseq == pe.seq && pb.state == Pending
 }

@@ -266,7 +266,7 @@ func (a *Allocator) checkInvariantsLocked() error {
 	}
 	if !a.staleWaits {
 		for _, pe := range a.pend {
-			if pe.ev == 0 && !pe.last && !slices.ContainsFunc(pe.blocks, func(b *block) bool { return waitsOn(b.p, pe) }) {
+			if pe.ev == 0 && !pe.last && !pe.partWaits() {
 				return fail("a cross-stream wait on stream %d lists %d parts and none waits on it, after the pass "+
 					"that drops such entries", pe.st.s, len(pe.blocks))
 			}

@@ -9,7 +9,8 @@ requested, a ring of 64 live, the oldest freed first, one stream. The host cache
 which replays the log and empties the freed list. The simulation prints the hit rate of that design and of one
 where the freed list survives a miss (the blocks stay lent to the cache across crossings), for lists of 32, 64
 and 128. The first figure is checked against the library's own counters (host_cache_hits / num_allocs through
-gmlake_torch on the simulated device: 18.4% in session 29), so the second is the design's measured upper bound.
+gmlake_torch on the simulated device: 18.4% in session 29), so the second is that design's bound, simulated
+(the variant built in session 29 reached 80%, and was slower: docs/results/hotpath-breakdown.md).
 """
 import gzip
 import os

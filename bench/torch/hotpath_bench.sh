@@ -12,8 +12,9 @@ RES=$OUT/hotpath.jsonl
 export PYTHONDONTWRITEBYTECODE=1
 unset PYTORCH_CUDA_ALLOC_CONF GMLAKE
 # ROUNDS: how many rounds (default 2); HOTPATH_ARGS: more arguments for hotpath_bench.py (--threads= skips the
-# thread rows). A process of any allocator can land in a slow mode for its whole life (seen on the H100: native
-# 2.0 or 3.8 us per Python pair, never between), so more rounds make the best-of figure the fast mode's.
+# thread rows). The H100 host ran in two speed states about 2x apart (native 2.0 or 3.8 us per Python pair, never
+# between), changing between processes and at times inside one, so more rounds make the best-of figure the
+# fast state's.
 for round in $(seq 1 "${ROUNDS:-2}"); do
 	order="native expandable gmlake"
 	[ $((round % 2)) = 0 ] && order="gmlake expandable native"
